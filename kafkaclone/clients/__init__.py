@@ -1,0 +1,1 @@
+"""The project's own synchronous Producer, Consumer and AdminClient (not built yet)."""

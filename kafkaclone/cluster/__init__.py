@@ -1,0 +1,1 @@
+"""Partition, Replica, Broker and EndPoint (not built yet)."""

@@ -1,0 +1,1 @@
+"""KafkaController and its state machines (not built yet)."""

@@ -1,0 +1,1 @@
+"""GroupCoordinator and the committed-offset store (not built yet)."""

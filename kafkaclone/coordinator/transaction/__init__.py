@@ -1,0 +1,1 @@
+"""Producer ids and transactions (not built yet)."""

@@ -1,0 +1,1 @@
+"""Twisted socket server: KafkaServerProtocol and RequestChannel (not built yet)."""

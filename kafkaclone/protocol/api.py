@@ -1,0 +1,199 @@
+"""The compiled APIs and the framing of requests and responses.
+
+Every module in :mod:`kafkaclone.protocol.messages` that declares a ``REQUEST`` and a
+``RESPONSE`` is an API; it is compiled once at import and registered by its key. Adding an
+API is adding a declaration module, nothing else.
+
+Header versions follow Kafka: a request whose version is flexible (KIP-482) carries request
+header v2, otherwise v1 (ControlledShutdown v0 alone uses v0); a flexible response carries
+response header v1, otherwise v0, except ApiVersions, whose response header is always v0 so
+a client can read it before it knows what the broker speaks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kafkaclone.protocol import messages as _messages_pkg
+from kafkaclone.protocol import types as t
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import DecodeError, InvalidRequestError, UnsupportedVersionError
+from kafkaclone.protocol.messages.headers import REQUEST_HEADER, RESPONSE_HEADER
+from kafkaclone.protocol.schema import Message, MessageSpec, compile_message
+
+
+@dataclass(frozen=True)
+class Api:
+    key: ApiKey
+    request: Message
+    response: Message
+
+    @property
+    def name(self) -> str:
+        return self.request.name.removesuffix("Request")
+
+    @property
+    def min_version(self) -> int:
+        return self.request.min_version
+
+    @property
+    def max_version(self) -> int:
+        return self.request.max_version
+
+    def request_header_version(self, version: int) -> int:
+        if self.key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
+            return 0
+        return 2 if self.request.is_flexible(version) else 1
+
+    def response_header_version(self, version: int) -> int:
+        if self.key == ApiKey.API_VERSIONS:
+            return 0
+        return 1 if self.response.is_flexible(version) else 0
+
+
+RequestHeader: Final = compile_message(REQUEST_HEADER)
+ResponseHeader: Final = compile_message(RESPONSE_HEADER)
+
+
+def _load_apis() -> tuple[dict[int, Api], dict[str, Message]]:
+    apis: dict[int, Api] = {}
+    messages: dict[str, Message] = {}
+    for info in sorted(pkgutil.iter_modules(_messages_pkg.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{_messages_pkg.__name__}.{info.name}")
+        for spec in vars(module).values():
+            if isinstance(spec, MessageSpec) and spec.kind == "data" and spec.name not in (
+                "RequestHeader", "ResponseHeader"
+            ):
+                messages[spec.name] = compile_message(spec)
+        req_spec = getattr(module, "REQUEST", None)
+        resp_spec = getattr(module, "RESPONSE", None)
+        if req_spec is None or resp_spec is None:
+            continue
+        if req_spec.api_key != resp_spec.api_key or req_spec.valid != resp_spec.valid:
+            raise ValueError(f"{info.name}: request and response disagree on key or versions")
+        key = ApiKey(req_spec.api_key)
+        if key in apis:
+            raise ValueError(f"API {key.name} is declared twice")
+        api = Api(key, compile_message(req_spec), compile_message(resp_spec))
+        apis[key] = api
+        messages[api.request.name] = api.request
+        messages[api.response.name] = api.response
+    return dict(sorted(apis.items())), messages
+
+
+_LOADED: Final = _load_apis()
+APIS: Final[dict[int, Api]] = _LOADED[0]
+"""Every declared API by key."""
+MESSAGES: Final[dict[str, Message]] = _LOADED[1]
+"""Every compiled message (request, response and embedded data) by name."""
+
+
+def api(key: int) -> Api:
+    """The API with this key; InvalidRequestError if kafkaclone does not declare it."""
+    try:
+        return APIS[key]
+    except KeyError:
+        raise InvalidRequestError(f"unknown API key {key}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFrame:
+    """A decoded request: its header, its API and its body."""
+
+    header: Any
+    api: Api
+    body: Any
+
+    @property
+    def api_version(self) -> int:
+        return int(self.header.request_api_version)
+
+    @property
+    def correlation_id(self) -> int:
+        return int(self.header.correlation_id)
+
+
+def peek_request_header(frame: t.Buffer) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a request, without decoding the rest."""
+    if len(frame) < 8:
+        raise DecodeError(f"request of {len(frame)} bytes is shorter than its header")
+    key = int.from_bytes(frame[0:2], "big", signed=True)
+    version = int.from_bytes(frame[2:4], "big", signed=True)
+    correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
+    return key, version, correlation_id
+
+
+def decode_request_header(frame: t.Buffer) -> tuple[Any, Api, int]:
+    """Decode the header of a request frame (the bytes after the 4-byte length).
+
+    Returns the header, the API and the position of the body. Raises InvalidRequestError for
+    an unknown API key, UnsupportedVersionError (with the header decoded as far as possible,
+    in ``exc.header``) for a version kafkaclone does not implement, DecodeError otherwise.
+    """
+    key, version, _ = peek_request_header(frame)
+    target = api(key)
+    if not target.min_version <= version <= target.max_version:
+        header, _pos = RequestHeader.decode(frame, 1)
+        exc = UnsupportedVersionError(
+            f"{target.name} v{version} is not supported (supported: "
+            f"{target.min_version}-{target.max_version})"
+        )
+        exc.header = header  # type: ignore[attr-defined]
+        raise exc
+    header, pos = RequestHeader.decode(frame, target.request_header_version(version))
+    return header, target, pos
+
+
+def decode_request(frame: t.Buffer) -> RequestFrame:
+    """Decode a whole request frame; the body must use every byte of it."""
+    view = memoryview(frame)
+    header, target, pos = decode_request_header(view)
+    version = int(header.request_api_version)
+    body, end = target.request.decode(view, version, pos)
+    if end != len(view):
+        raise DecodeError(
+            f"{len(view) - end} bytes left over after {target.request.name} v{version}"
+        )
+    return RequestFrame(header, target, body)
+
+
+def encode_request(key: int, version: int, correlation_id: int, client_id: str | None,
+                   body: Any) -> bytes:
+    """A request frame without its 4-byte length prefix."""
+    target = api(key)
+    header = RequestHeader.cls(
+        request_api_key=key, request_api_version=version,
+        correlation_id=correlation_id, client_id=client_id,
+    )
+    out = bytearray()
+    RequestHeader.encode_into(header, target.request_header_version(version), out)
+    target.request.encode_into(body, version, out)
+    return bytes(out)
+
+
+def encode_response(key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """A response frame without its 4-byte length prefix."""
+    target = api(key)
+    out = bytearray()
+    ResponseHeader.encode_into(
+        ResponseHeader.cls(correlation_id=correlation_id),
+        target.response_header_version(version), out,
+    )
+    target.response.encode_into(body, version, out)
+    return bytes(out)
+
+
+def decode_response(key: int, version: int, frame: t.Buffer) -> tuple[int, Any]:
+    """Decode a response frame (after its length prefix): (correlation_id, body)."""
+    target = api(key)
+    view = memoryview(frame)
+    header, pos = ResponseHeader.decode(view, target.response_header_version(version))
+    body, end = target.response.decode(view, version, pos)
+    if end != len(view):
+        raise DecodeError(
+            f"{len(view) - end} bytes left over after {target.response.name} v{version}"
+        )
+    return int(header.correlation_id), body

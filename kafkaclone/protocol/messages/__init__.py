@@ -1,0 +1,1 @@
+"""One module per API (a REQUEST and a RESPONSE declaration), plus headers and embedded payloads."""

@@ -1,0 +1,654 @@
+"""Message schemas declared once as data, compiled into flat per-version codecs.
+
+A message is declared once for all of its versions, the way Kafka's
+``clients/src/main/resources/common/message/*.json`` files do it: every field carries the
+versions it exists in, the versions in which it may be null, and (for KIP-482 tagged
+fields) its tag. For example::
+
+    PRODUCE_REQUEST = request(0, "ProduceRequest", valid="0-9", flexible="9+", fields=[
+        field("transactional_id", "string", "3+", nullable="3+", default=None),
+        field("acks", "int16"),
+        field("timeout_ms", "int32"),
+        field("topic_data", "[]TopicProduceData", fields=[
+            field("name", "string"),
+            field("partition_data", "[]PartitionProduceData", fields=[
+                field("index", "int32"),
+                field("records", "records", nullable="0+"),
+            ]),
+        ]),
+    ])
+
+At import, :func:`compile_message` turns each (message, version) into one generated Python
+function for decoding and one for encoding: consecutive fixed-width fields become a single
+precompiled ``struct`` call, and no field list is interpreted at run time. Decoded messages
+are instances of a generated slotted dataclass; nested structs are classes reachable as
+attributes of their parent (``ProduceRequest.TopicProduceData``).
+
+Types: ``bool int8 int16 uint16 int32 uint32 int64 float64 string bytes records uuid``,
+``[]T`` for arrays of any of those or of a struct, and a capitalised name for a struct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kafkaclone.protocol import types as t
+from kafkaclone.protocol.errors import DecodeError, UnsupportedVersionError
+
+MAX_VERSION: Final = 0x7FFF
+
+_FIXED_FORMATS: Final = {
+    "bool": "?",
+    "int8": "b",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "uint32": "I",
+    "int64": "q",
+    "float64": "d",
+}
+_VARIABLE_TYPES: Final = {"string", "bytes", "records", "uuid"}
+_ZERO_DEFAULTS: Final[dict[str, Any]] = {
+    "bool": False,
+    "int8": 0,
+    "int16": 0,
+    "uint16": 0,
+    "int32": 0,
+    "uint32": 0,
+    "int64": 0,
+    "float64": 0.0,
+    "string": "",
+    "bytes": b"",
+    "records": None,
+    "uuid": t.ZERO_UUID,
+}
+
+
+@dataclass(frozen=True)
+class Versions:
+    """An inclusive version range, written as Kafka writes it: "0+", "3-5", "2", "none"."""
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str) -> Versions:
+        text = text.strip()
+        if text == "none":
+            return NO_VERSIONS
+        if text.endswith("+"):
+            return cls(int(text[:-1]), MAX_VERSION)
+        if "-" in text:
+            low, high = text.split("-")
+            return cls(int(low), int(high))
+        return cls(int(text), int(text))
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.low <= version <= self.high
+
+    def __str__(self) -> str:
+        if self.low > self.high:
+            return "none"
+        if self.high == MAX_VERSION:
+            return f"{self.low}+"
+        if self.low == self.high:
+            return str(self.low)
+        return f"{self.low}-{self.high}"
+
+    def intersect(self, other: Versions) -> Versions:
+        return Versions(max(self.low, other.low), min(self.high, other.high))
+
+
+NO_VERSIONS: Final = Versions(1, 0)
+
+_UNSET: Final[Any] = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str
+    versions: Versions
+    nullable: Versions
+    tagged: Versions
+    tag: int | None
+    default: Any
+    fields: tuple[Field, ...] | None
+    flexible: Versions | None
+    about: str
+
+    @property
+    def is_array(self) -> bool:
+        return self.type.startswith("[]")
+
+    @property
+    def element_type(self) -> str:
+        return self.type[2:] if self.is_array else self.type
+
+    @property
+    def is_struct(self) -> bool:
+        return self.element_type[:1].isupper()
+
+
+def field(
+    name: str,
+    type: str,
+    versions: str = "0+",
+    *,
+    nullable: str = "none",
+    tag: int | None = None,
+    tagged: str | None = None,
+    default: Any = _UNSET,
+    fields: Sequence[Field] | None = None,
+    flexible: str | None = None,
+    about: str = "",
+) -> Field:
+    """Declare one field. ``tagged`` defaults to ``versions`` when a ``tag`` is given."""
+    declared = Versions.parse(versions)
+    if tag is not None and tagged is None:
+        tagged = versions
+    element = type[2:] if type.startswith("[]") else type
+    if element[:1].isupper():
+        if fields is None:
+            raise ValueError(f"struct field {name!r} of type {type!r} needs its fields")
+    elif element not in _FIXED_FORMATS and element not in _VARIABLE_TYPES:
+        raise ValueError(f"field {name!r} has unknown type {type!r}")
+    return Field(
+        name=name,
+        type=type,
+        versions=declared,
+        nullable=Versions.parse(nullable),
+        tagged=Versions.parse(tagged) if tagged is not None else NO_VERSIONS,
+        tag=tag,
+        default=default,
+        fields=tuple(fields) if fields is not None else None,
+        flexible=Versions.parse(flexible) if flexible is not None else None,
+        about=about,
+    )
+
+
+@dataclass(frozen=True)
+class MessageSpec:
+    name: str
+    kind: str  # "request", "response", "header" or "data"
+    api_key: int | None
+    valid: Versions
+    flexible: Versions
+    fields: tuple[Field, ...]
+
+
+def request(
+    api_key: int, name: str, *, valid: str, flexible: str, fields: Sequence[Field]
+) -> MessageSpec:
+    return MessageSpec(name, "request", api_key, Versions.parse(valid),
+                       Versions.parse(flexible), tuple(fields))
+
+
+def response(
+    api_key: int, name: str, *, valid: str, flexible: str, fields: Sequence[Field]
+) -> MessageSpec:
+    return MessageSpec(name, "response", api_key, Versions.parse(valid),
+                       Versions.parse(flexible), tuple(fields))
+
+
+def data(name: str, *, valid: str, flexible: str, fields: Sequence[Field]) -> MessageSpec:
+    """A message that is not an API body (headers, embedded consumer-protocol payloads)."""
+    return MessageSpec(name, "data", None, Versions.parse(valid),
+                       Versions.parse(flexible), tuple(fields))
+
+
+Decoder = Callable[[Any, int], tuple[Any, int]]
+Encoder = Callable[[Any, bytearray], None]
+
+
+class Message:
+    """A compiled message: its generated class and one encoder/decoder per version."""
+
+    def __init__(self, spec: MessageSpec, cls: type[Any],
+                 decoders: dict[int, Decoder], encoders: dict[int, Encoder]) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.cls = cls
+        self.min_version = spec.valid.low
+        self.max_version = spec.valid.high
+        self._decoders = decoders
+        self._encoders = encoders
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self.cls(**kwargs)
+
+    def is_flexible(self, version: int) -> bool:
+        return version in self.spec.flexible
+
+    def decode(self, buf: t.Buffer, version: int, pos: int = 0) -> tuple[Any, int]:
+        """Decode one message at ``pos``; returns it and the position after it."""
+        decoder = self._decoders.get(version)
+        if decoder is None:
+            raise UnsupportedVersionError(f"{self.name} has no version {version}")
+        try:
+            return decoder(buf, pos)
+        except DecodeError:
+            raise
+        except (struct.error, IndexError, ValueError, OverflowError, MemoryError) as exc:
+            raise DecodeError(f"malformed {self.name} v{version}: {exc}") from None
+
+    def decode_exact(self, buf: t.Buffer, version: int) -> Any:
+        """Decode a buffer that must hold exactly one message and nothing after it."""
+        value, end = self.decode(buf, version)
+        if end != len(buf):
+            raise DecodeError(f"{len(buf) - end} bytes left over after {self.name} v{version}")
+        return value
+
+    def encode(self, value: Any, version: int) -> bytes:
+        out = bytearray()
+        self.encode_into(value, version, out)
+        return bytes(out)
+
+    def encode_into(self, value: Any, version: int, out: bytearray) -> None:
+        encoder = self._encoders.get(version)
+        if encoder is None:
+            raise UnsupportedVersionError(f"{self.name} has no version {version}")
+        try:
+            encoder(value, out)
+        except (struct.error, AttributeError, TypeError, OverflowError) as exc:
+            raise ValueError(f"cannot encode {self.name} v{version}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"<Message {self.name} v{self.spec.valid}>"
+
+
+# --- compilation ---------------------------------------------------------------------------
+
+
+def compile_message(spec: MessageSpec) -> Message:
+    """Generate the class and per-version codecs of one declared message."""
+    compiler = _Compiler(spec)
+    cls = compiler.make_class(spec.name, spec.fields)
+    names = {
+        version: compiler.make_codecs(spec.name, spec.fields, version)
+        for version in range(spec.valid.low, spec.valid.high + 1)
+    }
+    namespace = compiler.finish()
+    decoders = {version: namespace[dec] for version, (dec, _) in names.items()}
+    encoders = {version: namespace[enc] for version, (_, enc) in names.items()}
+    return Message(spec, cls, decoders, encoders)
+
+
+def _default_expr(f: Field, namespace: dict[str, Any]) -> str:
+    """Python source for a fresh default value of ``f`` (lists must not be shared)."""
+    if f.is_array:
+        return "None" if f.default is None else "[]"
+    if f.is_struct:
+        return "None" if f.default is None else f"_cls_{f.element_type}()"
+    value = _ZERO_DEFAULTS[f.type] if f.default is _UNSET else f.default
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    key = f"_default_{len(namespace)}"
+    namespace[key] = value
+    return key
+
+
+class _Compiler:
+    """Writes the source of all codecs of one message and executes it once."""
+
+    def __init__(self, spec: MessageSpec) -> None:
+        self.spec = spec
+        self.namespace: dict[str, Any] = {
+            "t": t,
+            "DecodeError": DecodeError,
+            "_struct": struct,
+            "_INT32": t.INT32,
+            "_INT16": t.INT16,
+        }
+        self.classes: dict[str, type[Any]] = {}
+        self.struct_fields: dict[str, tuple[Field, ...]] = {}
+        self.lines: list[str] = []
+        self.written: set[str] = set()
+        self.counter = 0
+
+    # classes
+
+    def make_class(self, name: str, fields: tuple[Field, ...]) -> type[Any]:
+        if name in self.classes:
+            if self.struct_fields[name] != fields:
+                raise ValueError(f"{self.spec.name}: struct {name} declared twice, differently")
+            return self.classes[name]
+        self.struct_fields[name] = fields
+        children: dict[str, type[Any]] = {}
+        for f in fields:
+            if f.is_struct:
+                assert f.fields is not None
+                children[f.element_type] = self.make_class(f.element_type, f.fields)
+        specs: list[tuple[str, Any, Any]] = [
+            (f.name, Any, dataclasses.field(default_factory=self._factory(f))) for f in fields
+        ]
+        specs.append(("unknown_tagged_fields", Any, dataclasses.field(default_factory=list)))
+        cls = dataclasses.make_dataclass(name, specs, slots=True)
+        cls.__module__ = __name__
+        for child_name, child in children.items():
+            setattr(cls, child_name, child)
+        cls.__qualname__ = name if name == self.spec.name else f"{self.spec.name}.{name}"
+        self.classes[name] = cls
+        self.namespace[f"_cls_{name}"] = cls
+        return cls
+
+    def _factory(self, f: Field) -> Callable[[], Any]:
+        if f.is_array:
+            return (lambda: None) if f.default is None else list
+        if f.is_struct:
+            if f.default is None:
+                return lambda: None
+            return lambda: self.classes[f.element_type]()
+        value = _ZERO_DEFAULTS[f.type] if f.default is _UNSET else f.default
+        return lambda: value
+
+    # codecs
+
+    def make_codecs(self, name: str, fields: tuple[Field, ...], version: int) -> tuple[str, str]:
+        """Write the decoder and encoder of one version; returns their function names."""
+        return (self._struct_decoder(name, fields, version),
+                self._struct_encoder(name, fields, version))
+
+    def finish(self) -> dict[str, Any]:
+        source = "\n".join(self.lines)
+        code = compile(source, f"<kafkaclone schema {self.spec.name}>", "exec")
+        exec(code, self.namespace)
+        return self.namespace
+
+    def _flexible(self, f: Field, version: int) -> bool:
+        if f.flexible is not None:
+            return version in f.flexible
+        return version in self.spec.flexible
+
+    def _fname(self, kind: str, name: str, version: int) -> str:
+        return f"_{kind}_{name}_v{version}"
+
+    def _struct_decoder(self, name: str, fields: tuple[Field, ...], version: int) -> str:
+        fname = self._fname("dec", name, version)
+        if fname in self.written:
+            return fname
+        self.written.add(fname)
+        flexible = version in self.spec.flexible
+        body: list[str] = []
+        values: list[str] = []
+        run: list[tuple[str, str]] = []  # (var, struct format) of consecutive fixed fields
+
+        def flush_run() -> None:
+            if not run:
+                return
+            fmt = ">" + "".join(code for _, code in run)
+            key = self._const(struct.Struct(fmt))
+            names = ", ".join(var for var, _ in run)
+            body.append(f"    ({names},) = {key}.unpack_from(buf, pos)")
+            body.append(f"    pos += {struct.calcsize(fmt)}")
+            run.clear()
+
+        tagged_fields: list[Field] = []
+        for i, f in enumerate(fields):
+            var = f"v{i}"
+            values.append(var)
+            if version not in f.versions:
+                body_default = _default_expr(f, self.namespace)
+                flush_run()
+                body.append(f"    {var} = {body_default}")
+                continue
+            if version in f.tagged:
+                tagged_fields.append(f)
+                body.append(f"    {var} = {_default_expr(f, self.namespace)}")
+                continue
+            if not f.is_array and f.type in _FIXED_FORMATS:
+                run.append((var, _FIXED_FORMATS[f.type]))
+                continue
+            flush_run()
+            body.extend(self._decode_value(f, version, var, "    "))
+        flush_run()
+        unknown = "[]"
+        if flexible:
+            unknown = "unknown"
+            body.extend(self._decode_tagged(fields, tagged_fields, version))
+        args = ", ".join([*values, unknown])
+        lines = [f"def {fname}(buf, pos):", *body, f"    return _cls_{name}({args}), pos", ""]
+        self.lines.extend(lines)
+        return fname
+
+    def _decode_tagged(self, fields: tuple[Field, ...], tagged: list[Field],
+                       version: int) -> list[str]:
+        body = [
+            "    unknown = []",
+            "    ntags, pos = t.read_uvarint(buf, pos)",
+            "    if ntags > len(buf) - pos:",
+            "        raise DecodeError('more tagged fields than bytes')",
+            "    for _ in range(ntags):",
+            "        tag, pos = t.read_uvarint(buf, pos)",
+            "        size, pos = t.read_uvarint(buf, pos)",
+            "        end = pos + size",
+            "        if end > len(buf):",
+            "            raise DecodeError('tagged field runs past the end of the buffer')",
+        ]
+        keyword = "if"
+        for f in tagged:
+            var = f"v{fields.index(f)}"
+            body.append(f"        {keyword} tag == {f.tag}:")
+            body.extend(self._decode_value(f, version, var, "            "))
+            body.append("            if pos != end:")
+            body.append(f"                raise DecodeError('bad size of tagged field {f.name}')")
+            keyword = "elif"
+        if tagged:
+            body.append("        else:")
+            indent = "            "
+        else:
+            indent = "        "
+        body.append(f"{indent}unknown.append((tag, bytes(buf[pos:end])))")
+        body.append(f"{indent}pos = end")
+        return body
+
+    def _decode_value(self, f: Field, version: int, var: str, ind: str) -> list[str]:
+        flexible = self._flexible(f, version)
+        nullable = version in f.nullable
+        elem = f.element_type
+        if f.is_array:
+            min_size = self._min_size(f, version, element=True)
+            reader = "read_compact_array_length" if flexible else "read_array_length"
+            out = [f"{ind}n, pos = t.{reader}(buf, pos, {min_size})"]
+            if nullable:
+                out.append(f"{ind}if n < 0:")
+                out.append(f"{ind}    {var} = None")
+                out.append(f"{ind}else:")
+            else:
+                out.append(f"{ind}if n < 0:")
+                out.append(f"{ind}    raise DecodeError('non-nullable array {f.name} is null')")
+                out.append(f"{ind}if True:")
+            if elem in _FIXED_FORMATS:
+                code = _FIXED_FORMATS[elem]
+                size = struct.calcsize(">" + code)
+                out.append(f"{ind}    {var} = list(_struct.unpack_from('>%d{code}' % n, buf, pos))")
+                out.append(f"{ind}    pos += n * {size}")
+                return out
+            out.append(f"{ind}    {var} = []")
+            out.append(f"{ind}    append = {var}.append")
+            out.append(f"{ind}    for _ in range(n):")
+            if f.is_struct:
+                assert f.fields is not None
+                sub = self._struct_decoder(elem, f.fields, version)
+                out.append(f"{ind}        item, pos = {sub}(buf, pos)")
+            else:
+                reader = self._reader(elem, flexible, False)
+                out.append(f"{ind}        item, pos = {reader}(buf, pos)")
+            out.append(f"{ind}        append(item)")
+            return out
+        if f.is_struct:
+            assert f.fields is not None
+            if nullable:
+                raise ValueError(f"{self.spec.name}.{f.name}: nullable structs are not supported")
+            sub = self._struct_decoder(elem, f.fields, version)
+            return [f"{ind}{var}, pos = {sub}(buf, pos)"]
+        if elem in _FIXED_FORMATS:
+            key = self._const(struct.Struct(">" + _FIXED_FORMATS[elem]))
+            size = struct.calcsize(">" + _FIXED_FORMATS[elem])
+            return [f"{ind}({var},) = {key}.unpack_from(buf, pos)", f"{ind}pos += {size}"]
+        return [f"{ind}{var}, pos = {self._reader(elem, flexible, nullable)}(buf, pos)"]
+
+    @staticmethod
+    def _reader(elem: str, flexible: bool, nullable: bool) -> str:
+        if elem == "uuid":
+            return "t.read_uuid"
+        if elem == "records":
+            return "t.read_compact_records" if flexible else "t.read_records"
+        prefix = "t.read_compact_" if flexible else "t.read_"
+        return prefix + ("nullable_" if nullable else "") + elem
+
+    @staticmethod
+    def _writer(elem: str, flexible: bool, nullable: bool) -> str:
+        if elem == "uuid":
+            return "t.write_uuid"
+        if elem == "records":
+            return "t.write_compact_nullable_bytes" if flexible else "t.write_nullable_bytes"
+        prefix = "t.write_compact_" if flexible else "t.write_"
+        return prefix + ("nullable_" if nullable else "") + elem
+
+    def _min_size(self, f: Field, version: int, *, element: bool = False) -> int:
+        """The fewest bytes one value (or one array element) of ``f`` can take."""
+        flexible = self._flexible(f, version)
+        if f.is_array and not element:
+            return 1 if flexible else 4
+        elem = f.element_type
+        if elem in _FIXED_FORMATS:
+            return struct.calcsize(">" + _FIXED_FORMATS[elem])
+        if elem == "uuid":
+            return 16
+        if elem in ("string",):
+            return 1 if flexible else 2
+        if elem in ("bytes", "records"):
+            return 1 if flexible else 4
+        assert f.fields is not None
+        total = 1 if version in self.spec.flexible else 0
+        for sub in f.fields:
+            if version in sub.versions and version not in sub.tagged:
+                total += self._min_size(sub, version)
+        return total
+
+    def _struct_encoder(self, name: str, fields: tuple[Field, ...], version: int) -> str:
+        fname = self._fname("enc", name, version)
+        if fname in self.written:
+            return fname
+        self.written.add(fname)
+        flexible = version in self.spec.flexible
+        body: list[str] = []
+        run: list[tuple[str, str]] = []
+
+        def flush_run() -> None:
+            if not run:
+                return
+            fmt = ">" + "".join(code for _, code in run)
+            key = self._const(struct.Struct(fmt))
+            args = ", ".join(expr for expr, _ in run)
+            body.append(f"    out += {key}.pack({args})")
+            run.clear()
+
+        tagged_fields: list[Field] = []
+        for f in fields:
+            if version not in f.versions:
+                continue
+            if version in f.tagged:
+                tagged_fields.append(f)
+                continue
+            if not f.is_array and f.type in _FIXED_FORMATS:
+                run.append((f"obj.{f.name}", _FIXED_FORMATS[f.type]))
+                continue
+            flush_run()
+            body.extend(self._encode_value(f, version, f"obj.{f.name}", "out", "    "))
+        flush_run()
+        if flexible:
+            body.extend(self._encode_tagged(tagged_fields, version))
+        if not body:
+            body.append("    pass")
+        self.lines.extend([f"def {fname}(obj, out):", *body, ""])
+        return fname
+
+    def _encode_tagged(self, tagged: list[Field], version: int) -> list[str]:
+        body = ["    tagged = list(obj.unknown_tagged_fields)"]
+        for f in sorted(tagged, key=lambda f: f.tag or 0):
+            default = _default_expr(f, self.namespace)
+            body.append(f"    value = obj.{f.name}")
+            body.append(f"    if value != {default}:")
+            body.append("        tb = bytearray()")
+            body.extend(self._encode_value(f, version, "value", "tb", "        "))
+            body.append(f"        tagged.append(({f.tag}, bytes(tb)))")
+        body.extend([
+            "    if tagged:",
+            "        tagged.sort(key=lambda item: item[0])",
+            "        t.write_uvarint(out, len(tagged))",
+            "        for tag, payload in tagged:",
+            "            t.write_uvarint(out, tag)",
+            "            t.write_uvarint(out, len(payload))",
+            "            out += payload",
+            "    else:",
+            "        out.append(0)",
+        ])
+        return body
+
+    def _encode_value(self, f: Field, version: int, expr: str, out: str, ind: str) -> list[str]:
+        flexible = self._flexible(f, version)
+        nullable = version in f.nullable
+        elem = f.element_type
+        if f.is_array:
+            lines = [f"{ind}items = {expr}"]
+            null_bytes = "b'\\x00'" if flexible else "b'\\xff\\xff\\xff\\xff'"
+            lines.append(f"{ind}if items is None:")
+            if nullable:
+                lines.append(f"{ind}    {out} += {null_bytes}")
+            else:
+                lines.append(f"{ind}    raise ValueError('non-nullable array {f.name} is None')")
+            lines.append(f"{ind}else:")
+            if flexible:
+                lines.append(f"{ind}    t.write_uvarint({out}, len(items) + 1)")
+            else:
+                lines.append(f"{ind}    {out} += _INT32.pack(len(items))")
+            if elem in _FIXED_FORMATS:
+                code = _FIXED_FORMATS[elem]
+                lines.append(f"{ind}    {out} += _struct.pack('>%d{code}' % len(items), *items)")
+                return lines
+            if f.is_struct:
+                assert f.fields is not None
+                sub = self._struct_encoder(elem, f.fields, version)
+                lines.append(f"{ind}    for item in items:")
+                lines.append(f"{ind}        {sub}(item, {out})")
+            else:
+                writer = self._writer(elem, flexible, False)
+                lines.append(f"{ind}    for item in items:")
+                lines.append(f"{ind}        {writer}({out}, item)")
+            return lines
+        if f.is_struct:
+            assert f.fields is not None
+            sub = self._struct_encoder(elem, f.fields, version)
+            return [f"{ind}{sub}({expr}, {out})"]
+        if elem in _FIXED_FORMATS:
+            key = self._const(struct.Struct(">" + _FIXED_FORMATS[elem]))
+            return [f"{ind}{out} += {key}.pack({expr})"]
+        return [f"{ind}{self._writer(elem, flexible, nullable)}({out}, {expr})"]
+
+    def _const(self, value: Any) -> str:
+        for key, existing in self.namespace.items():
+            if key.startswith("_S") and existing == value:
+                return key
+        self.counter += 1
+        key = f"_S{self.counter}"
+        self.namespace[key] = value
+        return key
+
+
+__all__ = [
+    "Field",
+    "Message",
+    "MessageSpec",
+    "Versions",
+    "compile_message",
+    "data",
+    "field",
+    "request",
+    "response",
+]

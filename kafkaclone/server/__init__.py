@@ -1,0 +1,1 @@
+"""KafkaBroker, KafkaConfig, ReplicaManager and the API handlers (not built yet)."""

@@ -1,0 +1,1 @@
+"""DelayedProduce and DelayedFetch (not built yet)."""

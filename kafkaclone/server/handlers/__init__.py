@@ -1,0 +1,1 @@
+"""One module per API handler (not built yet)."""

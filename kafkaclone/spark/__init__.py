@@ -1,0 +1,1 @@
+"""PySpark Python Data Source (not built yet)."""

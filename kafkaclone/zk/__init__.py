@@ -1,0 +1,1 @@
+"""KafkaZkClient, the znode classes and AdminZkClient (not built yet)."""

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: installs everything the tests need, then runs the linters and the suite.
+#   bash scripts/test.sh [pytest args...]
+set -euo pipefail
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+
+# kcat: a real client the golden-frame tests capture live, beside confluent-kafka and kafka-python.
+export KAFKACLONE_APT_PACKAGES="kcat"
+export KAFKACLONE_EXTRAS="test,dev"
+bash scripts/setup-env.sh
+
+py="$repo_root/.venv/bin"
+echo "== ruff"
+"$py/ruff" check kafkaclone tests benchmarks
+echo "== mypy"
+"$py/mypy"
+echo "== pytest"
+"$py/python" -m pytest "$@"
