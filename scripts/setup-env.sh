@@ -51,7 +51,12 @@ stamp="$venv/.kafkaclone-installed"
 wanted=$(cat "$repo_root/setup.cfg" "$repo_root/pyproject.toml" | sha256sum | cut -c1-16)-$extras
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     echo "setup: installing kafkaclone[$extras] into .venv" >&2
-    "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-    "$venv/bin/python" -m pip install -q -e "$repo_root[$extras]"
+    log="$venv/pip-install.log"
+    if ! { "$venv/bin/python" -m pip install --upgrade pip &&
+        "$venv/bin/python" -m pip install -e "$repo_root[$extras]"; } >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "setup: pip install failed (full log: $log)" >&2
+        exit 1
+    fi
     echo "$wanted" >"$stamp"
 fi

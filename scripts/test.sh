@@ -5,8 +5,9 @@ set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
 
-# kcat: a real client the golden-frame tests capture live, beside confluent-kafka and kafka-python.
-export KAFKACLONE_APT_PACKAGES="kcat"
+# kcat: a real client the golden-frame tests capture live, beside confluent-kafka and
+# kafka-python; zookeeper: the real server (on the JRE it pulls in) the ZooKeeper tests start.
+export KAFKACLONE_APT_PACKAGES="kcat zookeeper"
 export KAFKACLONE_EXTRAS="test,dev"
 bash scripts/setup-env.sh
 
