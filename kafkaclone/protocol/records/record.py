@@ -1,0 +1,352 @@
+"""Records inside a v2 record batch, and control records.
+
+A record on the wire::
+
+    length            varint   (bytes that follow)
+    attributes        int8     (unused)
+    timestampDelta    varlong
+    offsetDelta       varint
+    keyLength         varint   (-1: null key)
+    key               bytes
+    valueLength       varint   (-1: null value)
+    value             bytes
+    headersCount      varint
+    [headerKeyLength varint, headerKey utf-8, headerValueLength varint, headerValue bytes]
+
+Varints are zigzag-encoded (Kafka's ByteUtils): at most 5 bytes for a varint and 10 for a
+varlong. Any framing error inside a batch whose CRC was valid is InvalidRecordError, as in
+Kafka's DefaultRecord.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Final
+
+from kafkaclone.protocol.errors import InvalidRecordError
+from kafkaclone.protocol.records.common import BytesLike
+
+Header = tuple[str, bytes | None]
+
+_MASK32: Final = 0xFFFFFFFF
+_MASK64: Final = 0xFFFFFFFFFFFFFFFF
+_INT16_PAIR: Final = struct.Struct(">hh")
+_END_TXN_VALUE: Final = struct.Struct(">hi")
+
+
+@dataclass(slots=True)
+class Record:
+    """One record of a v2 batch; offset and timestamp are relative to the batch's."""
+
+    attributes: int = 0
+    timestamp_delta: int = 0
+    offset_delta: int = 0
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: list[Header] = field(default_factory=list)
+
+
+# -- varints ----------------------------------------------------------------------------
+
+
+def append_varint(out: bytearray, value: int) -> None:
+    """Append ``value`` (a signed 32-bit int) as a zigzag varint."""
+    raw = ((value << 1) ^ (value >> 31)) & _MASK32
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def append_varlong(out: bytearray, value: int) -> None:
+    """Append ``value`` (a signed 64-bit int) as a zigzag varlong."""
+    raw = ((value << 1) ^ (value >> 63)) & _MASK64
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def read_varint(data: BytesLike, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos``: ``(value, next_pos)``.
+
+    InvalidRecordError if it runs past the end of ``data`` or over 5 bytes. Like Java's
+    int arithmetic, bits beyond 32 are dropped.
+    """
+    raw = 0
+    shift = 0
+    end = len(data)
+    while True:
+        if pos >= end:
+            raise InvalidRecordError("Found invalid record structure: buffer ends inside a varint")
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 28:
+            raise InvalidRecordError("Found invalid record structure: varint is too long")
+    raw &= _MASK32
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def read_varlong(data: BytesLike, pos: int) -> tuple[int, int]:
+    """A zigzag varlong at ``pos``: ``(value, next_pos)``; at most 10 bytes."""
+    raw = 0
+    shift = 0
+    end = len(data)
+    while True:
+        if pos >= end:
+            raise InvalidRecordError("Found invalid record structure: buffer ends inside a varlong")
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise InvalidRecordError("Found invalid record structure: varlong is too long")
+    raw &= _MASK64
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+# -- encoding ---------------------------------------------------------------------------
+
+
+def _append_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out.append(0x01)  # zigzag(-1)
+    else:
+        append_varint(out, len(data))
+        out += data
+
+
+def append_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+    attributes: int = 0,
+) -> None:
+    """Append one encoded record (length prefix included) to ``out``."""
+    body = bytearray()
+    body.append(attributes & 0xFF)
+    append_varlong(body, timestamp_delta)
+    append_varint(body, offset_delta)
+    _append_bytes(body, key)
+    _append_bytes(body, value)
+    append_varint(body, len(headers))
+    for header_key, header_value in headers:
+        encoded_key = header_key.encode("utf-8", "surrogateescape")
+        append_varint(body, len(encoded_key))
+        body += encoded_key
+        _append_bytes(body, header_value)
+    append_varint(out, len(body))
+    out += body
+
+
+def encode_record(record: Record) -> bytes:
+    """One record, length prefix included."""
+    out = bytearray()
+    append_record(
+        out,
+        record.offset_delta,
+        record.timestamp_delta,
+        record.key,
+        record.value,
+        record.headers,
+        record.attributes,
+    )
+    return bytes(out)
+
+
+# -- decoding ---------------------------------------------------------------------------
+
+
+def iter_records(data: bytes, count: int) -> Iterator[Record]:
+    """Decode ``count`` records from ``data`` (a batch's records section, inflated).
+
+    Raises InvalidRecordError for a negative count, a record that does not parse or whose
+    length does not match its fields, fewer records than ``count``, or bytes left over
+    after the last one.
+    """
+    if count < 0:
+        raise InvalidRecordError(f"Found invalid record count {count} in magic v2 batch")
+    pos = 0
+    end = len(data)
+    for _ in range(count):
+        record, pos = _decode_record(data, pos, end)
+        yield record
+    if pos != end:
+        raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+
+
+def decode_record(data: BytesLike, pos: int = 0) -> tuple[Record, int]:
+    """Decode the record at ``pos``: ``(record, next_pos)``."""
+    buf = bytes(data)
+    return _decode_record(buf, pos, len(buf))
+
+
+def _decode_record(data: bytes, pos: int, end: int) -> tuple[Record, int]:
+    # The one-byte varint case is inlined: it is by far the most common.
+    if pos >= end:
+        raise InvalidRecordError("Incorrect declared batch size, premature EOF reached")
+    b = data[pos]
+    if b < 0x80:
+        length = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        length, pos = read_varint(data, pos)
+    if length < 0 or length > end - pos:
+        raise InvalidRecordError(
+            f"Invalid record size: expected {length} bytes in record payload, but the buffer "
+            f"has only {end - pos} remaining bytes."
+        )
+    record_end = pos + length
+    if length < 6:  # attributes + five one-byte varints at least
+        raise InvalidRecordError(f"Invalid record size: {length} bytes is too short")
+    attributes = data[pos]
+    pos += 1
+
+    b = data[pos]
+    if b < 0x80:
+        timestamp_delta = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        timestamp_delta, pos = read_varlong(data, pos)
+
+    b = data[pos] if pos < record_end else 0x80
+    if b < 0x80:
+        offset_delta = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        offset_delta, pos = read_varint(data, pos)
+
+    key, pos = _read_nullable_bytes(data, pos, record_end)
+    value, pos = _read_nullable_bytes(data, pos, record_end)
+
+    count, pos = read_varint(data, pos)
+    headers: list[Header] = []
+    if count < 0:
+        raise InvalidRecordError(f"Found invalid number of record headers {count}")
+    for _ in range(count):
+        key_length, pos = read_varint(data, pos)
+        if key_length < 0:
+            raise InvalidRecordError("Invalid negative header key size")
+        if key_length > record_end - pos:
+            raise InvalidRecordError("Found invalid record structure: header key past the record")
+        header_key = data[pos : pos + key_length].decode("utf-8", "surrogateescape")
+        pos += key_length
+        header_value, pos = _read_nullable_bytes(data, pos, record_end)
+        headers.append((header_key, header_value))
+
+    if pos != record_end:
+        raise InvalidRecordError(
+            f"Invalid record size: expected to read {length} bytes in record payload, "
+            f"but instead read {pos - (record_end - length)}"
+        )
+    return Record(attributes, timestamp_delta, offset_delta, key, value, headers), pos
+
+
+def _read_nullable_bytes(data: bytes, pos: int, record_end: int) -> tuple[bytes | None, int]:
+    if pos < record_end:
+        b = data[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = read_varint(data, pos)
+    else:
+        raise InvalidRecordError("Found invalid record structure: record ends inside a field")
+    if length < 0:
+        return None, pos
+    if length > record_end - pos:
+        raise InvalidRecordError("Found invalid record structure: field runs past the record")
+    return data[pos : pos + length], pos + length
+
+
+# -- control records --------------------------------------------------------------------
+
+
+class ControlRecordType(IntEnum):
+    """The type in a control record's key (Kafka's ControlRecordType)."""
+
+    UNKNOWN = -1
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+
+
+CONTROL_RECORD_KEY_VERSION: Final = 0
+END_TXN_MARKER_VERSION: Final = 0
+
+
+def encode_control_record_key(
+    control_type: int, version: int = CONTROL_RECORD_KEY_VERSION
+) -> bytes:
+    """The key of a control record: ``version int16, type int16``."""
+    return _INT16_PAIR.pack(version, control_type)
+
+
+def decode_control_record_key(key: bytes | None) -> ControlRecordType:
+    """The type of a control record; UNKNOWN for a type this version does not know.
+
+    A key shorter than 4 bytes or with a negative version is InvalidRecordError. A higher
+    version is read as version 0, as Kafka does.
+    """
+    if key is None or len(key) < _INT16_PAIR.size:
+        size = -1 if key is None else len(key)
+        raise InvalidRecordError(
+            "Invalid value size found for end control record key. Must have at least 4 "
+            f"bytes, but found only {size}"
+        )
+    version, type_id = _INT16_PAIR.unpack_from(key)
+    if version < 0:
+        raise InvalidRecordError(f"Invalid version found for control record: {version}")
+    try:
+        return ControlRecordType(type_id)
+    except ValueError:
+        return ControlRecordType.UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransactionMarker:
+    """The payload of a transaction marker (a COMMIT or ABORT control record)."""
+
+    control_type: ControlRecordType
+    coordinator_epoch: int
+
+    def encode_key(self) -> bytes:
+        return encode_control_record_key(self.control_type)
+
+    def encode_value(self) -> bytes:
+        """``version int16, coordinatorEpoch int32``."""
+        return _END_TXN_VALUE.pack(END_TXN_MARKER_VERSION, self.coordinator_epoch)
+
+    @classmethod
+    def decode(cls, key: bytes | None, value: bytes | None) -> EndTransactionMarker:
+        """Read a marker back from a control record's key and value (InvalidRecordError
+        if it is not a COMMIT or ABORT record or its value is too short)."""
+        control_type = decode_control_record_key(key)
+        if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            raise InvalidRecordError(
+                f"Invalid control record type for end transaction marker {control_type!r}"
+            )
+        if value is None or len(value) < _END_TXN_VALUE.size:
+            size = -1 if value is None else len(value)
+            raise InvalidRecordError(
+                "Invalid value size found for end transaction marker. Must have at least 6 "
+                f"bytes, but found only {size}"
+            )
+        _version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+        return cls(control_type, coordinator_epoch)
+
+    @classmethod
+    def from_record(cls, record: Record) -> EndTransactionMarker:
+        return cls.decode(record.key, record.value)
