@@ -1,0 +1,93 @@
+"""The handler registry: one handler per API, registered with the versions it serves.
+
+A handler module registers itself with the :func:`handler` decorator::
+
+    @handler(ApiKey.API_VERSIONS, versions=(0, 3))
+    async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
+        ...
+
+The broker's ApiVersions answer is computed from this registry, so an API is advertised
+exactly when, and at exactly the versions, something serves it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kafkaclone.network.socket_server import ConnectionInfo
+from kafkaclone.protocol.api import APIS, Api
+from kafkaclone.protocol.api_keys import ApiKey
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    header: Any
+    api: Api
+    api_version: int
+    connection: ConnectionInfo
+    broker: Any = None
+
+    @property
+    def client_id(self) -> str | None:
+        value = self.header.client_id
+        return None if value is None else str(value)
+
+    @property
+    def correlation_id(self) -> int:
+        return int(self.header.correlation_id)
+
+
+HandlerFn = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class RegisteredHandler:
+    key: ApiKey
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+HANDLERS: Final[dict[ApiKey, RegisteredHandler]] = {}
+
+
+def handler(key: ApiKey, *, versions: tuple[int, int]) -> Callable[[HandlerFn], HandlerFn]:
+    """Register ``fn`` as the handler of ``key`` for the inclusive version range."""
+    low, high = versions
+    declared = APIS[key]
+    if low < declared.min_version or high > declared.max_version or low > high:
+        raise ValueError(
+            f"{key.name} handler versions {low}-{high} are outside the declared "
+            f"{declared.min_version}-{declared.max_version}"
+        )
+
+    def register(fn: HandlerFn) -> HandlerFn:
+        if key in HANDLERS:
+            raise ValueError(f"{key.name} already has a handler")
+        HANDLERS[key] = RegisteredHandler(key, low, high, fn)
+        return fn
+
+    return register
+
+
+def load_handlers() -> dict[ApiKey, RegisteredHandler]:
+    """Import every handler module in this package; returns the registry."""
+    package = importlib.import_module(__package__ or "kafkaclone.server.handlers")
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name != "registry":
+            importlib.import_module(f"{package.__name__}.{info.name}")
+    return HANDLERS
+
+
+def supported_versions() -> list[tuple[ApiKey, int, int]]:
+    """(key, min, max) of every served API, by key: what ApiVersions advertises."""
+    return [(h.key, h.min_version, h.max_version) for _, h in sorted(HANDLERS.items())]
