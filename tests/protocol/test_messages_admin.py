@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+import warnings
 from typing import Any
 
 import pytest
@@ -419,6 +420,21 @@ def test_versions_are_kafka_2_8s() -> None:
         for message in (api.request, api.response):
             flexible = [v for v in range(low, high + 1) if message.is_flexible(v)]
             assert flexible == list(range(first_flexible, high + 1)), message.name
+
+
+def test_versions_match_what_a_kafka_2_8_broker_advertises() -> None:
+    # kafka-python records each release's ApiVersions answer; importing it warns about its
+    # own use of importlib.resources.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+    advertised = BROKER_API_VERSIONS[(2, 8)]
+    for key, (versions, _) in KAFKA_2_8.items():
+        assert advertised[key] == versions, key.name
+    # The ranges first asked for (CreateTopics 0-6, DeleteTopics 0-5, DescribeConfigs 0-3,
+    # AlterConfigs 0-1) are Kafka 2.7's.
+    assert [BROKER_API_VERSIONS[(2, 7)][k] for k in (19, 20, 32, 33)] == [
+        (0, 6), (0, 5), (0, 3), (0, 1)]
 
 
 def test_header_versions() -> None:
