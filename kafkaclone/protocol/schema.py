@@ -264,8 +264,24 @@ class Message:
 # --- compilation ---------------------------------------------------------------------------
 
 
+_COMPILED: dict[int, tuple[MessageSpec, Message]] = {}
+
+
 def compile_message(spec: MessageSpec) -> Message:
-    """Generate the class and per-version codecs of one declared message."""
+    """The class and per-version codecs of one declared message, generated once per spec.
+
+    Compiling the same declaration twice returns the same Message, so every module that
+    needs a message (the registry, the consumer-protocol helpers) shares one class.
+    """
+    cached = _COMPILED.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    message = _compile(spec)
+    _COMPILED[id(spec)] = (spec, message)
+    return message
+
+
+def _compile(spec: MessageSpec) -> Message:
     compiler = _Compiler(spec)
     cls = compiler.make_class(spec.name, spec.fields)
     names = {

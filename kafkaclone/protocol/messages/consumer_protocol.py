@@ -12,7 +12,7 @@ from typing import Any
 
 from kafkaclone.protocol import types as t
 from kafkaclone.protocol.errors import DecodeError
-from kafkaclone.protocol.schema import Message, MessageSpec, data, field
+from kafkaclone.protocol.schema import Message, MessageSpec, compile_message, data, field
 
 CONSUMER_PROTOCOL_SUBSCRIPTION = data(
     "ConsumerProtocolSubscription", valid="0-1", flexible="none", fields=[
@@ -39,11 +39,9 @@ CONSUMER_PROTOCOL_ASSIGNMENT = data(
 
 
 def _message(spec: MessageSpec) -> Message:
-    # The registry compiles every data spec of this package; using its compiled message keeps
-    # one class per payload. Imported late: the registry imports this module while it loads.
-    from kafkaclone.protocol.api import MESSAGES
-
-    return MESSAGES[spec.name]
+    # compile_message caches per declaration: this is the same Message (and class) that the
+    # registry holds in kafkaclone.protocol.api.MESSAGES.
+    return compile_message(spec)
 
 
 def _encode(spec: MessageSpec, obj: Any, version: int) -> bytes:
