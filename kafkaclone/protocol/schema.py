@@ -208,11 +208,13 @@ Encoder = Callable[[Any, bytearray], None]
 class Message:
     """A compiled message: its generated class and one encoder/decoder per version."""
 
-    def __init__(self, spec: MessageSpec, cls: type[Any],
+    def __init__(self, spec: MessageSpec, cls: type[Any], structs: dict[str, type[Any]],
                  decoders: dict[int, Decoder], encoders: dict[int, Encoder]) -> None:
         self.spec = spec
         self.name = spec.name
         self.cls = cls
+        self.structs = structs
+        """Every struct class of the message by name, however deeply nested."""
         self.min_version = spec.valid.low
         self.max_version = spec.valid.high
         self._decoders = decoders
@@ -291,7 +293,7 @@ def _compile(spec: MessageSpec) -> Message:
     namespace = compiler.finish()
     decoders = {version: namespace[dec] for version, (dec, _) in names.items()}
     encoders = {version: namespace[enc] for version, (_, enc) in names.items()}
-    return Message(spec, cls, decoders, encoders)
+    return Message(spec, cls, dict(compiler.classes), decoders, encoders)
 
 
 def _default_expr(f: Field, namespace: dict[str, Any]) -> str:
