@@ -7,7 +7,7 @@ set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="$repo_root/.venv"
-extras="${KAFKACLONE_EXTRAS:-test,dev}"
+extras="${KAFKACLONE_EXTRAS-test,dev}"
 apt_packages="${KAFKACLONE_APT_PACKAGES:-}"
 
 install_apt_packages() {
@@ -47,13 +47,15 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 # Reinstall only when the declared dependencies or the requested extras change.
-stamp="$venv/.kafkaclone-installed"
-wanted=$(cat "$repo_root/setup.cfg" "$repo_root/pyproject.toml" | sha256sum | cut -c1-16)-$extras
+stamp="$venv/.kafkaclone-installed-${extras:-base}"
+wanted=$(cat "$repo_root/setup.cfg" "$repo_root/pyproject.toml" | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-    echo "setup: installing kafkaclone[$extras] into .venv" >&2
+    target="$repo_root"
+    [ -n "$extras" ] && target="$repo_root[$extras]"
+    echo "setup: installing kafkaclone${extras:+[$extras]} into .venv" >&2
     log="$venv/pip-install.log"
     if ! { "$venv/bin/python" -m pip install --upgrade pip &&
-        "$venv/bin/python" -m pip install -e "$repo_root[$extras]"; } >"$log" 2>&1; then
+        "$venv/bin/python" -m pip install -e "$target"; } >"$log" 2>&1; then
         tail -n 40 "$log" >&2
         echo "setup: pip install failed (full log: $log)" >&2
         exit 1
