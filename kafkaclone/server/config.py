@@ -1,0 +1,1701 @@
+"""Broker configuration: Kafka 2.8's server.properties keys, declared once as a table.
+
+``BROKER_CONFIG`` is the table: one ``ConfigKey`` per key with Kafka's name, type, default,
+validator, importance and doc (``docs/configuration.md`` is generated from it by
+``python -m kafkaclone.tools.config_doc --write``). ``KafkaConfig`` is the parsed, validated,
+read-only view the broker reads::
+
+    config = KafkaConfig.from_properties_file("config/server.properties", ["broker.id=2"])
+    config.broker_id, config.log_dirs, config.advertised_listeners, config.get("num.partitions")
+
+Loading follows Kafka: a Java properties file, then ``--override k=v`` on top; a key the
+table does not know is logged as a warning and ignored; a value of the wrong type or out
+of range, or settings that contradict each other, raise ``ConfigError`` with a one-line
+message naming the key, the value and what is allowed (the broker prints it and exits).
+
+The units variants keep Kafka's precedence: ``log.retention.ms`` over
+``log.retention.minutes`` over ``log.retention.hours``; ``log.roll.ms`` over
+``log.roll.hours`` (and the same for jitter); ``log.flush.interval.ms`` over
+``log.flush.scheduler.interval.ms``; ``log.dirs`` over ``log.dir``; ``listeners`` over the
+deprecated ``host.name``/``port``.
+
+``TOPIC_CONFIG_SYNONYMS`` maps each topic-level config to the broker config supplying its
+default (``retention.ms`` -> ``log.retention.ms``), and ``topic_config_synonyms`` /
+``broker_config_synonyms`` list the full synonym chains DescribeConfigs reports.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import re
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar, Final, Generic, TypeVar, overload
+
+from kafkaclone.cluster.endpoint import (
+    EndPoint,
+    SecurityProtocol,
+    normalise_listener_name,
+    parse_csv_list,
+    parse_listeners,
+    parse_security_protocol_map,
+)
+from kafkaclone.protocol.errors import InvalidConfigError
+
+logger = logging.getLogger(__name__)
+
+SHORT_MIN: Final = -(2**15)
+SHORT_MAX: Final = 2**15 - 1
+INT_MIN: Final = -(2**31)
+INT_MAX: Final = 2**31 - 1
+LONG_MIN: Final = -(2**63)
+LONG_MAX: Final = 2**63 - 1
+DOUBLE_MAX: Final = sys.float_info.max
+
+_MINUTE_MS: Final = 60 * 1000
+_HOUR_MS: Final = 60 * _MINUTE_MS
+
+ConfigValue = bool | int | float | str | tuple[str, ...] | None
+"""A parsed value: LIST values are tuples of strings; None where the default is null."""
+
+
+class ConfigError(InvalidConfigError):
+    """An invalid broker configuration: ``key`` had ``value``; ``allowed`` says what would do.
+
+    A subclass of the protocol's INVALID_CONFIG error, so a handler validating configs
+    (CreateTopics, AlterConfigs) can answer with its code.
+    """
+
+    def __init__(self, key: str, value: object, allowed: str) -> None:
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"Invalid value {_show(value)} for configuration {key}: {allowed}")
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return repr(",".join(str(item) for item in value))
+    return str(value)
+
+
+class ConfigType(enum.IntEnum):
+    """Kafka's ConfigDef types, numbered as DescribeConfigs v3+ reports them."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class Importance(enum.Enum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+# --- validators -------------------------------------------------------------------------
+
+
+class Validator(ABC):
+    """Checks a parsed (non-null) value; ``describe`` is the "valid values" of the docs."""
+
+    @abstractmethod
+    def problem(self, value: ConfigValue) -> str | None:
+        """None if ``value`` is acceptable, else what is allowed."""
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Range(Validator):
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def problem(self, value: ConfigValue) -> str | None:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return "a number is required"
+        if self.minimum is not None and value < self.minimum:
+            if self.maximum is None:
+                return f"must be at least {_number(self.minimum)}"
+            return f"must be in [{_number(self.minimum)}, {_number(self.maximum)}]"
+        if self.maximum is not None and value > self.maximum:
+            if self.minimum is None:
+                return f"must be at most {_number(self.maximum)}"
+            return f"must be in [{_number(self.minimum)}, {_number(self.maximum)}]"
+        return None
+
+    def describe(self) -> str:
+        low = "..." if self.minimum is None else _number(self.minimum)
+        if self.maximum is None:
+            return f"[{low},...]"
+        return f"[{low},...,{_number(self.maximum)}]"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def at_least(minimum: float) -> Range:
+    return Range(minimum=minimum)
+
+
+def between(minimum: float, maximum: float) -> Range:
+    return Range(minimum=minimum, maximum=maximum)
+
+
+@dataclass(frozen=True)
+class OneOf(Validator):
+    """A STRING value among ``allowed`` (Kafka's ``ValidString.in``)."""
+
+    allowed: tuple[str, ...]
+
+    def problem(self, value: ConfigValue) -> str | None:
+        return None if value in self.allowed else f"must be one of {', '.join(self.allowed)}"
+
+    def describe(self) -> str:
+        return f"[{', '.join(self.allowed)}]"
+
+
+@dataclass(frozen=True)
+class EachOneOf(Validator):
+    """A LIST value whose every item is among ``allowed`` (Kafka's ``ValidList.in``)."""
+
+    allowed: tuple[str, ...]
+
+    def problem(self, value: ConfigValue) -> str | None:
+        items = value if isinstance(value, tuple) else ()
+        if not items or any(item not in self.allowed for item in items):
+            return f"must be a non-empty list of {', '.join(self.allowed)}"
+        return None
+
+    def describe(self) -> str:
+        return f"[{', '.join(self.allowed)}]"
+
+
+KAFKA_VERSIONS: Final = (
+    "0.8.0", "0.8.1", "0.8.2", "0.9.0",
+    "0.10.0-IV0", "0.10.0-IV1", "0.10.1-IV0", "0.10.1-IV1", "0.10.1-IV2", "0.10.2-IV0",
+    "0.11.0-IV0", "0.11.0-IV1", "0.11.0-IV2", "1.0-IV0", "1.1-IV0",
+    "2.0-IV0", "2.0-IV1", "2.1-IV0", "2.1-IV1", "2.1-IV2", "2.2-IV0", "2.2-IV1",
+    "2.3-IV0", "2.3-IV1", "2.4-IV0", "2.4-IV1", "2.5-IV0", "2.6-IV0",
+    "2.7-IV0", "2.7-IV1", "2.7-IV2", "2.8-IV0", "2.8-IV1",
+)  # fmt: skip
+"""Kafka 2.8's ApiVersion list, oldest first: the valid inter.broker.protocol.version and
+log.message.format.version values (a release without its -IV suffix means its last one)."""
+
+LATEST_KAFKA_VERSION: Final = KAFKA_VERSIONS[-1]
+
+_VERSION_LOOKUP: Final[Mapping[str, str]] = {
+    **{version.split("-")[0]: version for version in KAFKA_VERSIONS},
+    **{version: version for version in KAFKA_VERSIONS},
+}
+
+
+def canonical_kafka_version(text: str) -> str | None:
+    """``"2.8"`` / ``"2.8.0"`` -> ``"2.8-IV1"``, ``"0.10.2.1"`` -> ``"0.10.2-IV0"``; None if
+    unknown. Like Kafka's ``ApiVersion.apply``, 0.x versions are read to three segments and
+    later ones to two."""
+    segments = text.strip().split(".")
+    significant = 3 if text.strip().startswith("0.") else 2
+    return _VERSION_LOOKUP.get(".".join(segments[:significant]))
+
+
+def record_format_version(kafka_version: str) -> int:
+    """The record batch magic a canonical Kafka version writes: 0 before 0.10.0, 1 before
+    0.11.0, 2 since."""
+    index = KAFKA_VERSIONS.index(kafka_version)
+    if index < KAFKA_VERSIONS.index("0.10.0-IV0"):
+        return 0
+    if index < KAFKA_VERSIONS.index("0.11.0-IV0"):
+        return 1
+    return 2
+
+
+@dataclass(frozen=True)
+class KafkaVersion(Validator):
+    """A Kafka release / inter-broker protocol version up to 2.8."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        if isinstance(value, str) and canonical_kafka_version(value) is not None:
+            return None
+        return f"must be a Kafka version from {KAFKA_VERSIONS[0]} to {LATEST_KAFKA_VERSION}"
+
+    def describe(self) -> str:
+        return f"[{', '.join(KAFKA_VERSIONS)}]"
+
+
+# --- the table ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One row of the table."""
+
+    name: str
+    type: ConfigType
+    default: ConfigValue
+    importance: Importance
+    doc: str
+    validator: Validator | None = None
+    group: str = ""
+    note: str = ""
+    """What kafkaclone does differently from Kafka with this key, if anything."""
+    deprecated: bool = False
+    kafkaclone_only: bool = False
+    """Not a Kafka 2.8 key (it mirrors an older one)."""
+
+    @property
+    def sensitive(self) -> bool:
+        return self.type is ConfigType.PASSWORD
+
+    def parse(self, raw: object) -> ConfigValue:
+        """The typed value of ``raw`` (a string from a file, or an already typed value),
+        validated; ConfigError naming this key otherwise. None is accepted only where the
+        default is None."""
+        if raw is None:
+            if self.default is None:
+                return None
+            raise ConfigError(self.name, None, f"a value of type {self.type.name} is required")
+        try:
+            value = _parse_typed(self.type, raw)
+        except ValueError as exc:
+            raise ConfigError(self.name, self._loggable(raw), str(exc)) from None
+        if self.validator is not None:
+            problem = self.validator.problem(value)
+            if problem is not None:
+                raise ConfigError(self.name, self._loggable(raw), problem)
+        return value
+
+    def format(self, value: ConfigValue) -> str | None:
+        """A typed value as Kafka writes it in a config entry (None stays None)."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, tuple):
+            return ",".join(value)
+        if isinstance(value, float):
+            return repr(value)
+        return str(value)
+
+    def _loggable(self, raw: object) -> object:
+        return "[hidden]" if self.sensitive else raw
+
+
+_INTEGER_RE: Final = re.compile(r"[+-]?[0-9]+")
+_INTEGER_RANGES: Final[Mapping[ConfigType, tuple[int, int]]] = {
+    ConfigType.SHORT: (SHORT_MIN, SHORT_MAX),
+    ConfigType.INT: (INT_MIN, INT_MAX),
+    ConfigType.LONG: (LONG_MIN, LONG_MAX),
+}
+
+
+def _parse_typed(config_type: ConfigType, raw: object) -> ConfigValue:
+    """Kafka's ``ConfigDef.parseType``: strings are trimmed, numbers must fit the type."""
+    if config_type is ConfigType.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+            return raw.strip().lower() == "true"
+        raise ValueError("expected true or false")
+    if config_type in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[config_type]
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            number = raw
+        elif isinstance(raw, str) and _INTEGER_RE.fullmatch(raw.strip()):
+            number = int(raw.strip())
+        else:
+            raise ValueError(f"not a number of type {config_type.name}")
+        if not low <= number <= high:
+            raise ValueError(f"not a number of type {config_type.name} (range {low} to {high})")
+        return number
+    if config_type is ConfigType.DOUBLE:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return float(raw)
+        if isinstance(raw, str) and "_" not in raw:
+            try:
+                return float(raw.strip())
+            except ValueError:
+                pass
+        raise ValueError("not a number of type DOUBLE")
+    if config_type is ConfigType.LIST:
+        if isinstance(raw, str):
+            return tuple(parse_csv_list(raw))
+        if isinstance(raw, list | tuple) and all(isinstance(item, str) for item in raw):
+            return tuple(item.strip() for item in raw if item.strip())
+        raise ValueError("expected a comma-separated list")
+    # STRING, CLASS, PASSWORD
+    if isinstance(raw, str):
+        return raw.strip()
+    raise ValueError("expected a string")
+
+
+class ConfigDef:
+    """An ordered table of config keys (Kafka's ``ConfigDef``)."""
+
+    def __init__(self, keys: Iterable[ConfigKey]) -> None:
+        self._keys: dict[str, ConfigKey] = {}
+        for key in keys:
+            if key.name in self._keys:
+                raise ValueError(f"config {key.name} is declared twice")
+            if key.default is not None:
+                # Every default must survive its own parser and validator.
+                parsed = key.parse(key.default)
+                if parsed != key.default:
+                    raise ValueError(f"default of {key.name} is not its parsed form: {parsed!r}")
+            self._keys[key.name] = key
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._keys
+
+    def __getitem__(self, name: str) -> ConfigKey:
+        return self._keys[name]
+
+    def __iter__(self) -> Iterator[ConfigKey]:
+        return iter(self._keys.values())
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def get(self, name: str) -> ConfigKey | None:
+        return self._keys.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._keys)
+
+    def groups(self) -> list[str]:
+        """The group names in declaration order."""
+        return list(dict.fromkeys(key.group for key in self._keys.values()))
+
+    def defaults(self) -> dict[str, ConfigValue]:
+        return {name: key.default for name, key in self._keys.items()}
+
+    def parse(self, props: Mapping[str, object]) -> tuple[dict[str, ConfigValue], list[str]]:
+        """Every key's value (the supplied one parsed, else the default) and the supplied
+        names the table does not know."""
+        values = self.defaults()
+        unknown: list[str] = []
+        for name, raw in props.items():
+            key = self._keys.get(name)
+            if key is None:
+                unknown.append(name)
+            else:
+                values[name] = key.parse(raw)
+        return values, unknown
+
+
+def _section(group: str, *keys: ConfigKey) -> list[ConfigKey]:
+    return [replace(key, group=group) for key in keys]
+
+
+HIGH: Final = Importance.HIGH
+MEDIUM: Final = Importance.MEDIUM
+LOW: Final = Importance.LOW
+BOOLEAN: Final = ConfigType.BOOLEAN
+STRING: Final = ConfigType.STRING
+INT: Final = ConfigType.INT
+SHORT: Final = ConfigType.SHORT
+LONG: Final = ConfigType.LONG
+DOUBLE: Final = ConfigType.DOUBLE
+LIST: Final = ConfigType.LIST
+
+COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+CLEANUP_POLICIES: Final = ("compact", "delete")
+TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
+OFFSETS_STORAGES: Final = ("zookeeper", "kafka")
+
+_ONE_REACTOR: Final = (
+    "Accepted for compatibility: a kafkaclone broker does this work on its one reactor "
+    "thread, so the value has no effect."
+)
+
+# Kafka 2.8 names, types, defaults, validators and importance (core/.../KafkaConfig.scala,
+# Defaults). Docs are kafkaclone's own wording.
+BROKER_CONFIG: Final = ConfigDef([
+    *_section(
+        "ZooKeeper",
+        ConfigKey("zookeeper.connect", STRING, None, HIGH,
+                  "The ZooKeeper ensemble as host:port[,host:port...], optionally followed by "
+                  "a chroot path (localhost:2181/kafka) under which every znode of the "
+                  "cluster lives. Required."),
+        ConfigKey("zookeeper.session.timeout.ms", INT, 18000, HIGH,
+                  "The ZooKeeper session timeout. A broker that cannot reach ZooKeeper for "
+                  "this long loses its registration (and its controllership)."),
+        ConfigKey("zookeeper.connection.timeout.ms", INT, None, HIGH,
+                  "How long the broker waits to establish its ZooKeeper connection; "
+                  "zookeeper.session.timeout.ms if not set."),
+        ConfigKey("zookeeper.sync.time.ms", INT, 2000, LOW,
+                  "How far a ZooKeeper follower may lag behind its leader."),
+        ConfigKey("zookeeper.set.acl", BOOLEAN, False, HIGH,
+                  "Create znodes with secure ACLs."),
+        ConfigKey("zookeeper.max.in.flight.requests", INT, 10, HIGH,
+                  "The most ZooKeeper requests the broker keeps unanswered before waiting.",
+                  validator=at_least(1)),
+    ),
+    *_section(
+        "General",
+        ConfigKey("broker.id", INT, -1, HIGH,
+                  "This broker's id, unique in the cluster. If -1 an id is generated through "
+                  "ZooKeeper, above reserved.broker.max.id so that it cannot clash with "
+                  "configured ids."),
+        ConfigKey("broker.id.generation.enable", BOOLEAN, True, MEDIUM,
+                  "Allow broker.id=-1 to generate an id on startup."),
+        ConfigKey("reserved.broker.max.id", INT, 1000, MEDIUM,
+                  "The largest id that may be configured in broker.id.",
+                  validator=at_least(0)),
+        ConfigKey("broker.rack", STRING, None, MEDIUM,
+                  "The rack of this broker (RACK1, us-east-1d), used to spread replicas "
+                  "across racks."),
+        ConfigKey("message.max.bytes", INT, 1024 * 1024 + 12, HIGH,
+                  "The largest record batch the broker accepts, after compression. The "
+                  "topic-level max.message.bytes overrides it per topic.",
+                  validator=at_least(0)),
+        ConfigKey("num.network.threads", INT, 3, HIGH,
+                  "Threads receiving requests from and sending responses to the network.",
+                  validator=at_least(1), note=_ONE_REACTOR),
+        ConfigKey("num.io.threads", INT, 8, HIGH,
+                  "Threads processing requests, disk I/O included.",
+                  validator=at_least(1), note=_ONE_REACTOR),
+        ConfigKey("background.threads", INT, 10, HIGH,
+                  "Threads for background tasks.",
+                  validator=at_least(1), note=_ONE_REACTOR),
+        ConfigKey("queued.max.requests", INT, 500, HIGH,
+                  "How many requests may wait for processing before the network stops "
+                  "reading more.",
+                  validator=at_least(1)),
+        ConfigKey("queued.max.request.bytes", LONG, -1, MEDIUM,
+                  "How many request bytes may wait for processing before no more are read "
+                  "(-1: no limit)."),
+        ConfigKey("request.timeout.ms", INT, 30000, HIGH,
+                  "How long the broker, as a client of other brokers, waits for a response "
+                  "before giving up on a request."),
+        ConfigKey("delete.topic.enable", BOOLEAN, True, HIGH,
+                  "Allow topics to be deleted. If false, deletions through the admin tools "
+                  "and DeleteTopics have no effect."),
+        ConfigKey("auto.create.topics.enable", BOOLEAN, True, HIGH,
+                  "Create a topic when a client asks for the metadata of one that does not "
+                  "exist, with num.partitions and default.replication.factor."),
+        ConfigKey("compression.type", STRING, "producer", HIGH,
+                  "The compression of the batches the broker stores: a codec (gzip, snappy, "
+                  "lz4, zstd), uncompressed, or producer to keep the producer's.",
+                  validator=OneOf(COMPRESSION_TYPES)),
+    ),
+    *_section(
+        "Socket server",
+        ConfigKey("listeners", STRING, None, HIGH,
+                  "The listeners to accept connections on, as NAME://host:port separated by "
+                  "commas (PLAINTEXT://myhost:9092,CONTROLLER://:9093). Names and ports must "
+                  "be unique; an empty host binds the default interface and 0.0.0.0 every "
+                  "interface. A name that is not a security protocol needs an entry in "
+                  "listener.security.protocol.map. If not set: PLAINTEXT://host.name:port."),
+        ConfigKey("advertised.listeners", STRING, None, HIGH,
+                  "The listeners published in ZooKeeper for clients and other brokers, if "
+                  "they differ from listeners (behind NAT, in containers). Listener names "
+                  "must be among those of listeners; ports may repeat; 0.0.0.0 is not "
+                  "allowed. If not set: listeners."),
+        ConfigKey("listener.security.protocol.map", STRING,
+                  "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+                  LOW,
+                  "The security protocol of each listener name, as NAME:PROTOCOL separated "
+                  "by commas (INTERNAL:PLAINTEXT,EXTERNAL:SSL). Each name appears once."),
+        ConfigKey("inter.broker.listener.name", STRING, None, MEDIUM,
+                  "The listener brokers use to talk to each other; it must be one of "
+                  "advertised.listeners. If not set, the listener named after "
+                  "security.inter.broker.protocol. Setting both is an error."),
+        ConfigKey("security.inter.broker.protocol", STRING, "PLAINTEXT", MEDIUM,
+                  "The security protocol between brokers, when inter.broker.listener.name "
+                  "is not set.",
+                  validator=OneOf(tuple(protocol.name for protocol in SecurityProtocol))),
+        ConfigKey("inter.broker.protocol.version", STRING, LATEST_KAFKA_VERSION, MEDIUM,
+                  "The inter-broker protocol version; raised after every broker of the "
+                  "cluster runs the new release.",
+                  validator=KafkaVersion()),
+        ConfigKey("control.plane.listener.name", STRING, None, HIGH,
+                  "A listener dedicated to controller-to-broker requests, so that they do "
+                  "not queue behind client traffic. It must be one of advertised.listeners "
+                  "and differ from the inter-broker listener. Not set: no dedicated "
+                  "listener."),
+        ConfigKey("host.name", STRING, "", HIGH,
+                  "DEPRECATED: use listeners. The host to bind when listeners is not set; "
+                  "empty for all interfaces.",
+                  deprecated=True),
+        ConfigKey("port", INT, 9092, HIGH,
+                  "DEPRECATED: use listeners. The port to listen on when listeners is not "
+                  "set.",
+                  deprecated=True),
+        ConfigKey("advertised.host.name", STRING, None, HIGH,
+                  "DEPRECATED: use advertised.listeners. The host published in ZooKeeper "
+                  "when advertised.listeners is not set; host.name if not set.",
+                  deprecated=True),
+        ConfigKey("advertised.port", INT, None, HIGH,
+                  "DEPRECATED: use advertised.listeners. The port published in ZooKeeper "
+                  "when advertised.listeners is not set; port if not set.",
+                  deprecated=True),
+        ConfigKey("socket.send.buffer.bytes", INT, 100 * 1024, HIGH,
+                  "SO_SNDBUF of the server's sockets (-1: the OS default)."),
+        ConfigKey("socket.receive.buffer.bytes", INT, 100 * 1024, HIGH,
+                  "SO_RCVBUF of the server's sockets (-1: the OS default)."),
+        ConfigKey("socket.request.max.bytes", INT, 100 * 1024 * 1024, HIGH,
+                  "The largest request the broker reads; a bigger frame closes the "
+                  "connection.",
+                  validator=at_least(1)),
+        ConfigKey("max.connections.per.ip", INT, INT_MAX, MEDIUM,
+                  "The most connections accepted from one address; 0 is allowed only with "
+                  "overrides in max.connections.per.ip.overrides.",
+                  validator=at_least(0)),
+        ConfigKey("max.connections.per.ip.overrides", STRING, "", MEDIUM,
+                  "Per-address or per-host exceptions to max.connections.per.ip, as "
+                  "host:count separated by commas (hostName:100,127.0.0.1:200)."),
+        ConfigKey("max.connections", INT, INT_MAX, MEDIUM,
+                  "The most connections the broker accepts in all.",
+                  validator=at_least(0)),
+        ConfigKey("max.connection.creation.rate", INT, INT_MAX, MEDIUM,
+                  "The most new connections the broker accepts per second.",
+                  validator=at_least(0)),
+        ConfigKey("connections.max.idle.ms", LONG, 10 * _MINUTE_MS, MEDIUM,
+                  "Close connections idle for longer than this."),
+    ),
+    *_section(
+        "Log",
+        ConfigKey("log.dirs", STRING, None, HIGH,
+                  "The directories partition logs are kept in, separated by commas; "
+                  "log.dir if not set."),
+        ConfigKey("log.dir", STRING, "/tmp/kafka-logs", HIGH,
+                  "The directory partition logs are kept in, when log.dirs is not set."),
+        ConfigKey("num.partitions", INT, 1, MEDIUM,
+                  "The partition count of automatically created topics (and of CreateTopics "
+                  "requests that leave it to the broker).",
+                  validator=at_least(1)),
+        ConfigKey("default.replication.factor", INT, 1, MEDIUM,
+                  "The replication factor of automatically created topics (and of "
+                  "CreateTopics requests that leave it to the broker)."),
+        ConfigKey("num.recovery.threads.per.data.dir", INT, 1, HIGH,
+                  "Threads per log directory recovering logs at startup and flushing them at "
+                  "shutdown.",
+                  validator=at_least(1), note=_ONE_REACTOR),
+        ConfigKey("log.segment.bytes", INT, 1024 * 1024 * 1024, HIGH,
+                  "The largest size of a segment file before a new one is rolled.",
+                  validator=at_least(14)),
+        ConfigKey("log.roll.ms", LONG, None, HIGH,
+                  "Roll a new segment after this long even if the active one is not full; "
+                  "log.roll.hours if not set."),
+        ConfigKey("log.roll.hours", INT, 7 * 24, HIGH,
+                  "log.roll.ms in hours, when log.roll.ms is not set.",
+                  validator=at_least(1)),
+        ConfigKey("log.roll.jitter.ms", LONG, None, HIGH,
+                  "The largest random time subtracted from the roll time, so that segments "
+                  "of many partitions do not roll together; log.roll.jitter.hours if not "
+                  "set."),
+        ConfigKey("log.roll.jitter.hours", INT, 0, HIGH,
+                  "log.roll.jitter.ms in hours, when log.roll.jitter.ms is not set.",
+                  validator=at_least(0)),
+        ConfigKey("log.retention.ms", LONG, None, HIGH,
+                  "Delete a closed segment once its newest record is older than this (-1: "
+                  "no time limit); log.retention.minutes if not set."),
+        ConfigKey("log.retention.minutes", INT, None, HIGH,
+                  "log.retention.ms in minutes, when log.retention.ms is not set; "
+                  "log.retention.hours if not set either."),
+        ConfigKey("log.retention.hours", INT, 7 * 24, HIGH,
+                  "log.retention.ms in hours, when neither log.retention.ms nor "
+                  "log.retention.minutes is set."),
+        ConfigKey("log.retention.bytes", LONG, -1, HIGH,
+                  "Delete the oldest segments of a partition while it is larger than this "
+                  "(-1: no size limit)."),
+        ConfigKey("log.retention.check.interval.ms", LONG, 5 * _MINUTE_MS, MEDIUM,
+                  "How often logs are checked for segments to delete.",
+                  validator=at_least(1)),
+        ConfigKey("log.cleanup.policy", LIST, ("delete",), MEDIUM,
+                  "What happens to segments past retention: delete removes them, compact "
+                  "keeps the latest record of each key; both may be listed.",
+                  validator=EachOneOf(CLEANUP_POLICIES)),
+        ConfigKey("log.index.size.max.bytes", INT, 10 * 1024 * 1024, MEDIUM,
+                  "The largest size of an offset index; a full index rolls the segment.",
+                  validator=at_least(4)),
+        ConfigKey("log.index.interval.bytes", INT, 4096, MEDIUM,
+                  "How many bytes of records lie between two entries of the offset index.",
+                  validator=at_least(0)),
+        ConfigKey("log.flush.interval.messages", LONG, LONG_MAX, HIGH,
+                  "fsync a partition after this many records (default: leave it to the OS "
+                  "and to replication).",
+                  validator=at_least(1)),
+        ConfigKey("log.flush.interval.ms", LONG, None, HIGH,
+                  "fsync a partition when its oldest unflushed record is this old; "
+                  "log.flush.scheduler.interval.ms if not set."),
+        ConfigKey("log.flush.scheduler.interval.ms", LONG, LONG_MAX, HIGH,
+                  "How often logs are checked for a time-based flush."),
+        ConfigKey("log.flush.offset.checkpoint.interval.ms", INT, 60000, HIGH,
+                  "How often the recovery points (recovery-point-offset-checkpoint) are "
+                  "written.",
+                  validator=at_least(0)),
+        ConfigKey("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, HIGH,
+                  "How often the log start offsets (log-start-offset-checkpoint) are "
+                  "written.",
+                  validator=at_least(0)),
+        ConfigKey("log.segment.delete.delay.ms", LONG, 60000, HIGH,
+                  "How long a deleted segment's files stay on disk (renamed .deleted) before "
+                  "they are removed.",
+                  validator=at_least(0)),
+        ConfigKey("log.preallocate", BOOLEAN, False, MEDIUM,
+                  "Preallocate segment files when they are created."),
+        ConfigKey("log.message.format.version", STRING, LATEST_KAFKA_VERSION, MEDIUM,
+                  "The record format the broker writes, named by the Kafka version that "
+                  "introduced it; older formats let old consumers read without "
+                  "down-conversion. It cannot be newer than inter.broker.protocol.version.",
+                  validator=KafkaVersion()),
+        ConfigKey("log.message.timestamp.type", STRING, "CreateTime", MEDIUM,
+                  "Whether a record's timestamp is the producer's (CreateTime) or the "
+                  "broker's append time (LogAppendTime).",
+                  validator=OneOf(TIMESTAMP_TYPES)),
+        ConfigKey("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, MEDIUM,
+                  "With CreateTime, reject a batch whose timestamp differs from the broker's "
+                  "clock by more than this."),
+        ConfigKey("log.message.downconversion.enable", BOOLEAN, True, LOW,
+                  "Convert records to an older format for fetch requests of old consumers. "
+                  "If false, such fetches get UNSUPPORTED_VERSION."),
+        ConfigKey("min.insync.replicas", INT, 1, HIGH,
+                  "With acks=all, the fewest in-sync replicas (leader included) that must "
+                  "have a batch for the produce to succeed; fewer gives NOT_ENOUGH_REPLICAS.",
+                  validator=at_least(1)),
+    ),
+    *_section(
+        "Log cleaner",
+        ConfigKey("log.cleaner.enable", BOOLEAN, True, MEDIUM,
+                  "Run the log cleaner, which compacts topics with cleanup.policy=compact "
+                  "(the offsets topic among them)."),
+        ConfigKey("log.cleaner.threads", INT, 1, MEDIUM,
+                  "Threads cleaning logs.",
+                  validator=at_least(0)),
+        ConfigKey("log.cleaner.io.max.bytes.per.second", DOUBLE, DOUBLE_MAX, MEDIUM,
+                  "Throttle the cleaner's reads and writes to this rate."),
+        ConfigKey("log.cleaner.dedupe.buffer.size", LONG, 128 * 1024 * 1024, MEDIUM,
+                  "Memory for the key maps of all cleaner threads; at least 1 MiB per "
+                  "thread."),
+        ConfigKey("log.cleaner.io.buffer.size", INT, 512 * 1024, MEDIUM,
+                  "Memory for the I/O buffers of all cleaner threads.",
+                  validator=at_least(0)),
+        ConfigKey("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, MEDIUM,
+                  "How full the key map may get before a cleaning pass stops."),
+        ConfigKey("log.cleaner.backoff.ms", LONG, 15000, MEDIUM,
+                  "How long the cleaner sleeps when no log needs cleaning.",
+                  validator=at_least(0)),
+        ConfigKey("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, MEDIUM,
+                  "Clean a log once this share of it is dirty (not yet compacted).",
+                  validator=between(0, 1)),
+        ConfigKey("log.cleaner.delete.retention.ms", LONG, 24 * _HOUR_MS, MEDIUM,
+                  "How long tombstones (records with a null value) survive compaction."),
+        ConfigKey("log.cleaner.min.compaction.lag.ms", LONG, 0, MEDIUM,
+                  "The youngest a record can be and still be compacted."),
+        ConfigKey("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, MEDIUM,
+                  "The oldest a record can get without being eligible for compaction."),
+    ),
+    *_section(
+        "Replication",
+        ConfigKey("unclean.leader.election.enable", BOOLEAN, False, HIGH,
+                  "When no in-sync replica is alive, elect a live out-of-sync replica as "
+                  "leader, accepting the loss of the records it lacks."),
+        ConfigKey("replica.lag.time.max.ms", LONG, 30000, HIGH,
+                  "A follower that has not fetched, or not caught up to the leader's log "
+                  "end, for this long is removed from the ISR."),
+        ConfigKey("replica.socket.timeout.ms", INT, 30000, HIGH,
+                  "The socket timeout of follower fetches; at least replica.fetch.wait.max.ms."),
+        ConfigKey("replica.socket.receive.buffer.bytes", INT, 64 * 1024, HIGH,
+                  "SO_RCVBUF of follower fetch connections."),
+        ConfigKey("replica.fetch.max.bytes", INT, 1024 * 1024, MEDIUM,
+                  "How many bytes a follower asks for per partition (a larger first batch "
+                  "is still returned, so that replication progresses).",
+                  validator=at_least(0)),
+        ConfigKey("replica.fetch.wait.max.ms", INT, 500, HIGH,
+                  "How long a follower fetch waits for data at the leader; at most "
+                  "replica.lag.time.max.ms."),
+        ConfigKey("replica.fetch.min.bytes", INT, 1, HIGH,
+                  "How many bytes a follower fetch waits for, up to replica.fetch.wait.max.ms."),
+        ConfigKey("replica.fetch.response.max.bytes", INT, 10 * 1024 * 1024, MEDIUM,
+                  "How many bytes a follower asks for per fetch in all.",
+                  validator=at_least(0)),
+        ConfigKey("replica.fetch.backoff.ms", INT, 1000, MEDIUM,
+                  "How long a follower waits after a fetch error.",
+                  validator=at_least(0)),
+        ConfigKey("num.replica.fetchers", INT, 1, HIGH,
+                  "Fetcher threads per source broker.",
+                  note=_ONE_REACTOR),
+        ConfigKey("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, HIGH,
+                  "How often the high watermarks (replication-offset-checkpoint) are "
+                  "written."),
+        ConfigKey("fetch.purgatory.purge.interval.requests", INT, 1000, MEDIUM,
+                  "Purge completed delayed fetches every this many requests."),
+        ConfigKey("producer.purgatory.purge.interval.requests", INT, 1000, MEDIUM,
+                  "Purge completed delayed produces every this many requests."),
+        ConfigKey("delete.records.purgatory.purge.interval.requests", INT, 1, MEDIUM,
+                  "Purge completed delayed DeleteRecords every this many requests."),
+        ConfigKey("controller.socket.timeout.ms", INT, 30000, MEDIUM,
+                  "The socket timeout of controller-to-broker requests."),
+        ConfigKey("auto.leader.rebalance.enable", BOOLEAN, True, HIGH,
+                  "Periodically move leadership back to each partition's preferred replica "
+                  "(the first of its assignment) when a broker's imbalance exceeds "
+                  "leader.imbalance.per.broker.percentage."),
+        ConfigKey("leader.imbalance.per.broker.percentage", INT, 10, HIGH,
+                  "The share of a broker's partitions, in percent, that may be led elsewhere "
+                  "before a preferred-leader election is triggered."),
+        ConfigKey("leader.imbalance.check.interval.seconds", LONG, 300, HIGH,
+                  "How often the controller checks leader imbalance."),
+    ),
+    *_section(
+        "Controlled shutdown",
+        ConfigKey("controlled.shutdown.enable", BOOLEAN, True, MEDIUM,
+                  "On shutdown, ask the controller to move leadership away first."),
+        ConfigKey("controlled.shutdown.max.retries", INT, 3, MEDIUM,
+                  "How many times a failed controlled shutdown is retried."),
+        ConfigKey("controlled.shutdown.retry.backoff.ms", LONG, 5000, MEDIUM,
+                  "How long to wait between controlled shutdown attempts."),
+    ),
+    *_section(
+        "Group coordinator",
+        ConfigKey("group.min.session.timeout.ms", INT, 6000, MEDIUM,
+                  "The shortest session timeout a consumer may ask for."),
+        ConfigKey("group.max.session.timeout.ms", INT, 1800000, MEDIUM,
+                  "The longest session timeout a consumer may ask for."),
+        ConfigKey("group.initial.rebalance.delay.ms", INT, 3000, MEDIUM,
+                  "How long a new group waits for more members before its first rebalance."),
+        ConfigKey("group.max.size", INT, INT_MAX, MEDIUM,
+                  "The most members a consumer group may have.",
+                  validator=at_least(1)),
+    ),
+    *_section(
+        "Offset management",
+        ConfigKey("offsets.storage", STRING, "zookeeper", HIGH,
+                  "Where the group coordinator keeps committed offsets: zookeeper (under "
+                  "/consumers/<group>/offsets/<topic>/<partition>) or kafka (the "
+                  "__consumer_offsets topic).",
+                  validator=OneOf(OFFSETS_STORAGES), kafkaclone_only=True,
+                  note="kafkaclone's own key, named after the consumer setting of Kafka "
+                  "0.8.2-0.10; Kafka 2.8 brokers always use the offsets topic."),
+        ConfigKey("offsets.topic.num.partitions", INT, 50, HIGH,
+                  "The partition count of the __consumer_offsets topic; it also places "
+                  "group coordinators, so do not change it once the cluster runs.",
+                  validator=at_least(1)),
+        ConfigKey("offsets.topic.replication.factor", SHORT, 3, HIGH,
+                  "The replication factor of the __consumer_offsets topic; it is not "
+                  "created until that many brokers are alive.",
+                  validator=at_least(1)),
+        ConfigKey("offsets.topic.segment.bytes", INT, 100 * 1024 * 1024, HIGH,
+                  "The segment size of the __consumer_offsets topic, small so that "
+                  "compaction and loading stay fast.",
+                  validator=at_least(1)),
+        ConfigKey("offsets.topic.compression.codec", INT, 0, HIGH,
+                  "The compression of offset commits (0 none, 1 gzip, 2 snappy, 3 lz4, "
+                  "4 zstd)."),
+        ConfigKey("offsets.retention.minutes", INT, 7 * 24 * 60, HIGH,
+                  "Committed offsets of a group without members are dropped after this "
+                  "long (for standalone consumers, this long after their last commit).",
+                  validator=at_least(1)),
+        ConfigKey("offsets.retention.check.interval.ms", LONG, 600000, HIGH,
+                  "How often expired offsets are looked for.",
+                  validator=at_least(1)),
+        ConfigKey("offsets.commit.timeout.ms", INT, 5000, HIGH,
+                  "How long an offset commit waits for the offsets topic's replicas.",
+                  validator=at_least(1)),
+        ConfigKey("offsets.commit.required.acks", SHORT, -1, HIGH,
+                  "The acks an offset commit needs; leave it at -1."),
+        ConfigKey("offsets.load.buffer.size", INT, 5 * 1024 * 1024, HIGH,
+                  "The read size when loading offsets into the coordinator's cache.",
+                  validator=at_least(1)),
+        ConfigKey("offset.metadata.max.bytes", INT, 4096, HIGH,
+                  "The largest metadata string an offset commit may carry."),
+    ),
+    *_section(
+        "Transactions",
+        ConfigKey("transactional.id.expiration.ms", INT, 7 * 24 * _HOUR_MS, HIGH,
+                  "Forget a transactional id (and expire a producer id) after this long "
+                  "without a transaction status update.",
+                  validator=at_least(1)),
+        ConfigKey("transaction.max.timeout.ms", INT, 15 * _MINUTE_MS, HIGH,
+                  "The longest transaction timeout a producer may ask for in InitProducerId.",
+                  validator=at_least(1)),
+        ConfigKey("transaction.state.log.num.partitions", INT, 50, HIGH,
+                  "The partition count of the __transaction_state topic; do not change it "
+                  "once the cluster runs.",
+                  validator=at_least(1)),
+        ConfigKey("transaction.state.log.replication.factor", SHORT, 3, HIGH,
+                  "The replication factor of the __transaction_state topic; it is not "
+                  "created until that many brokers are alive.",
+                  validator=at_least(1)),
+        ConfigKey("transaction.state.log.min.isr", INT, 2, HIGH,
+                  "min.insync.replicas of the __transaction_state topic.",
+                  validator=at_least(1)),
+        ConfigKey("transaction.state.log.segment.bytes", INT, 100 * 1024 * 1024, HIGH,
+                  "The segment size of the __transaction_state topic.",
+                  validator=at_least(1)),
+        ConfigKey("transaction.state.log.load.buffer.size", INT, 5 * 1024 * 1024, HIGH,
+                  "The read size when loading transactions into the coordinator's cache.",
+                  validator=at_least(1)),
+        ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000,
+                  LOW,
+                  "How often timed-out transactions are rolled back.",
+                  validator=at_least(1)),
+        ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", INT,
+                  _HOUR_MS, LOW,
+                  "How often expired transactional ids are removed.",
+                  validator=at_least(1)),
+    ),
+    *_section(
+        "Fetch",
+        ConfigKey("fetch.max.bytes", INT, 55 * 1024 * 1024, MEDIUM,
+                  "The most bytes the broker returns for one fetch request.",
+                  validator=at_least(1024)),
+        ConfigKey("max.incremental.fetch.session.cache.slots", INT, 1000, MEDIUM,
+                  "The most incremental fetch sessions (KIP-227) the broker keeps.",
+                  validator=at_least(0)),
+    ),
+])  # fmt: skip
+
+
+# --- topic-level synonyms -----------------------------------------------------------------
+
+TOPIC_CONFIG_SYNONYMS: Final[Mapping[str, str]] = MappingProxyType({
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "max.message.bytes": "message.max.bytes",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "cleanup.policy": "log.cleanup.policy",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+    "preallocate": "log.preallocate",
+    "message.format.version": "log.message.format.version",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+})
+"""Topic-level config -> the broker config that supplies its default, the highest-priority
+one where several do (Kafka's ``LogConfig.TopicConfigSynonyms``)."""
+
+_SYNONYM_CHAINS: Final[tuple[tuple[str, ...], ...]] = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+
+
+def broker_config_synonyms(name: str) -> tuple[str, ...]:
+    """The broker configs that set the same thing as ``name``, highest priority first
+    (Kafka's ``DynamicBrokerConfig.brokerConfigSynonyms``): ``log.retention.hours`` ->
+    (log.retention.ms, log.retention.minutes, log.retention.hours); most keys -> (name,)."""
+    for chain in _SYNONYM_CHAINS:
+        # log.flush.scheduler.interval.ms supplies the default of log.flush.interval.ms
+        # but has no synonyms of its own.
+        if name in chain and name != "log.flush.scheduler.interval.ms":
+            return chain
+    return (name,)
+
+
+def topic_config_synonyms(topic_config: str) -> tuple[str, ...]:
+    """The broker configs behind a topic-level config, highest priority first
+    (``retention.ms`` -> log.retention.ms, log.retention.minutes, log.retention.hours);
+    () for a topic config without a broker default."""
+    broker_name = TOPIC_CONFIG_SYNONYMS.get(topic_config)
+    return () if broker_name is None else broker_config_synonyms(broker_name)
+
+
+# --- Java properties files ------------------------------------------------------------------
+
+_ESCAPES: Final[Mapping[str, str]] = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_WHITESPACE: Final = " \t\f"
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java's ``Properties.load``: ``key=value``, ``key: value`` and ``key value`` lines;
+    ``#`` and ``!`` comment lines; a line ending in an odd number of backslashes continues
+    on the next (whose leading whitespace is dropped); ``\\t \\n \\r \\f \\uXXXX`` escapes,
+    any other escaped character standing for itself. The last of repeated keys wins.
+    ValueError for a malformed ``\\u`` escape."""
+    props: dict[str, str] = {}
+    for logical_line in _logical_lines(text):
+        key, value = _split_key_value(logical_line)
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def _logical_lines(text: str) -> Iterator[str]:
+    pending: list[str] = []
+    for natural_line in re.split(r"\r\n|\r|\n", text):
+        line = natural_line.lstrip(_WHITESPACE)
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing_backslashes = len(line) - len(line.rstrip("\\"))
+        if trailing_backslashes % 2 == 1:
+            pending.append(line[:-1])
+            continue
+        pending.append(line)
+        yield "".join(pending)
+        pending = []
+    if pending:
+        yield "".join(pending)
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char in "=:" or char in _WHITESPACE:
+            break
+        index += 1
+    key = line[:index]
+    rest = line[index:].lstrip(_WHITESPACE)
+    if rest[:1] in ("=", ":") and (index == len(line) or line[index] in "=:" + _WHITESPACE):
+        rest = rest[1:].lstrip(_WHITESPACE)
+    return key, rest
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != "\\" or index + 1 == len(text):
+            if char != "\\":
+                out.append(char)
+            index += 1
+            continue
+        escaped = text[index + 1]
+        if escaped == "u":
+            digits = text[index + 2 : index + 6]
+            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                raise ValueError(f"malformed \\uxxxx escape: \\u{digits}")
+            out.append(chr(int(digits, 16)))
+            index += 6
+            continue
+        out.append(_ESCAPES.get(escaped, escaped))
+        index += 2
+    return "".join(out)
+
+
+def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A properties file's keys and values. Read as UTF-8 (Java reads ISO-8859-1; the two
+    agree on ASCII files), falling back to ISO-8859-1 for bytes that are not UTF-8.
+    ConfigError if the file cannot be read or parsed."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError("properties file", os.fspath(path), exc.strerror or str(exc)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("iso-8859-1")
+    try:
+        return parse_properties(text)
+    except ValueError as exc:
+        raise ConfigError("properties file", os.fspath(path), str(exc)) from None
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
+    """``["k=v", ...]`` (``kafka-server-start.sh --override k=v``) -> dict; the value is
+    everything after the first ``=`` and may be empty. ConfigError without an ``=``."""
+    props: dict[str, str] = {}
+    for override in overrides:
+        key, equals, value = override.partition("=")
+        if not equals or not key.strip():
+            raise ConfigError("--override", override, "expected key=value")
+        props[key.strip()] = value
+    return props
+
+
+# --- KafkaConfig --------------------------------------------------------------------------
+
+T = TypeVar("T")
+S = TypeVar("S", bound="_Setting[Any]")
+
+
+class _Setting(ABC, Generic[T]):
+    """A typed KafkaConfig attribute reading one key of BROKER_CONFIG.
+
+    ``num_partitions = _Int("num.partitions")`` reads like a field and types as ``int``;
+    declaring it checks that the key exists and that its type fits.
+    """
+
+    types: ClassVar[tuple[ConfigType, ...]]
+    optional: ClassVar[bool] = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        key = BROKER_CONFIG.get(self.name)
+        if key is None or key.type not in self.types:
+            raise TypeError(f"{owner.__name__}.{attribute}: no {self.types} config {self.name}")
+        if key.default is None and not self.optional:
+            raise TypeError(f"{owner.__name__}.{attribute}: {self.name} may be null")
+
+    @overload
+    def __get__(self: S, config: None, owner: type) -> S: ...
+    @overload
+    def __get__(self, config: KafkaConfig, owner: type) -> T: ...
+    def __get__(self: S, config: KafkaConfig | None, owner: type) -> S | Any:
+        if config is None:
+            return self
+        return self.read(config)
+
+    @abstractmethod
+    def read(self, config: KafkaConfig) -> T: ...
+
+
+class _Int(_Setting[int]):
+    types = (INT, SHORT, LONG)
+
+    def read(self, config: KafkaConfig) -> int:
+        return config.get_int(self.name)
+
+
+class _Bool(_Setting[bool]):
+    types = (BOOLEAN,)
+
+    def read(self, config: KafkaConfig) -> bool:
+        return config.get_bool(self.name)
+
+
+class _Float(_Setting[float]):
+    types = (DOUBLE,)
+
+    def read(self, config: KafkaConfig) -> float:
+        return config.get_float(self.name)
+
+
+class _Str(_Setting[str]):
+    types = (STRING,)
+
+    def read(self, config: KafkaConfig) -> str:
+        return config.get_str(self.name)
+
+
+class _OptionalStr(_Setting["str | None"]):
+    types = (STRING,)
+    optional = True
+
+    def read(self, config: KafkaConfig) -> str | None:
+        return config.get_optional_str(self.name)
+
+
+class _StrList(_Setting[list[str]]):
+    types = (LIST,)
+
+    def read(self, config: KafkaConfig) -> list[str]:
+        return config.get_list(self.name)
+
+
+@dataclass(frozen=True)
+class _Listeners:
+    protocol_map: dict[str, SecurityProtocol]
+    listeners: list[EndPoint]
+    advertised: list[EndPoint]
+    inter_broker_name: str
+    inter_broker_protocol: SecurityProtocol
+    control_plane_name: str | None
+
+
+class KafkaConfig:
+    """A broker's configuration: BROKER_CONFIG's defaults overridden by the supplied keys,
+    parsed and validated. Read-only; build a new one to change it."""
+
+    def __init__(self, props: Mapping[str, object]) -> None:
+        """``props``: config name -> string (or typed) value. ConfigError on a bad value;
+        unknown names are logged as warnings."""
+        self._originals: dict[str, object] = dict(props)
+        values, unknown = BROKER_CONFIG.parse(self._originals)
+        self._values: dict[str, ConfigValue] = values
+        self._unknown: tuple[str, ...] = tuple(unknown)
+        for name in unknown:
+            logger.warning("Ignoring unknown configuration %s: kafkaclone does not know it", name)
+        for key in BROKER_CONFIG:
+            if key.deprecated and key.name in self._originals:
+                replacement = "advertised.listeners" if "advertised" in key.name else "listeners"
+                logger.warning("Configuration %s is deprecated: use %s", key.name, replacement)
+        self._validate_values()
+        self._listener_config = self._parse_listeners()
+        self._validate_versions()
+
+    @classmethod
+    def from_dict(cls, props: Mapping[str, object]) -> KafkaConfig:
+        return cls(props)
+
+    @classmethod
+    def from_properties_file(
+        cls, path: str | os.PathLike[str], overrides: Sequence[str] = ()
+    ) -> KafkaConfig:
+        """The properties file at ``path`` with ``overrides`` (``"k=v"``) on top."""
+        props: dict[str, object] = dict(load_properties(path))
+        props.update(parse_overrides(overrides))
+        return cls(props)
+
+    # --- generic access ---
+
+    def get(self, name: str) -> ConfigValue:
+        """The typed value of a declared key (its default if not supplied); KeyError if the
+        table does not declare it."""
+        return self._values[name]
+
+    def get_int(self, name: str) -> int:
+        value = self._values[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} is {value!r}, not an integer")
+        return value
+
+    def get_bool(self, name: str) -> bool:
+        value = self._values[name]
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} is {value!r}, not a boolean")
+        return value
+
+    def get_float(self, name: str) -> float:
+        value = self._values[name]
+        if not isinstance(value, float):
+            raise TypeError(f"{name} is {value!r}, not a double")
+        return value
+
+    def get_optional_str(self, name: str) -> str | None:
+        value = self._values[name]
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} is {value!r}, not a string")
+        return value
+
+    def get_str(self, name: str) -> str:
+        value = self.get_optional_str(name)
+        if value is None:
+            raise TypeError(f"{name} is null")
+        return value
+
+    def get_list(self, name: str) -> list[str]:
+        value = self._values[name]
+        if not isinstance(value, tuple):
+            raise TypeError(f"{name} is {value!r}, not a list")
+        return list(value)
+
+    def string_value(self, name: str) -> str | None:
+        """The value as a config entry carries it (``"true"``, ``"compact,delete"``); None
+        for a null value."""
+        return BROKER_CONFIG[name].format(self._values[name])
+
+    def is_set(self, name: str) -> bool:
+        """Whether ``name`` was supplied (STATIC_BROKER_CONFIG) rather than defaulted."""
+        return name in self._originals
+
+    @property
+    def values(self) -> Mapping[str, ConfigValue]:
+        """Every declared key's typed value."""
+        return MappingProxyType(self._values)
+
+    @property
+    def originals(self) -> Mapping[str, object]:
+        """What was supplied, unknown keys included."""
+        return MappingProxyType(self._originals)
+
+    @property
+    def unknown_keys(self) -> tuple[str, ...]:
+        return self._unknown
+
+    def __repr__(self) -> str:
+        supplied = ", ".join(
+            f"{name}={'[hidden]' if BROKER_CONFIG[name].sensitive else self.string_value(name)}"
+            for name in self._originals
+            if name in BROKER_CONFIG
+        )
+        return f"KafkaConfig({supplied})"
+
+    # --- ZooKeeper ---
+
+    zookeeper_session_timeout_ms = _Int("zookeeper.session.timeout.ms")
+    zookeeper_sync_time_ms = _Int("zookeeper.sync.time.ms")
+    zookeeper_set_acl = _Bool("zookeeper.set.acl")
+    zookeeper_max_in_flight_requests = _Int("zookeeper.max.in.flight.requests")
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.get_str("zookeeper.connect")
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        """``zookeeper.connection.timeout.ms``, else ``zookeeper.session.timeout.ms``."""
+        if self.get("zookeeper.connection.timeout.ms") is None:
+            return self.zookeeper_session_timeout_ms
+        return self.get_int("zookeeper.connection.timeout.ms")
+
+    # --- general ---
+
+    broker_id = _Int("broker.id")
+    broker_id_generation_enable = _Bool("broker.id.generation.enable")
+    reserved_broker_max_id = _Int("reserved.broker.max.id")
+    broker_rack = _OptionalStr("broker.rack")
+    message_max_bytes = _Int("message.max.bytes")
+    num_network_threads = _Int("num.network.threads")
+    num_io_threads = _Int("num.io.threads")
+    background_threads = _Int("background.threads")
+    queued_max_requests = _Int("queued.max.requests")
+    queued_max_request_bytes = _Int("queued.max.request.bytes")
+    request_timeout_ms = _Int("request.timeout.ms")
+    delete_topic_enable = _Bool("delete.topic.enable")
+    auto_create_topics_enable = _Bool("auto.create.topics.enable")
+    compression_type = _Str("compression.type")
+
+    # --- socket server ---
+
+    socket_send_buffer_bytes = _Int("socket.send.buffer.bytes")
+    socket_receive_buffer_bytes = _Int("socket.receive.buffer.bytes")
+    socket_request_max_bytes = _Int("socket.request.max.bytes")
+    max_connections_per_ip = _Int("max.connections.per.ip")
+    max_connections = _Int("max.connections")
+    max_connection_creation_rate = _Int("max.connection.creation.rate")
+    connections_max_idle_ms = _Int("connections.max.idle.ms")
+
+    @property
+    def listeners(self) -> list[EndPoint]:
+        """What the broker listens on: ``listeners``, else PLAINTEXT://host.name:port."""
+        return list(self._listener_config.listeners)
+
+    @property
+    def advertised_listeners(self) -> list[EndPoint]:
+        """What the broker registers in ZooKeeper: ``advertised.listeners``, else (as Kafka)
+        the deprecated advertised.host.name/advertised.port if set, else ``listeners``."""
+        return list(self._listener_config.advertised)
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, SecurityProtocol]:
+        return dict(self._listener_config.protocol_map)
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        return self._listener_config.inter_broker_name
+
+    @property
+    def inter_broker_security_protocol(self) -> SecurityProtocol:
+        return self._listener_config.inter_broker_protocol
+
+    @property
+    def control_plane_listener_name(self) -> str | None:
+        return self._listener_config.control_plane_name
+
+    @property
+    def control_plane_listener(self) -> EndPoint | None:
+        """The listener of ``control.plane.listener.name``, if one is configured."""
+        name = self.control_plane_listener_name
+        return next((e for e in self._listener_config.listeners if e.listener_name == name), None)
+
+    @property
+    def data_plane_listeners(self) -> list[EndPoint]:
+        """The listeners serving clients and replication: all but the control plane's."""
+        name = self.control_plane_listener_name
+        return [e for e in self._listener_config.listeners if e.listener_name != name]
+
+    @property
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        return _parse_connection_overrides(self.get_str("max.connections.per.ip.overrides"))
+
+    # --- log ---
+
+    num_partitions = _Int("num.partitions")
+    default_replication_factor = _Int("default.replication.factor")
+    num_recovery_threads_per_data_dir = _Int("num.recovery.threads.per.data.dir")
+    log_segment_bytes = _Int("log.segment.bytes")
+    log_retention_bytes = _Int("log.retention.bytes")
+    log_retention_check_interval_ms = _Int("log.retention.check.interval.ms")
+    log_cleanup_policy = _StrList("log.cleanup.policy")
+    log_index_size_max_bytes = _Int("log.index.size.max.bytes")
+    log_index_interval_bytes = _Int("log.index.interval.bytes")
+    log_flush_interval_messages = _Int("log.flush.interval.messages")
+    log_flush_scheduler_interval_ms = _Int("log.flush.scheduler.interval.ms")
+    log_flush_offset_checkpoint_interval_ms = _Int("log.flush.offset.checkpoint.interval.ms")
+    log_flush_start_offset_checkpoint_interval_ms = _Int(
+        "log.flush.start.offset.checkpoint.interval.ms"
+    )
+    log_segment_delete_delay_ms = _Int("log.segment.delete.delay.ms")
+    log_preallocate = _Bool("log.preallocate")
+    log_message_timestamp_type = _Str("log.message.timestamp.type")
+    log_message_timestamp_difference_max_ms = _Int("log.message.timestamp.difference.max.ms")
+    log_message_downconversion_enable = _Bool("log.message.downconversion.enable")
+    min_insync_replicas = _Int("min.insync.replicas")
+
+    @property
+    def log_dirs(self) -> list[str]:
+        """``log.dirs``, else ``log.dir``, split on commas."""
+        return parse_csv_list(self._log_dirs_text()[1])
+
+    @property
+    def log_roll_ms(self) -> int:
+        """``log.roll.ms``, else ``log.roll.hours`` in ms."""
+        return self._ms_or_hours("log.roll.ms", "log.roll.hours")
+
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        """``log.roll.jitter.ms``, else ``log.roll.jitter.hours`` in ms."""
+        return self._ms_or_hours("log.roll.jitter.ms", "log.roll.jitter.hours")
+
+    @property
+    def log_retention_ms(self) -> int:
+        """``log.retention.ms``, else ``.minutes``, else ``.hours``, in ms; -1 (no limit)
+        for any negative value."""
+        if self.get("log.retention.ms") is not None:
+            millis = self.get_int("log.retention.ms")
+        elif self.get("log.retention.minutes") is not None:
+            millis = self.get_int("log.retention.minutes") * _MINUTE_MS
+        else:
+            millis = self.get_int("log.retention.hours") * _HOUR_MS
+        return -1 if millis < 0 else millis
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        """``log.flush.interval.ms``, else ``log.flush.scheduler.interval.ms``."""
+        if self.get("log.flush.interval.ms") is None:
+            return self.log_flush_scheduler_interval_ms
+        return self.get_int("log.flush.interval.ms")
+
+    @property
+    def log_message_format_version(self) -> str:
+        """The canonical form of ``log.message.format.version`` (``"2.8"`` -> 2.8-IV1)."""
+        return _canonical(self.get_str("log.message.format.version"))
+
+    # --- log cleaner ---
+
+    log_cleaner_enable = _Bool("log.cleaner.enable")
+    log_cleaner_threads = _Int("log.cleaner.threads")
+    log_cleaner_io_max_bytes_per_second = _Float("log.cleaner.io.max.bytes.per.second")
+    log_cleaner_dedupe_buffer_size = _Int("log.cleaner.dedupe.buffer.size")
+    log_cleaner_io_buffer_size = _Int("log.cleaner.io.buffer.size")
+    log_cleaner_io_buffer_load_factor = _Float("log.cleaner.io.buffer.load.factor")
+    log_cleaner_backoff_ms = _Int("log.cleaner.backoff.ms")
+    log_cleaner_min_cleanable_ratio = _Float("log.cleaner.min.cleanable.ratio")
+    log_cleaner_delete_retention_ms = _Int("log.cleaner.delete.retention.ms")
+    log_cleaner_min_compaction_lag_ms = _Int("log.cleaner.min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms = _Int("log.cleaner.max.compaction.lag.ms")
+
+    # --- replication ---
+
+    unclean_leader_election_enable = _Bool("unclean.leader.election.enable")
+    replica_lag_time_max_ms = _Int("replica.lag.time.max.ms")
+    replica_socket_timeout_ms = _Int("replica.socket.timeout.ms")
+    replica_socket_receive_buffer_bytes = _Int("replica.socket.receive.buffer.bytes")
+    replica_fetch_max_bytes = _Int("replica.fetch.max.bytes")
+    replica_fetch_wait_max_ms = _Int("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes = _Int("replica.fetch.min.bytes")
+    replica_fetch_response_max_bytes = _Int("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms = _Int("replica.fetch.backoff.ms")
+    num_replica_fetchers = _Int("num.replica.fetchers")
+    replica_high_watermark_checkpoint_interval_ms = _Int(
+        "replica.high.watermark.checkpoint.interval.ms"
+    )
+    fetch_purgatory_purge_interval_requests = _Int("fetch.purgatory.purge.interval.requests")
+    producer_purgatory_purge_interval_requests = _Int("producer.purgatory.purge.interval.requests")
+    delete_records_purgatory_purge_interval_requests = _Int(
+        "delete.records.purgatory.purge.interval.requests"
+    )
+    controller_socket_timeout_ms = _Int("controller.socket.timeout.ms")
+    auto_leader_rebalance_enable = _Bool("auto.leader.rebalance.enable")
+    leader_imbalance_per_broker_percentage = _Int("leader.imbalance.per.broker.percentage")
+    leader_imbalance_check_interval_seconds = _Int("leader.imbalance.check.interval.seconds")
+
+    @property
+    def inter_broker_protocol_version(self) -> str:
+        """The canonical form of ``inter.broker.protocol.version``."""
+        return _canonical(self.get_str("inter.broker.protocol.version"))
+
+    # --- controlled shutdown ---
+
+    controlled_shutdown_enable = _Bool("controlled.shutdown.enable")
+    controlled_shutdown_max_retries = _Int("controlled.shutdown.max.retries")
+    controlled_shutdown_retry_backoff_ms = _Int("controlled.shutdown.retry.backoff.ms")
+
+    # --- group coordinator and offsets ---
+
+    group_min_session_timeout_ms = _Int("group.min.session.timeout.ms")
+    group_max_session_timeout_ms = _Int("group.max.session.timeout.ms")
+    group_initial_rebalance_delay_ms = _Int("group.initial.rebalance.delay.ms")
+    group_max_size = _Int("group.max.size")
+    offsets_storage = _Str("offsets.storage")
+    offsets_topic_num_partitions = _Int("offsets.topic.num.partitions")
+    offsets_topic_replication_factor = _Int("offsets.topic.replication.factor")
+    offsets_topic_segment_bytes = _Int("offsets.topic.segment.bytes")
+    offsets_topic_compression_codec = _Int("offsets.topic.compression.codec")
+    offsets_retention_minutes = _Int("offsets.retention.minutes")
+    offsets_retention_check_interval_ms = _Int("offsets.retention.check.interval.ms")
+    offsets_commit_timeout_ms = _Int("offsets.commit.timeout.ms")
+    offsets_commit_required_acks = _Int("offsets.commit.required.acks")
+    offsets_load_buffer_size = _Int("offsets.load.buffer.size")
+    offset_metadata_max_bytes = _Int("offset.metadata.max.bytes")
+
+    # --- transactions and fetch ---
+
+    transactional_id_expiration_ms = _Int("transactional.id.expiration.ms")
+    transaction_max_timeout_ms = _Int("transaction.max.timeout.ms")
+    transaction_state_log_num_partitions = _Int("transaction.state.log.num.partitions")
+    transaction_state_log_replication_factor = _Int("transaction.state.log.replication.factor")
+    transaction_state_log_min_isr = _Int("transaction.state.log.min.isr")
+    transaction_state_log_segment_bytes = _Int("transaction.state.log.segment.bytes")
+    transaction_state_log_load_buffer_size = _Int("transaction.state.log.load.buffer.size")
+    fetch_max_bytes = _Int("fetch.max.bytes")
+    max_incremental_fetch_session_cache_slots = _Int("max.incremental.fetch.session.cache.slots")
+
+    # --- topic defaults ---
+
+    def log_config_props(self) -> dict[str, ConfigValue]:
+        """The broker-wide default of every topic-level config, keyed by its topic name
+        (``retention.ms`` -> log_retention_ms, ...): what a topic without overrides gets
+        (Kafka's ``copyKafkaConfigToLog``)."""
+        derived: dict[str, ConfigValue] = {
+            "log.roll.ms": self.log_roll_ms,
+            "log.roll.jitter.ms": self.log_roll_jitter_ms,
+            "log.retention.ms": self.log_retention_ms,
+            "log.flush.interval.ms": self.log_flush_interval_ms,
+        }
+        return {
+            topic_name: derived[broker_name] if broker_name in derived else self.get(broker_name)
+            for topic_name, broker_name in TOPIC_CONFIG_SYNONYMS.items()
+        }
+
+    # --- validation (Kafka's KafkaConfig.validateValues) ---
+
+    def _validate_values(self) -> None:
+        connect = self.get("zookeeper.connect")
+        if not connect:
+            raise ConfigError(
+                "zookeeper.connect", connect, "required: host:port[,host:port...][/chroot]"
+            )
+        broker_id = self.broker_id
+        if self.broker_id_generation_enable:
+            if not -1 <= broker_id <= self.reserved_broker_max_id:
+                raise ConfigError(
+                    "broker.id", broker_id,
+                    f"must be in [-1, {self.reserved_broker_max_id}] (reserved.broker.max.id; "
+                    f"-1 generates one)",
+                )
+        elif broker_id < 0:
+            raise ConfigError(
+                "broker.id", broker_id, "must be >= 0 when broker.id.generation.enable=false"
+            )
+        self._check(self.log_roll_ms >= 1, "log.roll.ms", self.log_roll_ms, "must be at least 1")
+        self._check(
+            self.log_roll_jitter_ms >= 0, "log.roll.jitter.ms", self.log_roll_jitter_ms,
+            "must be at least 0",
+        )
+        retention = self.log_retention_ms
+        self._check(
+            retention >= 1 or retention == -1, "log.retention.ms", retention,
+            "must be -1 (no limit) or at least 1",
+        )
+        log_dirs_key, log_dirs_text = self._log_dirs_text()
+        self._check(
+            bool(parse_csv_list(log_dirs_text)), log_dirs_key, log_dirs_text,
+            "at least one log directory is required",
+        )
+        if self.log_cleaner_threads > 0:
+            per_thread = self.log_cleaner_dedupe_buffer_size // self.log_cleaner_threads
+            self._check(
+                per_thread > 1024 * 1024, "log.cleaner.dedupe.buffer.size",
+                self.log_cleaner_dedupe_buffer_size,
+                f"must be more than 1 MiB per cleaner thread ({self.log_cleaner_threads})",
+            )
+        fetch_wait = self.replica_fetch_wait_max_ms
+        self._check(
+            fetch_wait <= self.replica_socket_timeout_ms, "replica.fetch.wait.max.ms", fetch_wait,
+            f"must be at most replica.socket.timeout.ms ({self.replica_socket_timeout_ms})",
+        )
+        self._check(
+            fetch_wait <= self.replica_lag_time_max_ms, "replica.fetch.wait.max.ms", fetch_wait,
+            f"must be at most replica.lag.time.max.ms ({self.replica_lag_time_max_ms})",
+        )
+        acks = self.offsets_commit_required_acks
+        self._check(
+            -1 <= acks <= self.offsets_topic_replication_factor,
+            "offsets.commit.required.acks", acks,
+            f"must be in [-1, offsets.topic.replication.factor "
+            f"({self.offsets_topic_replication_factor})]",
+        )
+        queued_bytes = self.queued_max_request_bytes
+        self._check(
+            queued_bytes <= 0 or queued_bytes >= self.socket_request_max_bytes,
+            "queued.max.request.bytes", queued_bytes,
+            f"must be <= 0 or at least socket.request.max.bytes ({self.socket_request_max_bytes})",
+        )
+        try:
+            overrides = self.max_connections_per_ip_overrides
+        except ValueError as exc:
+            raise ConfigError(
+                "max.connections.per.ip.overrides",
+                self.get_str("max.connections.per.ip.overrides"), str(exc),
+            ) from None
+        self._check(
+            self.max_connections_per_ip > 0 or bool(overrides), "max.connections.per.ip", 0,
+            "may be 0 only with max.connections.per.ip.overrides set",
+        )
+
+    def _parse_listeners(self) -> _Listeners:
+        map_text = self.get_str("listener.security.protocol.map")
+        protocol_map = self._parsed("listener.security.protocol.map", map_text,
+                                    lambda: parse_security_protocol_map(map_text))
+        listeners_text = self.get_optional_str("listeners")
+        if listeners_text is None:
+            listeners_key = "host.name/port"
+            listeners_text = f"PLAINTEXT://{self.get_str('host.name')}:{self.get_int('port')}"
+        else:
+            listeners_key = "listeners"
+        listeners = self._parsed(listeners_key, listeners_text,
+                                 lambda: parse_listeners(listeners_text, protocol_map))
+        if not listeners:
+            raise ConfigError(
+                "listeners", listeners_text, "at least one NAME://host:port is required"
+            )
+        advertised_key, advertised_text = self._advertised_listeners_text()
+        if advertised_text is None:
+            advertised = listeners
+        else:
+            advertised = self._parsed(
+                advertised_key, advertised_text,
+                lambda: parse_listeners(advertised_text, protocol_map,
+                                        require_distinct_ports=False),
+            )
+        listener_names = [endpoint.listener_name for endpoint in listeners]
+        advertised_names = [endpoint.listener_name for endpoint in advertised]
+        for name in advertised_names:
+            self._check(
+                name in listener_names, advertised_key, advertised_text,
+                f"listener {name} is not among those of listeners ({', '.join(listener_names)})",
+            )
+        for endpoint in advertised:
+            self._check(
+                endpoint.host != "0.0.0.0", advertised_key, endpoint.connection_string,
+                "cannot advertise the non-routable meta-address 0.0.0.0",
+            )
+
+        inter_broker_name = self.get_optional_str("inter.broker.listener.name")
+        if inter_broker_name is not None:
+            self._check(
+                not self.is_set("security.inter.broker.protocol"), "inter.broker.listener.name",
+                inter_broker_name, "set either it or security.inter.broker.protocol, not both",
+            )
+            inter_broker_name = normalise_listener_name(inter_broker_name)
+            inter_broker_protocol = protocol_map.get(inter_broker_name)
+            if inter_broker_protocol is None:
+                raise ConfigError(
+                    "inter.broker.listener.name", inter_broker_name,
+                    "must be a listener name of listener.security.protocol.map",
+                )
+            inter_broker_key = "inter.broker.listener.name"
+        else:
+            protocol_name = self.get_str("security.inter.broker.protocol")
+            inter_broker_protocol = SecurityProtocol.for_name(protocol_name)
+            inter_broker_name = inter_broker_protocol.name
+            inter_broker_key = "security.inter.broker.protocol"
+        self._check(
+            inter_broker_name in advertised_names, inter_broker_key, inter_broker_name,
+            f"the inter-broker listener {inter_broker_name} must be one of advertised.listeners "
+            f"({', '.join(advertised_names)})",
+        )
+
+        control_plane_name = self.get_optional_str("control.plane.listener.name")
+        if control_plane_name is not None:
+            control_plane_name = normalise_listener_name(control_plane_name)
+            self._check(
+                control_plane_name in protocol_map, "control.plane.listener.name",
+                control_plane_name, "must be a listener name of listener.security.protocol.map",
+            )
+            self._check(
+                control_plane_name in advertised_names, "control.plane.listener.name",
+                control_plane_name,
+                f"must be one of advertised.listeners ({', '.join(advertised_names)})",
+            )
+            self._check(
+                control_plane_name != inter_broker_name, "control.plane.listener.name",
+                control_plane_name, "must differ from the inter-broker listener name",
+            )
+        return _Listeners(protocol_map, listeners, advertised, inter_broker_name,
+                          inter_broker_protocol, control_plane_name)
+
+    def _validate_versions(self) -> None:
+        message_format = self.log_message_format_version
+        protocol = self.inter_broker_protocol_version
+        self._check(
+            record_format_version(message_format) <= record_format_version(protocol),
+            "log.message.format.version", self.get_str("log.message.format.version"),
+            f"its record format is newer than inter.broker.protocol.version ({protocol}) allows",
+        )
+
+    def _advertised_listeners_text(self) -> tuple[str, str | None]:
+        text = self.get_optional_str("advertised.listeners")
+        if text is not None:
+            return "advertised.listeners", text
+        host = self.get_optional_str("advertised.host.name")
+        port = self.get("advertised.port")
+        if host is None and port is None:
+            return "advertised.listeners", None
+        host = self.get_str("host.name") if host is None else host
+        port = self.get_int("port") if port is None else port
+        return "advertised.host.name/advertised.port", f"PLAINTEXT://{host}:{port}"
+
+    def _log_dirs_text(self) -> tuple[str, str]:
+        log_dirs = self.get_optional_str("log.dirs")
+        if log_dirs is not None:
+            return "log.dirs", log_dirs
+        return "log.dir", self.get_str("log.dir")
+
+    def _ms_or_hours(self, ms_name: str, hours_name: str) -> int:
+        if self.get(ms_name) is None:
+            return self.get_int(hours_name) * _HOUR_MS
+        return self.get_int(ms_name)
+
+    @staticmethod
+    def _check(ok: bool, key: str, value: object, allowed: str) -> None:
+        if not ok:
+            raise ConfigError(key, value, allowed)
+
+    @staticmethod
+    def _parsed(key: str, text: str, parse: Callable[[], T]) -> T:
+        try:
+            return parse()
+        except ValueError as exc:
+            raise ConfigError(key, text, str(exc)) from None
+
+
+def _canonical(version: str) -> str:
+    canonical = canonical_kafka_version(version)
+    assert canonical is not None, "validated by KafkaVersion"
+    return canonical
+
+
+def _parse_connection_overrides(text: str) -> dict[str, int]:
+    """``host:count,host:count`` (Kafka's ``parseCsvMap``: split at the last colon)."""
+    overrides: dict[str, int] = {}
+    for entry in parse_csv_list(text):
+        host, colon, count = entry.rpartition(":")
+        if not colon or not host.strip() or not _INTEGER_RE.fullmatch(count.strip()):
+            raise ValueError(f"entry {entry!r} is not host:count")
+        overrides[host.strip()] = int(count)
+    return overrides
