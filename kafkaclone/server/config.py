@@ -238,7 +238,7 @@ class KafkaVersion(Validator):
         return f"must be a Kafka version from {KAFKA_VERSIONS[0]} to {LATEST_KAFKA_VERSION}"
 
     def describe(self) -> str:
-        return f"[{', '.join(KAFKA_VERSIONS)}]"
+        return f"[{KAFKA_VERSIONS[0]},...,{LATEST_KAFKA_VERSION}]"
 
 
 # --- the table ----------------------------------------------------------------------------
@@ -784,8 +784,9 @@ BROKER_CONFIG: Final = ConfigDef([
                   "/consumers/<group>/offsets/<topic>/<partition>) or kafka (the "
                   "__consumer_offsets topic).",
                   validator=OneOf(OFFSETS_STORAGES), kafkaclone_only=True,
-                  note="kafkaclone's own key, named after the consumer setting of Kafka "
-                  "0.8.2-0.10; Kafka 2.8 brokers always use the offsets topic."),
+                  note="kafkaclone's own key, mirroring offsets.storage of Kafka's old "
+                  "Scala consumer (0.8.2 to 1.1); Kafka 2.8 brokers always use the offsets "
+                  "topic."),
         ConfigKey("offsets.topic.num.partitions", INT, 50, HIGH,
                   "The partition count of the __consumer_offsets topic; it also places "
                   "group coordinators, so do not change it once the cluster runs.",
