@@ -1,0 +1,144 @@
+"""Small types shared by the log modules: TopicPartition, offsets metadata, append and
+fetch results, and the clock/scheduler protocol the log is driven by."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, Protocol
+
+from kafkaclone.protocol.errors import KafkaStorageError
+
+NO_TIMESTAMP: Final = -1
+UNKNOWN_OFFSET: Final = -1
+UNDEFINED_EPOCH: Final = -1
+UNDEFINED_EPOCH_OFFSET: Final = -1
+
+# ListOffsets' special timestamps.
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
+
+LOG_FILE_SUFFIX: Final = ".log"
+INDEX_FILE_SUFFIX: Final = ".index"
+TIME_INDEX_FILE_SUFFIX: Final = ".timeindex"
+TXN_INDEX_FILE_SUFFIX: Final = ".txnindex"
+DELETED_FILE_SUFFIX: Final = ".deleted"
+CLEANED_FILE_SUFFIX: Final = ".cleaned"
+SWAP_FILE_SUFFIX: Final = ".swap"
+DELETE_DIR_SUFFIX: Final = "-delete"
+FUTURE_DIR_SUFFIX: Final = "-future"
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+_DELETE_DIR = re.compile(r"^(\S+)-(\d+)\.([0-9a-f]{32})-delete$")
+_FUTURE_DIR = re.compile(r"^(\S+)-(\d+)\.([0-9a-f]{32})-future$")
+
+
+def log_dir_name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def parse_topic_partition_name(name: str) -> TopicPartition:
+    """``my-topic-3`` -> TopicPartition("my-topic", 3); also accepts the ``.<id>-delete``
+    and ``.<id>-future`` forms. KafkaStorageError for a name that is neither."""
+    for pattern in (_DELETE_DIR, _FUTURE_DIR):
+        match = pattern.match(name)
+        if match:
+            return TopicPartition(match.group(1), int(match.group(2)))
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise KafkaStorageError(
+            f"Found directory {name}, '{name}' is not in the form of topic-partition or "
+            "topic-partition.uniqueId-delete (if marked for deletion).\n"
+            "Kafka's log directories (and children) should only contain Kafka topic data."
+        )
+    return TopicPartition(topic, int(partition))
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """The 20-digit zero-padded base offset that names a segment's files."""
+    return f"{offset:020d}"
+
+
+def offset_from_filename(name: str) -> int:
+    """The base offset from ``00000000000000001234.log`` (or ``.index``, ``.log.deleted``)."""
+    return int(name.split(".", 1)[0])
+
+
+class AppendOrigin(enum.Enum):
+    """Who is appending: Kafka makes some checks only for clients."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+@dataclass(frozen=True)
+class LogOffsetMetadata:
+    """An offset and where its batch starts: the segment and the byte position in it."""
+
+    message_offset: int
+    segment_base_offset: int = UNKNOWN_OFFSET
+    relative_position_in_segment: int = -1
+
+
+@dataclass(frozen=True)
+class FetchDataInfo:
+    """What a read returns: whole batches (``records``, possibly empty) and where the read
+    started. ``first_entry_incomplete`` is never set: reads return whole batches only."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: memoryview
+    first_entry_incomplete: bool = False
+
+
+@dataclass(frozen=True)
+class LogAppendInfo:
+    """The outcome of an append, as Kafka's LogAppendInfo reports it."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    """The time assigned under LogAppendTime; -1 under CreateTime."""
+    log_start_offset: int
+    record_count: int
+    batch_count: int
+    valid_bytes: int
+    last_leader_epoch: int
+
+
+@dataclass(frozen=True)
+class TimestampAndOffset:
+    """A ListOffsets answer: the first record at or after a timestamp."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+class DelayedCall(Protocol):
+    def cancel(self) -> None: ...
+
+    def active(self) -> bool: ...
+
+
+class Scheduler(Protocol):
+    """The part of Twisted's IReactorTime the log needs (a reactor or ``task.Clock``)."""
+
+    def seconds(self) -> float: ...
+
+    def callLater(self, delay: float, callable: Any, *args: Any, **kw: Any) -> Any: ...
+
+
+def now_ms(clock: Scheduler) -> int:
+    return int(clock.seconds() * 1000)

@@ -1,0 +1,200 @@
+"""FileRecords: a segment's .log file, record batches laid end to end.
+
+Appends are one ``pwrite`` at the end; reads are one ``pread`` (no mmap: a mapped file
+that another part of the log truncates turns a later read into SIGBUS). The size is
+tracked in memory, so it always means "bytes of whole batches appended", whatever a torn
+write left behind the end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from kafkaclone.protocol.errors import CorruptMessageError
+from kafkaclone.protocol.records import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+
+BatchHeader = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+"""The 13 header fields of a v2 batch (batch.HEADER): baseOffset, batchLength,
+partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount."""
+
+MAGIC_V2: Final = 2
+
+HEADER_SCAN_CHUNK: Final = 8 * 1024
+"""Bytes read at a time when only batch headers are needed (an index gap is ~4 KiB)."""
+BATCH_SCAN_CHUNK: Final = 4 * 1024 * 1024
+"""Bytes read at a time when whole batches are needed (recovery)."""
+
+_unpack_header = HEADER.unpack_from
+
+
+def _check_header(header: BatchHeader, position: int, path: Path) -> int:
+    """The batch size; CorruptMessageError for an impossible length or magic."""
+    size: int = header[1] + LOG_OVERHEAD
+    if size < RECORD_BATCH_OVERHEAD:
+        raise CorruptMessageError(
+            f"Found record size {size} smaller than the minimum batch overhead "
+            f"({RECORD_BATCH_OVERHEAD}) at position {position} in {path}"
+        )
+    if header[3] != MAGIC_V2:
+        raise CorruptMessageError(
+            f"Found unsupported magic {header[3]} at position {position} in {path}"
+        )
+    return size
+
+
+class FileRecords:
+    """The record batches of one segment file."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self._fd = os.open(path, flags, 0o644)
+        self.path = path
+        self._size = os.fstat(self._fd).st_size
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the end; returns the bytes written."""
+        view = memoryview(data)
+        total = len(view)
+        written = 0
+        while written < total:
+            written += os.pwrite(self._fd, view[written:], self._size + written)
+        self._size += total
+        return total
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (fewer at the end of the file)."""
+        size = min(size, self._size - position)
+        if size <= 0:
+            return b""
+        return os.pread(self._fd, size, position)
+
+    def truncate_to(self, target_size: int) -> int:
+        """Cut the file to ``target_size`` bytes; returns the bytes removed."""
+        on_disk = os.fstat(self._fd).st_size
+        if target_size > self._size:
+            raise ValueError(
+                f"Attempt to truncate log segment {self.path} to {target_size} bytes failed, "
+                f"size of this log segment is {self._size} bytes."
+            )
+        if target_size < on_disk:
+            os.ftruncate(self._fd, target_size)
+        truncated = self._size - target_size
+        self._size = target_size
+        return truncated
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> bool:
+        """Close and remove the file; False if it was already gone."""
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def last_modified_ms(self) -> int:
+        return os.stat(self.path).st_mtime_ns // 1_000_000
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        os.utime(self.path, ns=(time.time_ns(), ms * 1_000_000))
+
+    # -- scanning --
+
+    def iter_headers(self, start: int = 0, end: int | None = None) -> Iterator[
+        tuple[int, BatchHeader]
+    ]:
+        """(position, header) of each whole batch from ``start`` (a batch boundary) to
+        ``end``. Stops at a batch cut short by the end; CorruptMessageError for a length
+        or magic no batch can have."""
+        limit = self._size if end is None else min(end, self._size)
+        position = start
+        chunk = b""
+        chunk_start = start
+        while position + RECORD_BATCH_OVERHEAD <= limit:
+            offset = position - chunk_start
+            if offset + RECORD_BATCH_OVERHEAD > len(chunk):
+                chunk = os.pread(self._fd, min(HEADER_SCAN_CHUNK, limit - position), position)
+                chunk_start = position
+                offset = 0
+                if len(chunk) < RECORD_BATCH_OVERHEAD:
+                    return
+            header: BatchHeader = _unpack_header(chunk, offset)
+            size = _check_header(header, position, self.path)
+            if position + size > limit:
+                return
+            yield position, header
+            position += size
+
+    def iter_batches(self, start: int = 0) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """(position, header, bytes) of each whole batch from ``start``, read in large
+        chunks. Stops at a batch cut short by the end of the file; CorruptMessageError
+        for a length or magic no batch can have."""
+        limit = self._size
+        position = start
+        while position < limit:
+            want = min(max(BATCH_SCAN_CHUNK, RECORD_BATCH_OVERHEAD), limit - position)
+            chunk = memoryview(os.pread(self._fd, want, position))
+            offset = 0
+            while offset + RECORD_BATCH_OVERHEAD <= len(chunk):
+                header: BatchHeader = _unpack_header(chunk, offset)
+                size = _check_header(header, position + offset, self.path)
+                if offset + size > len(chunk):
+                    break
+                yield position + offset, header, chunk[offset : offset + size]
+                offset += size
+            if offset == 0:
+                # Not even one whole batch in the chunk: read exactly the next batch.
+                if len(chunk) < RECORD_BATCH_OVERHEAD:
+                    return
+                header = _unpack_header(chunk, 0)
+                size = _check_header(header, position, self.path)
+                if position + size > limit:
+                    return
+                batch = memoryview(os.pread(self._fd, size, position))
+                if len(batch) < size:
+                    return
+                yield position, header, batch
+                offset = size
+            position += offset
+
+
+def whole_batches_length(data: bytes | memoryview, max_offset: int | None = None) -> int:
+    """The length of the longest prefix of ``data`` made of whole batches (each with a last
+    offset below ``max_offset``, if given)."""
+    view = memoryview(data)
+    end = len(view)
+    position = 0
+    while position + RECORD_BATCH_OVERHEAD <= end:
+        header: BatchHeader = _unpack_header(view, position)
+        size = header[1] + LOG_OVERHEAD
+        if size < RECORD_BATCH_OVERHEAD or position + size > end:
+            break
+        if max_offset is not None and header[0] + header[6] >= max_offset:
+            break
+        position += size
+    return position
+

@@ -1,0 +1,508 @@
+"""LogManager: every partition log of a broker, across its ``log.dirs``.
+
+Per log directory it keeps Kafka's bookkeeping files:
+
+* ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint`` (the high watermarks);
+* ``meta.properties`` (version, broker.id, cluster.id);
+* ``.kafka_cleanshutdown``, created at the end of a clean shutdown and removed once the
+  logs are loaded: without it, every log is recovered from its recovery point;
+* ``.lock``, held while the broker runs so that two brokers cannot share a directory.
+
+Periodic work runs on the given clock/scheduler (the reactor, or ``task.Clock`` in tests):
+retention every ``log.retention.check.interval.ms``, time-based flushes, and the
+checkpoints. Deleted partitions are renamed ``<topic>-<p>.<uuid>-delete`` at once and
+removed after ``file.delete.delay.ms``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from kafkaclone.log.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    BrokerMetadataCheckpoint,
+    OffsetCheckpointFile,
+)
+from kafkaclone.log.common import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    Scheduler,
+    TopicPartition,
+    log_dir_name,
+    now_ms,
+    parse_topic_partition_name,
+)
+from kafkaclone.log.config import LONG_MAX, LogConfig, LogManagerConfig
+from kafkaclone.log.log import Log
+from kafkaclone.protocol.errors import InconsistentClusterIdError, KafkaError, KafkaStorageError
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+LOCK_FILE: Final = ".lock"
+INITIAL_TASK_DELAY_MS: Final = 30_000
+META_PROPERTIES_VERSION: Final = "0"
+
+
+class InconsistentBrokerMetadataError(KafkaStorageError):
+    """meta.properties disagrees with the configuration or between log directories."""
+
+
+def log_delete_dir_name(tp: TopicPartition) -> str:
+    """``<topic>-<partition>.<32 hex digits>-delete``, the topic cut to fit 255 bytes."""
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: 255 - len(suffix)] + suffix
+
+
+@dataclass
+class _Periodic:
+    """A task rescheduled every ``period`` seconds on the clock."""
+
+    name: str
+    function: Callable[[], Any]
+    period: float
+    call: Any = None
+
+
+class LogManager:
+    """Creates, loads, checkpoints, cleans and deletes the logs of one broker."""
+
+    def __init__(
+        self,
+        config: LogManagerConfig,
+        *,
+        clock: Scheduler,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        cluster_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self._clock = clock
+        self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self.cluster_id = cluster_id
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dirs = [Path(d).absolute() for d in config.log_dirs]
+        self._live_dirs: list[Path] = []
+        self._offline_dirs: list[Path] = []
+        self._lock_fds: dict[Path, int] = {}
+        self._periodic: list[_Periodic] = []
+        self._pending_deletions: list[Any] = []
+        self._started = False
+
+    # -- configuration -------------------------------------------------------------------
+
+    @property
+    def default_config(self) -> LogConfig:
+        return self.config.default_log_config
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """A topic's configs changed: apply them to its live logs."""
+        self._topic_configs[topic] = config
+        for tp, log in self._logs.items():
+            if tp.topic == topic:
+                log.update_config(config)
+
+    # -- directories ---------------------------------------------------------------------
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return list(self._live_dirs)
+
+    @property
+    def offline_log_dirs(self) -> list[Path]:
+        return list(self._offline_dirs)
+
+    def _create_and_validate_log_dirs(self) -> None:
+        """Create missing directories and lock them; a directory that fails is offline."""
+        seen: set[Path] = set()
+        for directory in self._log_dirs:
+            resolved = directory.resolve()
+            if resolved in seen:
+                raise KafkaStorageError(f"Duplicate log directory found: {directory}")
+            seen.add(resolved)
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                if not os.access(directory, os.W_OK):
+                    raise OSError(f"{directory} is not a writable directory")
+                self._lock_dir(directory)
+                self._live_dirs.append(directory)
+            except OSError as exc:
+                logger.error("Failed to create or validate data directory %s: %s",
+                             directory, exc)
+                self._offline_dirs.append(directory)
+        if not self._live_dirs:
+            raise KafkaStorageError(
+                f"None of the specified log dirs from {[str(d) for d in self._log_dirs]} "
+                "can be created or validated"
+            )
+
+    def _lock_dir(self, directory: Path) -> None:
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise OSError(
+                f"Failed to acquire lock on file .lock in {directory}. A Kafka instance in "
+                "another process or thread is using this directory."
+            ) from None
+        self._lock_fds[directory] = fd
+
+    def _unlock_dirs(self) -> None:
+        for fd in self._lock_fds.values():
+            os.close(fd)
+        self._lock_fds.clear()
+
+    def _check_broker_metadata(self) -> None:
+        """Verify meta.properties against broker.id / cluster.id and between directories,
+        then write it where it is missing."""
+        stored: dict[Path, dict[str, str]] = {}
+        for directory in self._live_dirs:
+            props = BrokerMetadataCheckpoint(directory / META_PROPERTIES).read()
+            if props is not None:
+                stored[directory] = props
+        broker_ids = {props["broker.id"] for props in stored.values() if "broker.id" in props}
+        cluster_ids = {props["cluster.id"] for props in stored.values() if "cluster.id" in props}
+        if len(broker_ids) > 1:
+            raise InconsistentBrokerMetadataError(
+                f"BrokerMetadata is not consistent across log.dirs: broker.id {broker_ids}"
+            )
+        if len(cluster_ids) > 1:
+            raise InconsistentClusterIdError(
+                f"BrokerMetadata is not consistent across log.dirs: cluster.id {cluster_ids}"
+            )
+        configured = self.config.broker_id
+        if broker_ids and configured >= 0 and int(next(iter(broker_ids))) != configured:
+            raise InconsistentBrokerMetadataError(
+                f"Configured broker.id {configured} doesn't match stored broker.id "
+                f"{next(iter(broker_ids))} in meta.properties. If you moved your data, make "
+                "sure your configured broker.id matches. If you intend to create a new broker, "
+                "you should remove all data in your data directories (log.dirs)."
+            )
+        if cluster_ids and self.cluster_id is not None and self.cluster_id not in cluster_ids:
+            raise InconsistentClusterIdError(
+                f"The Cluster ID {self.cluster_id} doesn't match stored clusterId "
+                f"{next(iter(cluster_ids))} in meta.properties. The broker is trying to join "
+                "the wrong cluster. Configured zookeeper.connect may be wrong."
+            )
+        if self.cluster_id is None and cluster_ids:
+            self.cluster_id = next(iter(cluster_ids))
+        if configured < 0 and not broker_ids:
+            return
+        broker_id = str(configured) if configured >= 0 else next(iter(broker_ids))
+        properties = {"version": META_PROPERTIES_VERSION, "broker.id": broker_id}
+        if self.cluster_id is not None:
+            properties["cluster.id"] = self.cluster_id
+        for directory in self._live_dirs:
+            if stored.get(directory) != properties:
+                BrokerMetadataCheckpoint(directory / META_PROPERTIES).write(properties)
+
+    # -- startup and shutdown ------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Validate and lock the directories, load every log (recovering those of a
+        directory without the clean shutdown marker) and schedule the periodic tasks."""
+        if self._started:
+            return
+        self._create_and_validate_log_dirs()
+        try:
+            self._check_broker_metadata()
+            for directory in list(self._live_dirs):
+                try:
+                    self._load_logs_in_dir(directory)
+                except (OSError, KafkaStorageError) as exc:
+                    logger.error("Error while loading log dir %s: %s", directory, exc)
+                    self._mark_offline(directory)
+        except BaseException:
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()
+            self._unlock_dirs()
+            raise
+        self._started = True
+        self._schedule_tasks()
+
+    def _load_logs_in_dir(self, directory: Path) -> None:
+        clean_marker = directory / CLEAN_SHUTDOWN_FILE
+        had_clean_shutdown = clean_marker.exists()
+        if not had_clean_shutdown:
+            logger.info("Attempting recovery for all logs in %s since no clean shutdown file "
+                        "was found", directory)
+        recovery_points = self._read_checkpoint(directory, RECOVERY_POINT_CHECKPOINT)
+        log_start_offsets = self._read_checkpoint(directory, LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(directory, REPLICATION_OFFSET_CHECKPOINT)
+        for child in sorted(directory.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                logger.info("Found log directory %s marked for deletion", child)
+                self._schedule_dir_deletion(child)
+                continue
+            if child.name.endswith(FUTURE_DIR_SUFFIX):
+                logger.warning("Ignoring future log directory %s (log directory moves are "
+                               "not supported)", child)
+                continue
+            tp = parse_topic_partition_name(child.name)
+            if tp in self._logs:
+                raise KafkaStorageError(
+                    f"Duplicate log directories for {tp} are found in both "
+                    f"{self._logs[tp].dir} and {child}. It is likely because log directory "
+                    "failure happened while broker was replacing current replica with future "
+                    "replica."
+                )
+            self._logs[tp] = Log(
+                child,
+                self.config_for(tp.topic),
+                clock=self._clock,
+                log_start_offset=log_start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                high_watermark=high_watermarks.get(tp),
+                had_clean_shutdown=had_clean_shutdown,
+                topic_partition=tp,
+            )
+        if had_clean_shutdown:
+            clean_marker.unlink()
+
+    def _read_checkpoint(self, directory: Path, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(directory / name).read()
+        except KafkaStorageError as exc:
+            logger.warning("Error occurred while reading %s of directory %s, resetting to "
+                           "empty: %s", name, directory, exc)
+            return {}
+
+    def _schedule_tasks(self) -> None:
+        config = self.config
+        tasks: list[tuple[str, Callable[[], Any], int]] = [
+            ("kafka-log-retention", self.cleanup_logs, config.log_retention_check_interval_ms),
+            ("kafka-log-flusher", self.flush_dirty_logs, config.log_flush_scheduler_interval_ms),
+            ("kafka-recovery-point-checkpoint", self.checkpoint_recovery_offsets,
+             config.log_flush_offset_checkpoint_interval_ms),
+            ("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets,
+             config.log_flush_start_offset_checkpoint_interval_ms),
+            ("highwatermark-checkpoint", self.checkpoint_high_watermarks,
+             config.replica_high_watermark_checkpoint_interval_ms),
+        ]
+        for name, function, period_ms in tasks:
+            if 0 < period_ms < LONG_MAX:
+                task = _Periodic(name, function, period_ms / 1000.0)
+                self._periodic.append(task)
+                delay_ms = min(INITIAL_TASK_DELAY_MS, period_ms)
+                task.call = self._clock.callLater(delay_ms / 1000.0, self._run_periodic, task)
+
+    def _run_periodic(self, task: _Periodic) -> None:
+        try:
+            task.function()
+        except Exception:
+            logger.exception("Uncaught exception in scheduled task '%s'", task.name)
+        if self._started:
+            task.call = self._clock.callLater(task.period, self._run_periodic, task)
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean shutdown marker
+        in each directory, release the locks."""
+        if not self._started:
+            return
+        self._started = False
+        for task in self._periodic:
+            if task.call is not None and task.call.active():
+                task.call.cancel()
+        self._periodic.clear()
+        for call in self._pending_deletions:
+            if call.active():
+                call.cancel()
+        self._pending_deletions.clear()
+        for directory in self._live_dirs:
+            logs = self._logs_in_dir(directory)
+            try:
+                for log in logs.values():
+                    log.flush()
+                for log in logs.values():
+                    log.close()
+                self._write_recovery_points(directory, logs)
+                self._write_log_start_offsets(directory, logs)
+                self._write_high_watermarks(directory, logs)
+                (directory / CLEAN_SHUTDOWN_FILE).touch()
+            except (OSError, KafkaError) as exc:
+                logger.error("Error while shutting down logs in %s: %s", directory, exc)
+        self._logs.clear()
+        self._unlock_dirs()
+
+    # -- logs ----------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    @property
+    def logs_by_topic_partition(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def _logs_in_dir(self, directory: Path) -> dict[TopicPartition, Log]:
+        return {tp: log for tp, log in self._logs.items() if log.dir.parent == directory}
+
+    def next_log_dir(self) -> Path:
+        """The live directory holding the fewest partitions (the first of equals)."""
+        if not self._live_dirs:
+            raise KafkaStorageError("No live log directory")
+        counts = dict.fromkeys(self._live_dirs, 0)
+        for log in self._logs.values():
+            if log.dir.parent in counts:
+                counts[log.dir.parent] += 1
+        return min(self._live_dirs, key=lambda directory: counts[directory])
+
+    def get_or_create_log(
+        self, tp: TopicPartition, config: LogConfig | None = None, *, is_new: bool = True
+    ) -> Log:
+        """The log of ``tp``, created empty in ``next_log_dir()`` if there is none.
+        ``is_new=False`` (a replica the controller says existed) refuses to create it
+        while some directory is offline, since its data may be there."""
+        log = self._logs.get(tp)
+        if log is not None:
+            return log
+        if not is_new and self._offline_dirs:
+            raise KafkaStorageError(
+                f"Can not create log for {tp} because log directories "
+                f"{', '.join(str(d) for d in self._offline_dirs)} are offline"
+            )
+        if config is not None:
+            self._topic_configs[tp.topic] = config
+        directory = self.next_log_dir() / log_dir_name(tp)
+        log = Log(directory, self.config_for(tp.topic), clock=self._clock, topic_partition=tp)
+        self._logs[tp] = log
+        logger.info("Created log for partition %s in %s with properties %s", tp,
+                    directory.parent, self.config_for(tp.topic).overridden)
+        return log
+
+    def async_delete(self, tp: TopicPartition) -> Log | None:
+        """Delete a partition's log: rename its directory to ``<topic>-<p>.<id>-delete``
+        now, remove it after file.delete.delay.ms."""
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return None
+        directory = log.dir.parent
+        log.close()
+        log.rename_dir(log_delete_dir_name(tp))
+        logs = self._logs_in_dir(directory)
+        self._write_recovery_points(directory, logs)
+        self._write_log_start_offsets(directory, logs)
+        self._write_high_watermarks(directory, logs)
+        logger.info("Log for partition %s is renamed to %s and is scheduled for deletion",
+                    tp, log.dir)
+        delay = self.config_for(tp.topic).file_delete_delay_ms / 1000.0
+        self._pending_deletions.append(self._clock.callLater(delay, log.delete))
+        return log
+
+    def _schedule_dir_deletion(self, directory: Path) -> None:
+        delay = self.default_config.file_delete_delay_ms / 1000.0
+        self._pending_deletions.append(
+            self._clock.callLater(delay, shutil.rmtree, directory, True)
+        )
+
+    def truncate_to(self, partition_offsets: Mapping[TopicPartition, int]) -> None:
+        """Truncate logs (followers diverging from their leader) and checkpoint the
+        recovery points at once, so a crash cannot skip recovering the new tail."""
+        touched: set[Path] = set()
+        for tp, offset in partition_offsets.items():
+            log = self._logs.get(tp)
+            if log is not None and log.truncate_to(offset):
+                touched.add(log.dir.parent)
+        for directory in touched:
+            self._write_recovery_points(directory, self._logs_in_dir(directory))
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, new_offset: int) -> None:
+        log = self._logs.get(tp)
+        if log is None:
+            return
+        log.truncate_fully_and_start_at(new_offset)
+        directory = log.dir.parent
+        logs = self._logs_in_dir(directory)
+        self._write_recovery_points(directory, logs)
+        self._write_log_start_offsets(directory, logs)
+
+    def _mark_offline(self, directory: Path) -> None:
+        for tp, log in list(self._logs.items()):
+            if log.dir.parent == directory:
+                try:
+                    log.close()
+                except KafkaError:
+                    logger.exception("Error closing %s", log)
+                del self._logs[tp]
+        if directory in self._live_dirs:
+            self._live_dirs.remove(directory)
+            self._offline_dirs.append(directory)
+        fd = self._lock_fds.pop(directory, None)
+        if fd is not None:
+            os.close(fd)
+
+    # -- periodic work -------------------------------------------------------------------
+
+    def cleanup_logs(self) -> int:
+        """One retention run over every log; returns the segments deleted. (With no log
+        cleaner, compacted topics get only their log-start-offset deletions.)"""
+        total = 0
+        for log in list(self._logs.values()):
+            try:
+                total += log.delete_old_segments()
+            except KafkaStorageError as exc:
+                logger.error("Error during retention of %s: %s", log.name, exc)
+        return total
+
+    def flush_dirty_logs(self) -> None:
+        """Flush every log whose last flush is older than its flush.ms."""
+        now = now_ms(self._clock)
+        for log in list(self._logs.values()):
+            if now - log.last_flush_time >= log.config.flush_ms:
+                log.flush()
+
+    def checkpoint_recovery_offsets(self) -> None:
+        for directory in self._live_dirs:
+            self._write_recovery_points(directory, self._logs_in_dir(directory))
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for directory in self._live_dirs:
+            self._write_log_start_offsets(directory, self._logs_in_dir(directory))
+
+    def checkpoint_high_watermarks(self) -> None:
+        for directory in self._live_dirs:
+            self._write_high_watermarks(directory, self._logs_in_dir(directory))
+
+    @staticmethod
+    def _write_recovery_points(directory: Path, logs: Mapping[TopicPartition, Log]) -> None:
+        OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(
+            {tp: log.recovery_point for tp, log in logs.items()}
+        )
+
+    @staticmethod
+    def _write_log_start_offsets(directory: Path, logs: Mapping[TopicPartition, Log]) -> None:
+        OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(
+            {
+                tp: log.log_start_offset
+                for tp, log in logs.items()
+                if log.log_segments and log.log_start_offset > log.log_segments[0].base_offset
+            }
+        )
+
+    @staticmethod
+    def _write_high_watermarks(directory: Path, logs: Mapping[TopicPartition, Log]) -> None:
+        OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write(
+            {tp: log.high_watermark for tp, log in logs.items()}
+        )
+
+

@@ -1,0 +1,490 @@
+"""LogSegment: one ``.log`` file of record batches and its ``.index`` and ``.timeindex``.
+
+The three files share a name, the segment's base offset as 20 zero-padded digits
+(``00000000000000001234.log``). The segment indexes the batches it is given every
+``index.interval.bytes``: an offset index entry maps a batch's last offset to the batch's
+position, a time index entry maps the segment's largest timestamp so far to the offset of
+the batch that carried it.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from crc32c import crc32c
+
+from kafkaclone.log.common import (
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    NO_TIMESTAMP,
+    TIME_INDEX_FILE_SUFFIX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    Scheduler,
+    TimestampAndOffset,
+    filename_prefix_from_offset,
+    now_ms,
+)
+from kafkaclone.log.config import LogConfig
+from kafkaclone.log.epoch_cache import LeaderEpochFileCache
+from kafkaclone.log.file_records import FileRecords, whole_batches_length
+from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from kafkaclone.protocol.errors import CorruptMessageError, InvalidRecordError
+from kafkaclone.protocol.records import LOG_OVERHEAD, RecordBatch
+
+logger = logging.getLogger(__name__)
+
+_INT32_MAX: Final = 2**31 - 1
+_CRC_START: Final = 21
+_NO_PARTITION_LEADER_EPOCH: Final = -1
+
+# baseOffset, batchLength, lastOffsetDelta, maxTimestamp: what indexing needs of a header.
+_INDEX_FIELDS: Final = struct.Struct(">qi11xi8xq")
+_EMPTY: Final = memoryview(b"")
+
+
+class LogOffsetPosition(NamedTuple):
+    """Where the batch holding an offset is: its last offset, position and size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+def log_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (filename_prefix_from_offset(base_offset) + LOG_FILE_SUFFIX + suffix)
+
+
+def offset_index_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (filename_prefix_from_offset(base_offset) + INDEX_FILE_SUFFIX + suffix)
+
+
+def time_index_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / (
+        filename_prefix_from_offset(base_offset) + TIME_INDEX_FILE_SUFFIX + suffix
+    )
+
+
+class LogSegment:
+    """A segment of a partition log. Not thread-safe: the Log owns it."""
+
+    def __init__(
+        self,
+        log: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        base_offset: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        clock: Scheduler,
+    ) -> None:
+        self.log = log
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self._created_ms = now_ms(clock)
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        last = time_index.last_entry
+        self._max_timestamp_so_far = last.timestamp
+        self._offset_of_max_timestamp_so_far = last.offset
+        self._next_offset: int | None = None
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        clock: Scheduler,
+        *,
+        file_already_exists: bool = False,
+        file_suffix: str = "",
+    ) -> LogSegment:
+        """Open (or, unless ``file_already_exists``, create) the segment's files."""
+        log = FileRecords(
+            log_file(directory, base_offset, file_suffix), create=not file_already_exists
+        )
+        try:
+            offset_index = OffsetIndex(
+                offset_index_file(directory, base_offset, file_suffix),
+                base_offset,
+                config.segment_index_bytes,
+            )
+            time_index = TimeIndex(
+                time_index_file(directory, base_offset, file_suffix),
+                base_offset,
+                config.segment_index_bytes,
+            )
+            if not file_already_exists:
+                offset_index.create_file()
+                time_index.create_file()
+        except BaseException:
+            log.close()
+            raise
+        return cls(
+            log,
+            offset_index,
+            time_index,
+            base_offset,
+            config.index_interval_bytes,
+            config.random_segment_jitter(),
+            clock,
+        )
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+    # -- state --
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_so_far
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._offset_of_max_timestamp_so_far
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's mtime if no batch had one (what
+        retention.ms is checked against)."""
+        if self._max_timestamp_so_far >= 0:
+            return self._max_timestamp_so_far
+        return self.log.last_modified_ms()
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset for an empty segment)."""
+        if self._next_offset is None:
+            start = self.offset_index.last_entry.position
+            next_offset = self.base_offset
+            for _, header in self.log.iter_headers(start):
+                next_offset = header[0] + header[6] + 1
+            self._next_offset = next_offset
+        return self._next_offset
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    # -- append --
+
+    def append(self, records: bytes | bytearray | memoryview) -> None:
+        """Append whole batches (offsets already assigned) and index them."""
+        view = memoryview(records)
+        if not view:
+            return
+        physical_position = self.log.size
+        if physical_position == 0:
+            first_max_timestamp = _INDEX_FIELDS.unpack_from(view, 0)[3]
+            self._rolling_based_timestamp = first_max_timestamp
+        interval = self.index_interval_bytes
+        position = 0
+        end = len(view)
+        last_offset = self.base_offset - 1
+        unpack = _INDEX_FIELDS.unpack_from
+        while position < end:
+            base_offset, length, last_offset_delta, max_timestamp = unpack(view, position)
+            last_offset = base_offset + last_offset_delta
+            if max_timestamp > self._max_timestamp_so_far:
+                self._max_timestamp_so_far = max_timestamp
+                self._offset_of_max_timestamp_so_far = last_offset
+            if self._bytes_since_last_index_entry > interval:
+                self.offset_index.append(last_offset, physical_position + position)
+                self.time_index.maybe_append(
+                    self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+                )
+                self._bytes_since_last_index_entry = 0
+            size = length + LOG_OVERHEAD
+            self._bytes_since_last_index_entry += size
+            position += size
+        if not self.can_convert_to_relative_offset(last_offset):
+            raise ValueError(
+                f"Offset {last_offset} cannot be stored in the segment at {self.base_offset}"
+            )
+        self.log.append(view)
+        self._next_offset = last_offset + 1
+
+    # -- reads --
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The batch holding ``offset`` or the first after it: the first batch, from the
+        index's position on, whose last offset is >= ``offset``; None past the end."""
+        mapping = self.offset_index.lookup(offset)
+        start = max(mapping.position, starting_position)
+        for position, header in self.log.iter_headers(start):
+            last_offset = header[0] + header[6]
+            if last_offset >= offset:
+                return LogOffsetPosition(last_offset, position, header[1] + LOG_OVERHEAD)
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes
+        (but the first batch whole if ``min_one_message``), none with an offset at or past
+        ``max_offset``. None if ``start_offset`` is past the last batch."""
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self}")
+        mapping = self.translate_offset(start_offset)
+        if mapping is None:
+            return None
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, mapping.position)
+        if max_offset is not None and mapping.offset >= max_offset:
+            return FetchDataInfo(metadata, _EMPTY)
+        fetch_size = max(max_size, mapping.size) if min_one_message else max_size
+        if fetch_size < mapping.size:
+            return FetchDataInfo(metadata, _EMPTY)
+        data = memoryview(self.log.read(mapping.position, fetch_size))
+        valid = whole_batches_length(data, max_offset)
+        return FetchDataInfo(metadata, data[:valid] if valid < len(data) else data)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int | None = None
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` with a timestamp >= the target;
+        None if this segment has none."""
+        if starting_offset is None:
+            starting_offset = self.base_offset
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for batch_position, header in self.log.iter_headers(position):
+            if header[8] < timestamp or header[0] + header[6] < starting_offset:
+                continue
+            batch = RecordBatch(self.log.read(batch_position, header[1] + LOG_OVERHEAD))
+            for record in batch.records():
+                record_timestamp = batch.timestamp_of(record)
+                offset = batch.offset_of(record)
+                if record_timestamp >= timestamp and offset >= starting_offset:
+                    epoch = batch.partition_leader_epoch
+                    return TimestampAndOffset(
+                        record_timestamp,
+                        offset,
+                        None if epoch == _NO_PARTITION_LEADER_EPOCH else epoch,
+                    )
+        return None
+
+    # -- rolling --
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        """How long this segment has been open, by the first batch's timestamp if it has
+        one, else by the wall clock since the segment was created."""
+        if self._rolling_based_timestamp is None and self.log.size > 0:
+            for _, header in self.log.iter_headers(0):
+                self._rolling_based_timestamp = header[8]
+                break
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return message_timestamp - self._rolling_based_timestamp
+        return now - self._created_ms
+
+    def should_roll(
+        self,
+        *,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+        messages_size: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        now: int,
+    ) -> bool:
+        """Kafka's roll rule: the segment would grow past segment.bytes, it is older than
+        segment.ms minus its jitter, an index is full, or the offsets would not fit."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(now, max_timestamp_in_messages)
+            > max_segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self.size > max_segment_bytes - messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    def on_become_inactive_segment(self) -> None:
+        """The segment was rolled: record its largest timestamp in the time index and
+        write the index files out."""
+        self._append_final_time_index_entry()
+        self.offset_index.close()
+        self.time_index.close()
+
+    def _append_final_time_index_entry(self) -> None:
+        if self._max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(
+                self._max_timestamp_so_far,
+                self._offset_of_max_timestamp_so_far,
+                skip_full_check=True,
+            )
+
+    # -- truncation and recovery --
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batches holding ``offset`` and later ones; returns bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        if self.log.size == 0:
+            self._created_ms = now_ms(self._clock)
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._next_offset = None
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = (
+            self._read_largest_timestamp()
+        )
+        return truncated
+
+    def _read_largest_timestamp(self) -> tuple[int, int]:
+        last = self.time_index.last_entry
+        timestamp, offset = last.timestamp, last.offset
+        start = self.offset_index.lookup(last.offset).position
+        for _, header in self.log.iter_headers(start):
+            if header[8] > timestamp:
+                timestamp, offset = header[8], header[0] + header[6]
+        return timestamp, offset
+
+    def recover(self, leader_epoch_cache: LeaderEpochFileCache | None = None) -> int:
+        """Re-read every batch, checking framing, CRC and offsets; rebuild both indexes;
+        truncate at the first invalid batch. Returns the bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp_so_far = NO_TIMESTAMP
+        self._offset_of_max_timestamp_so_far = self.base_offset
+        valid_bytes = 0
+        last_index_entry = 0
+        next_offset = self.base_offset
+        try:
+            for position, header, batch in self.log.iter_batches(0):
+                base_offset, last_offset_delta = header[0], header[6]
+                last_offset = base_offset + last_offset_delta
+                if crc32c(batch[_CRC_START:]) != header[4]:
+                    raise CorruptMessageError(
+                        f"Record is corrupt (stored crc = {header[4]}) at position {position}"
+                    )
+                if last_offset_delta < 0 or base_offset < next_offset:
+                    raise InvalidRecordError(
+                        f"Batch at position {position} has offsets [{base_offset}, "
+                        f"{last_offset}] but the previous batch ended at {next_offset - 1}"
+                    )
+                if not self.can_convert_to_relative_offset(last_offset):
+                    raise InvalidRecordError(
+                        f"Batch at position {position} has last offset {last_offset}, "
+                        f"outside the segment starting at {self.base_offset}"
+                    )
+                if header[8] > self._max_timestamp_so_far:
+                    self._max_timestamp_so_far = header[8]
+                    self._offset_of_max_timestamp_so_far = last_offset
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(last_offset, valid_bytes)
+                    self.time_index.maybe_append(
+                        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+                    )
+                    last_index_entry = valid_bytes
+                valid_bytes += len(batch)
+                next_offset = last_offset + 1
+                epoch = header[2]
+                if leader_epoch_cache is not None and epoch >= 0:
+                    latest = leader_epoch_cache.latest_epoch
+                    if latest is None or epoch > latest:
+                        leader_epoch_cache.assign(epoch, base_offset)
+        except (CorruptMessageError, InvalidRecordError) as exc:
+            logger.warning(
+                "Found invalid messages in log segment %s at byte offset %d: %s",
+                self.log.path, valid_bytes, exc,
+            )
+        truncated = self.log.size - valid_bytes
+        if truncated > 0:
+            logger.debug(
+                "Truncated %d invalid bytes at the end of segment %s during recovery",
+                truncated, self.log.path,
+            )
+        self.log.truncate_to(valid_bytes)
+        self._append_final_time_index_entry()
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        self._next_offset = next_offset
+        self._rolling_based_timestamp = None
+        return truncated
+
+    def sanity_check(self) -> None:
+        """CorruptIndexError (rebuild the indexes) if an index file is missing or
+        inconsistent with itself or with the log's size."""
+        for index in (self.offset_index, self.time_index):
+            if not index.file_exists():
+                raise CorruptIndexError(f"Index file {index.path} does not exist")
+        self.offset_index.sanity_check(self.log.size)
+        self.time_index.sanity_check()
+        last_offset_entry = self.offset_index.last_entry
+        if self.time_index.entries and self.time_index.last_entry.offset > (
+            self.base_offset + _INT32_MAX
+        ):
+            raise CorruptIndexError(f"Time index {self.time_index.path} is out of range")
+        if self.offset_index.entries and not self.can_convert_to_relative_offset(
+            last_offset_entry.offset
+        ):
+            raise CorruptIndexError(f"Offset index {self.offset_index.path} is out of range")
+
+    # -- files --
+
+    def flush(self) -> None:
+        """fsync the log and write out and fsync both indexes."""
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Write the indexes out (with the segment's largest timestamp) and close."""
+        try:
+            self._append_final_time_index_entry()
+            self.offset_index.close()
+            self.time_index.close()
+        finally:
+            self.log.close()
+
+    def close_handlers(self) -> None:
+        """Close the file without writing anything (the segment is being deleted)."""
+        self.log.close()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files, e.g. from ``.log`` to ``.log.deleted``."""
+        directory = self.log.path.parent
+
+        def renamed(path: Path) -> Path:
+            name = path.name
+            if old_suffix and name.endswith(old_suffix):
+                name = name[: -len(old_suffix)]
+            return directory / (name + new_suffix)
+
+        self.log.rename_to(renamed(self.log.path))
+        self.offset_index.rename_to(renamed(self.offset_index.path))
+        self.time_index.rename_to(renamed(self.time_index.path))
+
+    def update_dir(self, directory: Path) -> None:
+        """The directory holding the files was renamed to ``directory``."""
+        self.log.path = directory / self.log.path.name
+        self.offset_index.path = directory / self.offset_index.path.name
+        self.time_index.path = directory / self.time_index.path.name
+
+    def has_suffix(self, suffix: str) -> bool:
+        return self.log.path.name.endswith(suffix)
+
+    def delete_if_exists(self) -> None:
+        self.log.delete()
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def last_modified_ms(self) -> int:
+        return self.log.last_modified_ms()
