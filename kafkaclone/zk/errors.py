@@ -1,0 +1,46 @@
+"""Errors of the ZooKeeper layer.
+
+Where Kafka has an error code for the situation, the error is a more specific kind of that
+code's class (it answers with the parent's code); the rest are plain exceptions.
+"""
+
+from __future__ import annotations
+
+from kafkaclone.protocol.errors import DuplicateBrokerRegistrationError, NotControllerError
+
+
+class ControllerMovedError(NotControllerError):
+    """Kafka's ControllerMovedException: this broker is no longer the controller.
+
+    Raised when a controller write's check on ``/controller_epoch``'s zkVersion fails (a
+    newer controller bumped the epoch), or when the controller election is lost.
+    """
+
+
+class BrokerIdAlreadyRegisteredError(DuplicateBrokerRegistrationError):
+    """``/brokers/ids/<id>`` exists and belongs to another ZooKeeper session."""
+
+    def __init__(self, broker_id: int) -> None:
+        super().__init__(f"broker.id {broker_id} already registered")
+        self.broker_id = broker_id
+
+
+class ZNodeDecodeError(ValueError):
+    """A znode's payload is not what Kafka writes there."""
+
+    def __init__(self, what: str, data: bytes, reason: str) -> None:
+        shown = data[:200].decode("utf-8", errors="replace")
+        super().__init__(f"cannot decode {what}: {reason}: {shown!r}")
+        self.data = data
+
+
+class ZooKeeperClientError(Exception):
+    """The ZooKeeper session cannot serve the request."""
+
+
+class ZooKeeperClientTimeoutError(ZooKeeperClientError):
+    """Kafka's ZooKeeperClientTimeoutException: not connected within the timeout."""
+
+
+class ZooKeeperClientClosedError(ZooKeeperClientError):
+    """The client was closed."""

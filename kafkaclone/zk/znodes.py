@@ -1,0 +1,1020 @@
+"""Kafka's znodes: one class per znode, holding its path, its encoding and its decoding.
+
+This mirrors Kafka 2.8's ``kafka.zk.ZkData``: the same paths, the same JSON field names and
+versions, and the same bytes, keys in the order a Kafka 2.8 broker (Scala 2.13, Java 11)
+writes them (see ``jvm_order``). Every payload class names its JSON Schema in ``zk_schema/``
+(``SCHEMA``, e.g. ``zk_schema/topic.v3.schema.json``) and its payload format:
+
+- ``PayloadFormat.JSON``: a JSON document;
+- ``PayloadFormat.TEXT``: plain UTF-8 text (``/controller_epoch``, committed offsets), whose
+  schema describes the text as a JSON string;
+- ``PayloadFormat.EMPTY``: no data (``/admin/delete_topics/<t>``, ``/brokers/seqid``).
+
+Decoders raise ``ZNodeDecodeError`` for a payload Kafka would not have written. Values that
+conditional writes need carry the znode's zkVersion (``LeaderAndIsr.zk_version``,
+``Versioned``).
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Final, Generic, NewType, TypeVar
+
+from kafkaclone.log.common import TopicPartition as TopicPartition
+from kafkaclone.zk.errors import ZNodeDecodeError
+from kafkaclone.zk.jvm_order import (
+    java_hash_map_order,
+    java_properties_order,
+    scala_immutable_map_order,
+    scala_mutable_hash_map_order,
+)
+
+BrokerId = NewType("BrokerId", int)
+
+MATCH_ANY_VERSION: Final = -1
+"""As the expected version of a conditional write: any version matches (ZooKeeper's -1)."""
+UNKNOWN_VERSION: Final = -2
+"""The zkVersion reported for a znode that does not exist (Kafka's ZkVersion.UnknownVersion)."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[T]):
+    """A decoded payload and the zkVersion it was read at."""
+
+    value: T
+    zk_version: int
+
+
+class ZNodeKind(enum.Enum):
+    PERSISTENT = "persistent"
+    EPHEMERAL = "ephemeral"
+    PERSISTENT_SEQUENTIAL = "persistent sequential"
+
+
+class PayloadFormat(enum.Enum):
+    JSON = "json"
+    TEXT = "text"
+    EMPTY = "empty"
+
+
+class ConfigType:
+    """Kafka's ConfigType: the entity types with config znodes (``/config/<type>/<name>``)."""
+
+    TOPIC: Final = "topics"
+    CLIENT: Final = "clients"
+    USER: Final = "users"
+    BROKER: Final = "brokers"
+    ALL: Final = (TOPIC, CLIENT, USER, BROKER)
+
+
+# -- JSON helpers ----------------------------------------------------------------------------
+
+
+def _json_bytes(value: Any) -> bytes:
+    """Jackson's compact output: no spaces, non-ASCII characters as UTF-8."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _ordered(order: Iterable[str], values: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: values[key] for key in order}
+
+
+def _parse_object(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ZNodeDecodeError(what, data, f"not JSON ({exc})") from exc
+    if not isinstance(parsed, dict):
+        raise ZNodeDecodeError(what, data, "not a JSON object")
+    return parsed
+
+
+def _int(obj: Mapping[str, Any], key: str, what: str, data: bytes) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ZNodeDecodeError(what, data, f"{key!r} is not an integer")
+    return value
+
+
+def _str(obj: Mapping[str, Any], key: str, what: str, data: bytes) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise ZNodeDecodeError(what, data, f"{key!r} is not a string")
+    return value
+
+
+def _int_list(value: Any, what: str, data: bytes, key: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or any(
+        isinstance(item, bool) or not isinstance(item, int) for item in value
+    ):
+        raise ZNodeDecodeError(what, data, f"{key!r} is not a list of integers")
+    return tuple(value)
+
+
+def _text(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ZNodeDecodeError(what, data, "not UTF-8") from exc
+
+
+def _ascii_int(data: bytes, what: str) -> int:
+    text = _text(data, what).strip()
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise ZNodeDecodeError(what, data, "not a decimal integer") from exc
+
+
+def _partitions_json(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
+    return [{"topic": tp.topic, "partition": tp.partition} for tp in partitions]
+
+
+def _decode_partitions(data: bytes, what: str) -> list[TopicPartition]:
+    obj = _parse_object(data, what)
+    entries = obj.get("partitions")
+    if not isinstance(entries, list):
+        raise ZNodeDecodeError(what, data, "'partitions' is not a list")
+    result = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ZNodeDecodeError(what, data, "a partition is not an object")
+        result.append(
+            TopicPartition(_str(entry, "topic", what, data), _int(entry, "partition", what, data))
+        )
+    return result
+
+
+def kafka_uuid_to_string(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, no padding (22 chars)."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+
+
+def kafka_uuid_from_string(text: str) -> uuid.UUID:
+    """Kafka's ``Uuid.fromString``."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"not a base64 uuid: {text!r}")
+    return uuid.UUID(bytes=raw)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# -- containers ------------------------------------------------------------------------------
+
+
+class ClusterZNode:
+    PATH: Final = "/cluster"
+
+
+class BrokersZNode:
+    PATH: Final = "/brokers"
+
+
+class BrokerIdsZNode:
+    PATH: Final = "/brokers/ids"
+
+
+class TopicsZNode:
+    PATH: Final = "/brokers/topics"
+
+
+class ConfigZNode:
+    PATH: Final = "/config"
+
+
+class AdminZNode:
+    PATH: Final = "/admin"
+
+
+class ConsumerPathZNode:
+    """The old consumers' root, where committed offsets live (``offsets.storage=zookeeper``)."""
+
+    PATH: Final = "/consumers"
+
+
+class LogDirEventNotificationZNode:
+    """Created at startup like Kafka does; log dir failure events are not implemented."""
+
+    PATH: Final = "/log_dir_event_notification"
+
+
+# -- /cluster/id ------------------------------------------------------------------------------
+
+
+class ClusterIdZNode:
+    """``{"version":"1","id":"<22-char base64 uuid>"}``: note the version is a string."""
+
+    PATH: Final = "/cluster/id"
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "cluster_id.v1"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _json_bytes({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return _str(_parse_object(data, "cluster id"), "id", "cluster id", data)
+
+    @staticmethod
+    def generate() -> str:
+        """A new cluster id, as Kafka makes it (a random uuid in URL-safe base64)."""
+        return kafka_uuid_to_string(uuid.uuid4())
+
+
+# -- /brokers/ids/<id> ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndPoint:
+    """A listener a broker advertises: ``LISTENER://host:port``."""
+
+    host: str | None
+    port: int
+    listener_name: str
+    security_protocol: str
+
+    @property
+    def connection_string(self) -> str:
+        if self.host is None:
+            return f"{self.listener_name}://:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+    @classmethod
+    def parse(
+        cls, connection_string: str, protocol_map: Mapping[str, str] | None = None
+    ) -> EndPoint:
+        """``PLAINTEXT://host:9092`` (or ``SSL://[::1]:9093``, ``CLIENT://:9092``). The
+        security protocol comes from ``protocol_map`` (listener -> protocol), else the
+        listener's name is taken as its protocol, as Kafka does."""
+        listener, sep, rest = connection_string.partition("://")
+        host_part, colon, port_text = rest.rpartition(":")
+        if not sep or not listener or not colon:
+            raise ValueError(f"not a listener: {connection_string!r}")
+        try:
+            port = int(port_text)
+        except ValueError as exc:
+            raise ValueError(f"bad port in listener {connection_string!r}") from exc
+        host = host_part.removeprefix("[").removesuffix("]") or None
+        listener = listener.upper()
+        mapping = {k.upper(): v for k, v in (protocol_map or {}).items()}
+        return cls(host, port, listener, mapping.get(listener, listener))
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A broker's registration (Kafka's Broker + BrokerInfo)."""
+
+    broker_id: BrokerId
+    endpoints: tuple[EndPoint, ...]
+    rack: str | None = None
+    jmx_port: int = -1
+    features: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Supported features: name -> {"min_version": n, "max_version": m} (KIP-584)."""
+    version: int = 5
+    timestamp_ms: int | None = None
+    """Registration time; ``None`` means "now" when encoding."""
+
+    def endpoint(self, listener_name: str) -> EndPoint | None:
+        for endpoint in self.endpoints:
+            if endpoint.listener_name == listener_name.upper():
+                return endpoint
+        return None
+
+
+class BrokerIdZNode:
+    """``/brokers/ids/<id>``, ephemeral: a live broker's registration (JSON v5)."""
+
+    KIND: ClassVar = ZNodeKind.EPHEMERAL
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "broker_id.v5"
+    VERSION: Final = 5
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"{BrokerIdsZNode.PATH}/{broker_id}"
+
+    @staticmethod
+    def encode(info: BrokerInfo) -> bytes:
+        """Kafka's v5 registration. The top-level host and port are the first PLAINTEXT
+        endpoint's (null and -1 without one), for old clients; rack only when set."""
+        plaintext = next(
+            (ep for ep in info.endpoints if ep.security_protocol == "PLAINTEXT"), None
+        )
+        timestamp = info.timestamp_ms if info.timestamp_ms is not None else _now_ms()
+        protocol_map = {ep.listener_name: ep.security_protocol for ep in info.endpoints}
+        values: dict[str, Any] = {
+            "version": BrokerIdZNode.VERSION,
+            "host": plaintext.host if plaintext is not None else None,
+            "port": plaintext.port if plaintext is not None else -1,
+            "endpoints": [ep.connection_string for ep in info.endpoints],
+            "jmx_port": info.jmx_port,
+            "timestamp": str(timestamp),
+        }
+        if info.rack is not None:
+            values["rack"] = info.rack
+        values["listener_security_protocol_map"] = _ordered(
+            scala_immutable_map_order(ep.listener_name for ep in info.endpoints), protocol_map
+        )
+        values["features"] = _ordered(
+            java_hash_map_order(info.features),
+            {
+                name: {"min_version": r["min_version"], "max_version": r["max_version"]}
+                for name, r in info.features.items()
+            },
+        )
+        return _json_bytes(_ordered(scala_mutable_hash_map_order(values, size_hint=6), values))
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes) -> BrokerInfo:
+        """Any registration version Kafka ever wrote (1 to 5)."""
+        what = f"registration of broker {broker_id}"
+        obj = _parse_object(data, what)
+        version = _int(obj, "version", what, data)
+        jmx_port = _int(obj, "jmx_port", what, data) if "jmx_port" in obj else -1
+        if version < 1:
+            raise ZNodeDecodeError(what, data, f"unsupported version {version}")
+        if version == 1:
+            host, port = _str(obj, "host", what, data), _int(obj, "port", what, data)
+            endpoints: tuple[EndPoint, ...] = (EndPoint(host, port, "PLAINTEXT", "PLAINTEXT"),)
+        else:
+            protocol_map = obj.get("listener_security_protocol_map") or {}
+            listeners = obj.get("endpoints")
+            if not isinstance(protocol_map, dict) or not isinstance(listeners, list):
+                raise ZNodeDecodeError(what, data, "bad endpoints")
+            try:
+                endpoints = tuple(EndPoint.parse(str(ep), protocol_map) for ep in listeners)
+            except ValueError as exc:
+                raise ZNodeDecodeError(what, data, str(exc)) from exc
+        rack = obj.get("rack")
+        features = obj.get("features") or {}
+        timestamp = obj.get("timestamp")
+        return BrokerInfo(
+            broker_id=BrokerId(broker_id),
+            endpoints=endpoints,
+            rack=rack if isinstance(rack, str) else None,
+            jmx_port=jmx_port,
+            features=features if isinstance(features, dict) else {},
+            version=version,
+            timestamp_ms=int(timestamp) if isinstance(timestamp, str) and timestamp else None,
+        )
+
+
+class BrokerSequenceIdZNode:
+    """``/brokers/seqid``: empty; its zkVersion is the sequence generated broker ids come
+    from (``reserved.broker.max.id`` + version)."""
+
+    PATH: Final = "/brokers/seqid"
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.EMPTY
+    SCHEMA: ClassVar = "broker_sequence_id.v0"
+
+    @staticmethod
+    def encode() -> bytes:
+        return b""
+
+
+# -- /brokers/topics/<t> ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplicaAssignment:
+    """A partition's replicas, and during a reassignment the ones being added / removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """A topic's id and replica assignment (Kafka's TopicIdReplicaAssignment)."""
+
+    topic: str
+    topic_id: uuid.UUID | None
+    partitions: Mapping[int, ReplicaAssignment]
+
+    def replicas(self) -> dict[int, tuple[int, ...]]:
+        return {p: a.replicas for p, a in sorted(self.partitions.items())}
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(self.topic, p) for p in sorted(self.partitions)]
+
+
+class TopicZNode:
+    """``/brokers/topics/<t>``: the topic's id and replica assignment (JSON v3)."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "topic.v3"
+    VERSION: Final = 3
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicsZNode.PATH}/{topic}"
+
+    @staticmethod
+    def encode(
+        topic_id: uuid.UUID | None,
+        assignment: Mapping[int, ReplicaAssignment] | Mapping[int, Sequence[int]],
+    ) -> bytes:
+        """``assignment``: partition -> ReplicaAssignment, or partition -> replicas."""
+        partitions: dict[str, list[int]] = {}
+        adding: dict[str, list[int]] = {}
+        removing: dict[str, list[int]] = {}
+        for partition, value in assignment.items():
+            ra = value if isinstance(value, ReplicaAssignment) else ReplicaAssignment(tuple(value))
+            partitions[str(partition)] = list(ra.replicas)
+            if ra.adding_replicas:
+                adding[str(partition)] = list(ra.adding_replicas)
+            if ra.removing_replicas:
+                removing[str(partition)] = list(ra.removing_replicas)
+
+        def scala_map(values: dict[str, list[int]]) -> dict[str, list[int]]:
+            return _ordered(scala_mutable_hash_map_order(values), values)
+
+        values: dict[str, Any] = {
+            "version": TopicZNode.VERSION,
+            "partitions": scala_map(partitions),
+            "adding_replicas": scala_map(adding),
+            "removing_replicas": scala_map(removing),
+        }
+        if topic_id is not None:
+            values["topic_id"] = kafka_uuid_to_string(topic_id)
+        return _json_bytes(_ordered(scala_mutable_hash_map_order(values, size_hint=4), values))
+
+    @staticmethod
+    def decode(topic: str, data: bytes) -> TopicAssignment:
+        what = f"assignment of topic {topic}"
+        obj = _parse_object(data, what)
+        topic_id = None
+        if obj.get("topic_id") is not None:
+            try:
+                topic_id = kafka_uuid_from_string(_str(obj, "topic_id", what, data))
+            except ValueError as exc:
+                raise ZNodeDecodeError(what, data, "bad topic_id") from exc
+
+        def replica_map(key: str) -> dict[str, Any]:
+            value = obj.get(key) or {}
+            if not isinstance(value, dict):
+                raise ZNodeDecodeError(what, data, f"{key!r} is not an object")
+            return value
+
+        adding = replica_map("adding_replicas")
+        removing = replica_map("removing_replicas")
+        partitions: dict[int, ReplicaAssignment] = {}
+        for partition, replicas in replica_map("partitions").items():
+            try:
+                partition_id = int(partition)
+            except ValueError as exc:
+                raise ZNodeDecodeError(what, data, f"bad partition {partition!r}") from exc
+            partitions[partition_id] = ReplicaAssignment(
+                _int_list(replicas, what, data, partition),
+                _int_list(adding.get(partition, []), what, data, partition),
+                _int_list(removing.get(partition, []), what, data, partition),
+            )
+        return TopicAssignment(topic, topic_id, dict(sorted(partitions.items())))
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicZNode.path(topic)}/partitions"
+
+
+class TopicPartitionZNode:
+    @staticmethod
+    def path(tp: TopicPartition) -> str:
+        return f"{TopicPartitionsZNode.path(tp.topic)}/{tp.partition}"
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's leader, leader epoch and ISR, with the state znode's zkVersion (the
+    partition epoch) it was read at or written with."""
+
+    NO_LEADER: ClassVar[int] = -1
+    LEADER_DURING_DELETE: ClassVar[int] = -2
+    INITIAL_LEADER_EPOCH: ClassVar[int] = 0
+    INITIAL_ZK_VERSION: ClassVar[int] = 0
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int = 0
+
+    @classmethod
+    def initial(cls, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
+        return cls(leader, cls.INITIAL_LEADER_EPOCH, tuple(isr), cls.INITIAL_ZK_VERSION)
+
+    def new_leader_and_isr(self, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
+        """Kafka's newLeaderAndIsr: a new leader or ISR, the leader epoch bumped."""
+        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
+
+    def new_epoch_and_zk_version(self) -> LeaderAndIsr:
+        return replace(self, leader_epoch=self.leader_epoch + 1, zk_version=self.zk_version + 1)
+
+    def with_zk_version(self, zk_version: int) -> LeaderAndIsr:
+        return replace(self, zk_version=zk_version)
+
+
+@dataclass(frozen=True)
+class LeaderIsrAndControllerEpoch:
+    leader_and_isr: LeaderAndIsr
+    controller_epoch: int
+
+
+class TopicPartitionStateZNode:
+    """``/brokers/topics/<t>/partitions/<p>/state``: leader, leader epoch, ISR and the epoch
+    of the controller that wrote it (JSON v1). Its zkVersion is the partition epoch."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "topic_partition_state.v1"
+    VERSION: Final = 1
+
+    @staticmethod
+    def path(tp: TopicPartition) -> str:
+        return f"{TopicPartitionZNode.path(tp)}/state"
+
+    @staticmethod
+    def encode(state: LeaderIsrAndControllerEpoch) -> bytes:
+        lai = state.leader_and_isr
+        # Kafka builds a five-key immutable Map: this is its iteration order.
+        return _json_bytes(
+            {
+                "controller_epoch": state.controller_epoch,
+                "leader": lai.leader,
+                "version": TopicPartitionStateZNode.VERSION,
+                "leader_epoch": lai.leader_epoch,
+                "isr": list(lai.isr),
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes, zk_version: int) -> LeaderIsrAndControllerEpoch:
+        what = "partition state"
+        obj = _parse_object(data, what)
+        return LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(
+                leader=_int(obj, "leader", what, data),
+                leader_epoch=_int(obj, "leader_epoch", what, data),
+                isr=_int_list(obj.get("isr"), what, data, "isr"),
+                zk_version=zk_version,
+            ),
+            _int(obj, "controller_epoch", what, data),
+        )
+
+
+# -- controller ----------------------------------------------------------------------------------
+
+
+class ControllerZNode:
+    """``/controller``, ephemeral: the controller election's lock."""
+
+    PATH: Final = "/controller"
+    KIND: ClassVar = ZNodeKind.EPHEMERAL
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "controller.v1"
+
+    @staticmethod
+    def encode(broker_id: int, timestamp_ms: int | None = None) -> bytes:
+        timestamp = timestamp_ms if timestamp_ms is not None else _now_ms()
+        return _json_bytes({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp)})
+
+    @staticmethod
+    def decode(data: bytes) -> BrokerId:
+        return BrokerId(_int(_parse_object(data, "controller"), "brokerid", "controller", data))
+
+
+class ControllerEpochZNode:
+    """``/controller_epoch``: the controller epoch as ASCII. Its zkVersion guards every
+    controller write."""
+
+    PATH: Final = "/controller_epoch"
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.TEXT
+    SCHEMA: ClassVar = "controller_epoch.v0"
+    INITIAL_CONTROLLER_EPOCH: Final = 0
+    INITIAL_CONTROLLER_EPOCH_ZK_VERSION: Final = 0
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode("ascii")
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return _ascii_int(data, "controller epoch")
+
+
+# -- /admin ----------------------------------------------------------------------------------------
+
+
+class DeleteTopicsZNode:
+    PATH: Final = "/admin/delete_topics"
+
+
+class DeleteTopicsTopicZNode:
+    """``/admin/delete_topics/<t>``: empty; asks the controller to delete the topic."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.EMPTY
+    SCHEMA: ClassVar = "delete_topics_topic.v0"
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{DeleteTopicsZNode.PATH}/{topic}"
+
+    @staticmethod
+    def encode() -> bytes:
+        return b""
+
+
+class ReassignPartitionsZNode:
+    """``/admin/reassign_partitions``: a legacy (pre-KIP-455) reassignment request (JSON v1)."""
+
+    PATH: Final = "/admin/reassign_partitions"
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "reassign_partitions.v1"
+
+    @staticmethod
+    def encode(reassignment: Mapping[TopicPartition, Sequence[int]]) -> bytes:
+        return _json_bytes(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+                    for tp, replicas in reassignment.items()
+                ],
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> dict[TopicPartition, tuple[int, ...]]:
+        what = "partition reassignment"
+        obj = _parse_object(data, what)
+        entries = obj.get("partitions")
+        if not isinstance(entries, list):
+            raise ZNodeDecodeError(what, data, "'partitions' is not a list")
+        result: dict[TopicPartition, tuple[int, ...]] = {}
+        for entry in entries:
+            if not isinstance(entry, dict):
+                raise ZNodeDecodeError(what, data, "a partition is not an object")
+            tp = TopicPartition(
+                _str(entry, "topic", what, data), _int(entry, "partition", what, data)
+            )
+            result[tp] = _int_list(entry.get("replicas"), what, data, "replicas")
+        return result
+
+
+class PreferredReplicaElectionZNode:
+    """``/admin/preferred_replica_election``: partitions whose leadership should move back to
+    their preferred (first) replica (JSON v1)."""
+
+    PATH: Final = "/admin/preferred_replica_election"
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "preferred_replica_election.v1"
+
+    @staticmethod
+    def encode(partitions: Iterable[TopicPartition]) -> bytes:
+        return _json_bytes({"version": 1, "partitions": _partitions_json(partitions)})
+
+    @staticmethod
+    def decode(data: bytes) -> set[TopicPartition]:
+        return set(_decode_partitions(data, "preferred replica election"))
+
+
+# -- /isr_change_notification ------------------------------------------------------------------
+
+
+class IsrChangeNotificationZNode:
+    PATH: Final = "/isr_change_notification"
+
+
+class IsrChangeNotificationSequenceZNode:
+    """``/isr_change_notification/isr_change_<seq>``, persistent sequential: partitions whose
+    ISR a leader changed, for the controller to announce (JSON v1)."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT_SEQUENTIAL
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "isr_change_notification_sequence.v1"
+    SEQUENCE_NUMBER_PREFIX: Final = "isr_change_"
+
+    @staticmethod
+    def path(sequence_number: str = "") -> str:
+        prefix = IsrChangeNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
+        return f"{IsrChangeNotificationZNode.PATH}/{prefix}{sequence_number}"
+
+    @staticmethod
+    def sequence_number(path: str) -> str:
+        prefix = IsrChangeNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
+        return path[path.rindex(prefix) + len(prefix) :]
+
+    @staticmethod
+    def encode(partitions: Iterable[TopicPartition]) -> bytes:
+        return _json_bytes({"version": 1, "partitions": _partitions_json(partitions)})
+
+    @staticmethod
+    def decode(data: bytes) -> set[TopicPartition]:
+        return set(_decode_partitions(data, "ISR change notification"))
+
+
+# -- /config -------------------------------------------------------------------------------------
+
+
+class ConfigEntityTypeZNode:
+    @staticmethod
+    def path(entity_type: str) -> str:
+        return f"{ConfigZNode.PATH}/{entity_type}"
+
+
+class ConfigEntityZNode:
+    """``/config/<type>/<name>`` (``topics/<t>``, ``brokers/<id>``, ``brokers/<default>``):
+    the entity's config overrides, values as strings (JSON v1)."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "config_entity.v1"
+    DEFAULT_ENTITY_NAME: Final = "<default>"
+
+    @staticmethod
+    def path(entity_type: str, entity_name: str) -> str:
+        return f"{ConfigEntityTypeZNode.path(entity_type)}/{entity_name}"
+
+    @staticmethod
+    def encode(config: Mapping[str, str]) -> bytes:
+        """Keys in the order of the java.util.Properties Kafka fills in ``config``'s order."""
+        values = {key: str(value) for key, value in config.items()}
+        ordered = _ordered(java_properties_order(values), values)
+        return _json_bytes({"version": 1, "config": ordered})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, str]:
+        """An empty or config-less payload is an empty config, as in Kafka."""
+        if not data:
+            return {}
+        config = _parse_object(data, "entity config").get("config")
+        if not isinstance(config, dict):
+            return {}
+        return {
+            str(key): value if isinstance(value, str) else json.dumps(value)
+            for key, value in config.items()
+        }
+
+
+class ConfigEntityChangeNotificationZNode:
+    PATH: Final = "/config/changes"
+
+
+class ConfigEntityChangeNotificationSequenceZNode:
+    """``/config/changes/config_change_<seq>``, persistent sequential: which entity's config
+    changed, so every broker re-reads it (JSON v2)."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT_SEQUENTIAL
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "config_entity_change_notification_sequence.v2"
+    SEQUENCE_NUMBER_PREFIX: Final = "config_change_"
+    CREATE_PATH: Final = "/config/changes/config_change_"
+
+    @staticmethod
+    def encode(sanitized_entity_path: str) -> bytes:
+        return _json_bytes({"version": 2, "entity_path": sanitized_entity_path})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        """The entity path (``topics/<t>``); version 1 notifications (entity_type and
+        entity_name) are read too."""
+        what = "config change notification"
+        obj = _parse_object(data, what)
+        version = _int(obj, "version", what, data)
+        if version == 1:
+            entity_type = _str(obj, "entity_type", what, data)
+            return f"{entity_type}/{_str(obj, 'entity_name', what, data)}"
+        if version == 2:
+            return _str(obj, "entity_path", what, data)
+        raise ZNodeDecodeError(what, data, f"unsupported version {version}")
+
+
+# -- /latest_producer_id_block -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    """A block of producer ids a broker allocated: ``block_start`` to ``block_end``
+    inclusive."""
+
+    broker_id: int
+    block_start: int
+    block_end: int
+
+
+class ProducerIdBlockZNode:
+    """``/latest_producer_id_block``: the last allocated producer id block (JSON v1)."""
+
+    PATH: Final = "/latest_producer_id_block"
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "producer_id_block.v1"
+
+    @staticmethod
+    def encode(block: ProducerIdBlock) -> bytes:
+        return _json_bytes(
+            {
+                "version": 1,
+                "broker": block.broker_id,
+                "block_start": str(block.block_start),
+                "block_end": str(block.block_end),
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> ProducerIdBlock | None:
+        """None for the empty znode (no block allocated yet)."""
+        if not data:
+            return None
+        what = "producer id block"
+        obj = _parse_object(data, what)
+        bounds = (_str(obj, "block_start", what, data), _str(obj, "block_end", what, data))
+        try:
+            block_start, block_end = (int(bound) for bound in bounds)
+        except ValueError as exc:
+            raise ZNodeDecodeError(what, data, "block bounds are not integers") from exc
+        return ProducerIdBlock(_int(obj, "broker", what, data), block_start, block_end)
+
+
+# -- /consumers ------------------------------------------------------------------------------------
+
+
+class ConsumerOffsetZNode:
+    """``/consumers/<g>/offsets/<t>/<p>``: a committed offset as decimal ASCII."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.TEXT
+    SCHEMA: ClassVar = "consumer_offset.v0"
+
+    @staticmethod
+    def group_path(group: str) -> str:
+        return f"{ConsumerPathZNode.PATH}/{group}"
+
+    @staticmethod
+    def offsets_path(group: str) -> str:
+        return f"{ConsumerOffsetZNode.group_path(group)}/offsets"
+
+    @staticmethod
+    def topic_path(group: str, topic: str) -> str:
+        return f"{ConsumerOffsetZNode.offsets_path(group)}/{topic}"
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return f"{ConsumerOffsetZNode.topic_path(group, topic)}/{partition}"
+
+    @staticmethod
+    def encode(offset: int) -> bytes:
+        return str(offset).encode("ascii")
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return _ascii_int(data, "committed offset")
+
+
+@dataclass(frozen=True)
+class ConsumerRegistration:
+    """What an old (ZooKeeper) consumer wrote under ``/consumers/<g>/ids/<id>``."""
+
+    subscription: Mapping[str, int]
+    """topic -> number of streams"""
+    pattern: str = "static"
+    timestamp_ms: int | None = None
+
+
+class ConsumerIdsZNode:
+    """``/consumers/<g>/ids/<member>``, ephemeral: a group member's registration (JSON v1),
+    mirrored for monitoring tools that read old-consumer znodes."""
+
+    KIND: ClassVar = ZNodeKind.EPHEMERAL
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "consumer_ids.v1"
+
+    @staticmethod
+    def ids_path(group: str) -> str:
+        return f"{ConsumerOffsetZNode.group_path(group)}/ids"
+
+    @staticmethod
+    def path(group: str, member_id: str) -> str:
+        return f"{ConsumerIdsZNode.ids_path(group)}/{member_id}"
+
+    @staticmethod
+    def encode(registration: ConsumerRegistration) -> bytes:
+        timestamp = (
+            registration.timestamp_ms if registration.timestamp_ms is not None else _now_ms()
+        )
+        subscription = dict(registration.subscription)
+        return _json_bytes(
+            {
+                "version": 1,
+                "subscription": _ordered(scala_immutable_map_order(subscription), subscription),
+                "pattern": registration.pattern,
+                "timestamp": str(timestamp),
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> ConsumerRegistration:
+        what = "consumer registration"
+        obj = _parse_object(data, what)
+        subscription = obj.get("subscription")
+        if not isinstance(subscription, dict):
+            raise ZNodeDecodeError(what, data, "'subscription' is not an object")
+        timestamp = obj.get("timestamp")
+        return ConsumerRegistration(
+            subscription={str(k): _int(subscription, k, what, data) for k in subscription},
+            pattern=_str(obj, "pattern", what, data),
+            timestamp_ms=int(timestamp) if isinstance(timestamp, str) and timestamp else None,
+        )
+
+
+class ConsumerOwnersZNode:
+    """``/consumers/<g>/owners/<t>/<p>``, ephemeral: the consumer (thread) id owning the
+    partition, as plain text."""
+
+    KIND: ClassVar = ZNodeKind.EPHEMERAL
+    FORMAT: ClassVar = PayloadFormat.TEXT
+    SCHEMA: ClassVar = "consumer_owners.v0"
+
+    @staticmethod
+    def topic_path(group: str, topic: str) -> str:
+        return f"{ConsumerOffsetZNode.group_path(group)}/owners/{topic}"
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return f"{ConsumerOwnersZNode.topic_path(group, topic)}/{partition}"
+
+    @staticmethod
+    def encode(consumer_id: str) -> bytes:
+        return consumer_id.encode("utf-8")
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return _text(data, "partition owner")
+
+
+PERSISTENT_ZK_PATHS: Final = (
+    ConsumerPathZNode.PATH,
+    BrokerIdsZNode.PATH,
+    TopicsZNode.PATH,
+    ConfigEntityChangeNotificationZNode.PATH,
+    DeleteTopicsZNode.PATH,
+    BrokerSequenceIdZNode.PATH,
+    IsrChangeNotificationZNode.PATH,
+    ProducerIdBlockZNode.PATH,
+    LogDirEventNotificationZNode.PATH,
+    *(ConfigEntityTypeZNode.path(entity_type) for entity_type in ConfigType.ALL),
+)
+"""The persistent paths a broker makes sure exist at startup (Kafka's ZkData.PersistentZkPaths)."""
+
+PAYLOAD_ZNODES: Final = (
+    ClusterIdZNode,
+    BrokerIdZNode,
+    BrokerSequenceIdZNode,
+    TopicZNode,
+    TopicPartitionStateZNode,
+    ControllerZNode,
+    ControllerEpochZNode,
+    DeleteTopicsTopicZNode,
+    ReassignPartitionsZNode,
+    PreferredReplicaElectionZNode,
+    IsrChangeNotificationSequenceZNode,
+    ConfigEntityZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ProducerIdBlockZNode,
+    ConsumerOffsetZNode,
+    ConsumerIdsZNode,
+    ConsumerOwnersZNode,
+)
+"""Every znode class with a payload, each with its ``KIND``, ``FORMAT`` and ``SCHEMA``."""
+
+
+def payload_instance(znode: type, data: bytes) -> Any:
+    """The JSON instance that ``znode``'s schema validates for ``data``: the parsed document
+    for JSON payloads, the text itself for text and empty payloads."""
+    payload_format = getattr(znode, "FORMAT", None)
+    if payload_format is PayloadFormat.JSON:
+        return json.loads(data.decode("utf-8"))
+    if payload_format in (PayloadFormat.TEXT, PayloadFormat.EMPTY):
+        return data.decode("utf-8")
+    raise TypeError(f"{znode.__name__} has no payload")
