@@ -337,7 +337,7 @@ _ZSTD_SKIPPABLE_MAGIC: Final = 0x184D2A50
 _ZSTD_DICT_ID_SIZES: Final = (0, 1, 2, 4)
 _ZSTD_CONTENT_SIZE_SIZES: Final = (0, 2, 4, 8)
 _ZSTD_READ_SIZE: Final = 256 * 1024
-_ZSTD_MIN_WINDOW: Final = 1 << 20
+_ZSTD_MIN_WINDOW: Final = 1 << 23  # what levels up to 19 use
 _ZSTD_MAX_WINDOW: Final = 1 << 27  # libzstd's own default limit
 
 
