@@ -40,6 +40,7 @@ class ConnectionInfo:
     connection_id: str
     client_host: str
     client_port: int
+    listener_name: str = "PLAINTEXT"
 
 
 class RequestDispatcher(Protocol):
@@ -106,8 +107,9 @@ class KafkaServerProtocol(Int32StringReceiver):
     prefixLength = 4
 
     def __init__(self, dispatcher: RequestDispatcher, max_request_bytes: int,
-                 connection_id: str) -> None:
+                 connection_id: str, listener_name: str = "PLAINTEXT") -> None:
         self.dispatcher = dispatcher
+        self.listener_name = listener_name
         self.MAX_LENGTH = max_request_bytes
         self.connection_id = connection_id
         self._buffer = bytearray()
@@ -118,7 +120,7 @@ class KafkaServerProtocol(Int32StringReceiver):
         transport: Any = self.transport
         peer = transport.getPeer()
         self.info = ConnectionInfo(self.connection_id, getattr(peer, "host", ""),
-                                   getattr(peer, "port", 0))
+                                   getattr(peer, "port", 0), self.listener_name)
 
     def dataReceived(self, data: bytes) -> None:
         # Int32StringReceiver re-concatenates its whole buffer on every chunk, which is
@@ -165,15 +167,18 @@ class KafkaServerFactory(protocol.ServerFactory):
     """Builds a KafkaServerProtocol per accepted connection and tracks the live ones."""
 
     def __init__(self, dispatcher: RequestDispatcher,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 listener_name: str = "PLAINTEXT") -> None:
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
+        self.listener_name = listener_name
         self.connections: set[KafkaServerProtocol] = set()
         self._next_id = 0
 
     def buildProtocol(self, addr: Any) -> KafkaServerProtocol:
         self._next_id += 1
-        conn = _TrackedProtocol(self.dispatcher, self.max_request_bytes, f"conn-{self._next_id}")
+        conn = _TrackedProtocol(self.dispatcher, self.max_request_bytes,
+                                f"{self.listener_name}-{self._next_id}", self.listener_name)
         conn.factory = self
         return conn
 

@@ -7,7 +7,8 @@ This is the broker's request dispatcher (Kafka's ``KafkaApis.handle``). For each
 - ApiVersions at a version the broker does not know: a v0 response with
   UNSUPPORTED_VERSION and ApiVersions' own range (KIP-511);
 - any other API at a version outside the served range: the connection is closed;
-- a body that does not parse: the connection is closed;
+- a body that does not parse: the connection is closed (bytes after a complete body are
+  ignored, as Kafka's parser ignores them);
 - otherwise the registered handler runs and its result is encoded with the request's
   version and correlation id. A handler that returns ``None`` sends no response (Produce
   with acks=0).
@@ -64,7 +65,11 @@ class RequestHandler:
             view = memoryview(frame)
             body, end = target.request.decode(view, version, body_pos)
             if end != len(view):
-                raise CloseConnection(f"{len(view) - end} bytes after {target.request.name}")
+                # Kafka's parser reads what the schema says and ignores the rest, and real
+                # clients rely on it (librdkafka 2.x appends bytes to its all-topics
+                # Metadata v11 request), so trailing bytes are not an error.
+                log.debug("ignoring %d bytes after %s v%d from %s", len(view) - end,
+                          target.request.name, version, connection.connection_id)
         except KafkaError as exc:
             raise CloseConnection(
                 f"malformed {target.request.name} v{version}: {exc.message}") from exc

@@ -1,0 +1,129 @@
+"""Metadata (key 3): brokers, controller, and topic/partition leadership, from the cache.
+
+As Kafka 2.8 (``KafkaApis.handleTopicMetadataRequest``):
+
+- v0 asks for every topic with an empty list, v1+ with a null list;
+- the brokers listed are the live ones with an endpoint on the listener the request came in
+  on, and partition leaders are reported on that listener too;
+- a requested topic the cache does not know is INVALID_TOPIC_EXCEPTION if its name is
+  illegal, is created when ``auto.create.topics.enable`` and the request allow it (then
+  answered LEADER_NOT_AVAILABLE until its leaders are elected), and is otherwise
+  UNKNOWN_TOPIC_OR_PARTITION;
+- v10 and v11 carry topic ids in the response but do not look topics up by id: a request
+  naming a topic by id only is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kafkaclone.cluster.topic import is_internal, validate_topic_name
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import (
+    InvalidRequestError,
+    InvalidTopicExceptionError,
+    UnknownTopicOrPartitionError,
+)
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.metadata_cache import TopicMetadata
+from kafkaclone.server.services import BrokerServices
+
+_RESPONSE = APIS[ApiKey.METADATA].response
+_Broker = _RESPONSE.structs["MetadataResponseBroker"]
+_Topic = _RESPONSE.structs["MetadataResponseTopic"]
+_Partition = _RESPONSE.structs["MetadataResponsePartition"]
+
+AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
+# With no authorizer configured every operation is allowed. Bits are Kafka's AclOperation
+# codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+TOPIC_OPERATIONS: Final = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS: Final = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def _requested_topics(request: Any, version: int) -> list[str] | None:
+    """The topic names asked for, or None for "every topic"."""
+    if request.topics is None or (version == 0 and not request.topics):
+        return None
+    names: list[str] = []
+    for topic in request.topics:
+        if topic.name is None or (version >= 10 and topic.topic_id.int != 0):
+            raise InvalidRequestError("Metadata v10 and v11 do not look topics up by id")
+        names.append(topic.name)
+    return list(dict.fromkeys(names))
+
+
+def _topic_entry(error_code: int, name: str, topic: TopicMetadata | None,
+                 include_operations: bool) -> Any:
+    entry = _Topic(error_code=error_code, name=name, is_internal=is_internal(name),
+                   topic_authorized_operations=(TOPIC_OPERATIONS if include_operations
+                                                else AUTHORIZED_OPERATIONS_OMITTED))
+    if topic is not None:
+        entry.topic_id = topic.topic_id
+        entry.partitions = [
+            _Partition(error_code=p.error_code, partition_index=p.partition, leader_id=p.leader,
+                       leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                       offline_replicas=p.offline_replicas)
+            for p in topic.partitions
+        ]
+    return entry
+
+
+@handler(ApiKey.METADATA, versions=(0, 11))
+async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    cache = broker.metadata_cache
+    version = ctx.api_version
+    listener = ctx.connection.listener_name
+    include_operations = version >= 8 and bool(request.include_topic_authorized_operations)
+
+    try:
+        requested = _requested_topics(request, version)
+    except InvalidRequestError:
+        return _RESPONSE(topics=[_topic_entry(InvalidRequestError.code, t.name or "", None,
+                                              False) for t in request.topics])
+    names = cache.all_topics() if requested is None else requested
+    known = {t.name: t for t in cache.topic_metadata(
+        names, listener,
+        error_unavailable_endpoints=version == 0,
+        error_unavailable_listeners=version >= 6,
+    )}
+
+    errors: dict[str, int] = {}
+    missing = [name for name in names if name not in known]
+    creatable: list[str] = []
+    for name in missing:
+        try:
+            validate_topic_name(name)
+        except InvalidTopicExceptionError:
+            errors[name] = InvalidTopicExceptionError.code
+            continue
+        creatable.append(name)
+    allow_auto_create = broker.auto_create_topics_enable and (
+        version < 4 or bool(request.allow_auto_topic_creation))
+    if creatable and allow_auto_create:
+        errors.update(await broker.auto_create_topics(creatable))
+    else:
+        errors.update(dict.fromkeys(creatable, UnknownTopicOrPartitionError.code))
+
+    topics = [
+        _topic_entry(0, name, known[name], include_operations) if name in known
+        else _topic_entry(errors[name], name, None, include_operations)
+        for name in names
+    ]
+    brokers = [
+        _Broker(node_id=b.id, host=ep.host, port=ep.port, rack=b.rack)
+        for b, ep in cache.alive_endpoints(listener)
+    ]
+    controller_id = cache.controller_id
+    include_cluster_operations = (
+        8 <= version <= 10 and bool(request.include_cluster_authorized_operations))
+    return _RESPONSE(
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=-1 if controller_id is None else controller_id,
+        topics=topics,
+        cluster_authorized_operations=(
+            CLUSTER_OPERATIONS if include_cluster_operations else AUTHORIZED_OPERATIONS_OMITTED),
+    )

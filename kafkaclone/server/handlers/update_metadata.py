@@ -1,0 +1,40 @@
+"""UpdateMetadata (key 6): the controller's push of cluster metadata to this broker."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import NONE, StaleBrokerEpochError, StaleControllerEpochError
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.services import BrokerServices
+
+log = logging.getLogger(__name__)
+_RESPONSE = APIS[ApiKey.UPDATE_METADATA].response
+
+
+def is_broker_epoch_stale(broker: BrokerServices, epoch_in_request: int) -> bool:
+    """A request sent for an earlier registration of this broker (Kafka's rule); -1 means
+    the controller's version does not send one."""
+    return epoch_in_request != -1 and epoch_in_request < broker.broker_epoch
+
+
+@handler(ApiKey.UPDATE_METADATA, versions=(0, 7))
+async def handle_update_metadata(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    if is_broker_epoch_stale(broker, request.broker_epoch):
+        log.info("ignoring UpdateMetadata with stale broker epoch %d (current %d)",
+                 request.broker_epoch, broker.broker_epoch)
+        return _RESPONSE(error_code=StaleBrokerEpochError.code)
+    if request.controller_epoch < broker.controller_epoch:
+        log.warning("UpdateMetadata with correlation id %d from an old controller %d with "
+                    "epoch %d; latest known controller epoch is %d", ctx.correlation_id,
+                    request.controller_id, request.controller_epoch, broker.controller_epoch)
+        return _RESPONSE(error_code=StaleControllerEpochError.code)
+    deleted = broker.metadata_cache.update_metadata(request, ctx.api_version)
+    broker.controller_epoch = request.controller_epoch
+    if deleted:
+        log.info("UpdateMetadata deleted %d partitions", len(deleted))
+    return _RESPONSE(error_code=NONE)

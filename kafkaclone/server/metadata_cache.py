@@ -1,0 +1,244 @@
+"""The broker's view of the cluster, fed by the controller's UpdateMetadata requests.
+
+Kafka's ZooKeeper-mode ``MetadataCache``: every broker keeps the live brokers (with their
+endpoints per listener), the controller id, and the state of every partition (leader,
+leader epoch, ISR, replicas, offline replicas) as the controller last sent them. Metadata
+requests are answered from here, never from ZooKeeper. The cache is owned by the reactor
+thread; an update replaces the snapshot in one assignment.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kafkaclone.cluster.topic import INTERNAL_TOPICS
+from kafkaclone.protocol.errors import (
+    NONE,
+    LeaderNotAvailableError,
+    ListenerNotFoundError,
+    ReplicaNotAvailableError,
+)
+
+NO_LEADER: Final = -1
+LEADER_DURING_DELETE: Final = -2
+"""The leader id the controller sends for a partition of a topic being deleted."""
+
+SECURITY_PROTOCOLS: Final = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    id: int
+    rack: str | None
+    endpoints: dict[str, BrokerEndpoint]
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    error_code: int
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[PartitionMetadata]
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    controller_id: int | None = None
+    brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    partitions: dict[str, dict[int, PartitionState]] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self._snapshot = _Snapshot()
+
+    # --- updates -----------------------------------------------------------------------
+
+    def update_metadata(self, request: Any, version: int) -> list[tuple[str, int]]:
+        """Apply an UpdateMetadata request; returns the partitions it deleted."""
+        old = self._snapshot
+        brokers = {b.id: _live_broker(b, version) for b in request.live_brokers}
+        partitions = {topic: dict(states) for topic, states in old.partitions.items()}
+        topic_ids = dict(old.topic_ids)
+        deleted: list[tuple[str, int]] = []
+        for topic_name, topic_id, state in _partition_states(request, version):
+            if state.leader == LEADER_DURING_DELETE:
+                topic_partitions = partitions.get(topic_name)
+                if topic_partitions is not None and topic_partitions.pop(state.partition_index,
+                                                                         None) is not None:
+                    deleted.append((topic_name, state.partition_index))
+                if topic_partitions is not None and not topic_partitions:
+                    del partitions[topic_name]
+                    topic_ids.pop(topic_name, None)
+                continue
+            partitions.setdefault(topic_name, {})[state.partition_index] = PartitionState(
+                topic=topic_name,
+                partition=state.partition_index,
+                controller_epoch=state.controller_epoch,
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=tuple(state.isr),
+                zk_version=state.zk_version,
+                replicas=tuple(state.replicas),
+                offline_replicas=tuple(state.offline_replicas),
+            )
+            if topic_id is not None and topic_id.int != 0:
+                topic_ids[topic_name] = topic_id
+        controller_id = request.controller_id if request.controller_id >= 0 else None
+        self._snapshot = _Snapshot(controller_id, brokers, partitions, topic_ids)
+        return deleted
+
+    # --- queries -----------------------------------------------------------------------
+
+    @property
+    def controller_id(self) -> int | None:
+        return self._snapshot.controller_id
+
+    def alive_brokers(self) -> list[LiveBroker]:
+        return [b for _, b in sorted(self._snapshot.brokers.items())]
+
+    def alive_endpoints(self, listener: str) -> list[tuple[LiveBroker, BrokerEndpoint]]:
+        return [(b, b.endpoints[listener]) for b in self.alive_brokers()
+                if listener in b.endpoints]
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self._snapshot.brokers
+
+    def all_topics(self) -> list[str]:
+        return sorted(self._snapshot.partitions)
+
+    def contains(self, topic: str) -> bool:
+        return topic in self._snapshot.partitions
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        return self._snapshot.topic_ids.get(topic, uuid.UUID(int=0))
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self._snapshot.partitions.get(topic, {}).get(partition)
+
+    def partition_count(self, topic: str) -> int | None:
+        states = self._snapshot.partitions.get(topic)
+        return None if states is None else len(states)
+
+    def leader_endpoint(self, topic: str, partition: int,
+                        listener: str) -> BrokerEndpoint | None:
+        state = self.partition_state(topic, partition)
+        if state is None:
+            return None
+        broker = self._snapshot.brokers.get(state.leader)
+        return None if broker is None else broker.endpoints.get(listener)
+
+    def topic_metadata(self, topics: Iterable[str], listener: str, *,
+                       error_unavailable_endpoints: bool,
+                       error_unavailable_listeners: bool) -> list[TopicMetadata]:
+        """Metadata of the known topics among ``topics`` (unknown ones are left out).
+
+        As Kafka: a partition whose leader is not alive, or has no endpoint on this
+        listener, answers LEADER_NOT_AVAILABLE (LISTENER_NOT_FOUND from Metadata v6 when the
+        leader is alive); with ``error_unavailable_endpoints`` (Metadata v0) dead replicas
+        are left out of the replica and ISR lists and flagged REPLICA_NOT_AVAILABLE.
+        """
+        snapshot = self._snapshot
+        result: list[TopicMetadata] = []
+        for topic in topics:
+            states = snapshot.partitions.get(topic)
+            if states is None:
+                continue
+            partitions = [
+                self._partition_metadata(snapshot, state, listener,
+                                         error_unavailable_endpoints,
+                                         error_unavailable_listeners)
+                for _, state in sorted(states.items())
+            ]
+            result.append(TopicMetadata(topic, snapshot.topic_ids.get(topic, uuid.UUID(int=0)),
+                                        topic in INTERNAL_TOPICS, partitions))
+        return result
+
+    @staticmethod
+    def _partition_metadata(snapshot: _Snapshot, state: PartitionState, listener: str,
+                            error_unavailable_endpoints: bool,
+                            error_unavailable_listeners: bool) -> PartitionMetadata:
+        def reachable(broker_id: int) -> bool:
+            broker = snapshot.brokers.get(broker_id)
+            return broker is not None and listener in broker.endpoints
+
+        replicas = list(state.replicas)
+        isr = list(state.isr)
+        if error_unavailable_endpoints:
+            replicas = [r for r in replicas if reachable(r)]
+            isr = [r for r in isr if reachable(r)]
+        leader_broker = snapshot.brokers.get(state.leader)
+        if leader_broker is None or listener not in leader_broker.endpoints:
+            if leader_broker is not None and error_unavailable_listeners:
+                error = ListenerNotFoundError.code
+            else:
+                error = LeaderNotAvailableError.code
+            return PartitionMetadata(error, state.partition, NO_LEADER, state.leader_epoch,
+                                     replicas, isr, list(state.offline_replicas))
+        if len(replicas) < len(state.replicas) or len(isr) < len(state.isr):
+            error = ReplicaNotAvailableError.code
+        else:
+            error = NONE
+        return PartitionMetadata(error, state.partition, state.leader, state.leader_epoch,
+                                 replicas, isr, list(state.offline_replicas))
+
+
+def _live_broker(broker: Any, version: int) -> LiveBroker:
+    if version == 0:
+        endpoints = {"PLAINTEXT": BrokerEndpoint("PLAINTEXT", broker.v0_host, broker.v0_port, 0)}
+    else:
+        endpoints = {}
+        for ep in broker.endpoints:
+            # Before v3 an endpoint has no listener name: it is its security protocol's name.
+            listener = ep.listener if version >= 3 else SECURITY_PROTOCOLS.get(
+                ep.security_protocol, str(ep.security_protocol))
+            endpoints[listener] = BrokerEndpoint(listener, ep.host, ep.port, ep.security_protocol)
+    return LiveBroker(broker.id, broker.rack, endpoints)
+
+
+def _partition_states(request: Any, version: int) -> Iterable[tuple[str, uuid.UUID | None, Any]]:
+    if version <= 4:
+        for state in request.ungrouped_partition_states:
+            yield state.topic_name, None, state
+    else:
+        for topic in request.topic_states:
+            topic_id = topic.topic_id if version >= 7 else None
+            for state in topic.partition_states:
+                yield topic.topic_name, topic_id, state
