@@ -50,8 +50,8 @@ def _check_header(header: BatchHeader, position: int, path: Path) -> int:
 class FileRecords:
     """The record batches of one segment file."""
 
-    def __init__(self, path: Path, *, create: bool = False) -> None:
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+    def __init__(self, path: Path, *, create: bool = False, read_only: bool = False) -> None:
+        flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
         self._fd = os.open(path, flags, 0o644)
         self.path = path
         self._size = os.fstat(self._fd).st_size
