@@ -1056,7 +1056,8 @@ class _Setting(ABC, Generic[T]):
     def __set_name__(self, owner: type, attribute: str) -> None:
         key = BROKER_CONFIG.get(self.name)
         if key is None or key.type not in self.types:
-            raise TypeError(f"{owner.__name__}.{attribute}: no {self.types} config {self.name}")
+            types = "/".join(config_type.name for config_type in self.types)
+            raise TypeError(f"{owner.__name__}.{attribute}: no {types} config {self.name}")
         if key.default is None and not self.optional:
             raise TypeError(f"{owner.__name__}.{attribute}: {self.name} may be null")
 
