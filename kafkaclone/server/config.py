@@ -175,14 +175,15 @@ class OneOf(Validator):
 
 @dataclass(frozen=True)
 class EachOneOf(Validator):
-    """A LIST value whose every item is among ``allowed`` (Kafka's ``ValidList.in``)."""
+    """A LIST value whose every item is among ``allowed`` (Kafka's ``ValidList.in``; an
+    empty list passes)."""
 
     allowed: tuple[str, ...]
 
     def problem(self, value: ConfigValue) -> str | None:
         items = value if isinstance(value, tuple) else ()
-        if not items or any(item not in self.allowed for item in items):
-            return f"must be a non-empty list of {', '.join(self.allowed)}"
+        if any(item not in self.allowed for item in items):
+            return f"must be a list of {', '.join(self.allowed)}"
         return None
 
     def describe(self) -> str:
@@ -974,7 +975,7 @@ def _split_key_value(line: str) -> tuple[str, str]:
         index += 1
     key = line[:index]
     rest = line[index:].lstrip(_WHITESPACE)
-    if rest[:1] in ("=", ":") and (index == len(line) or line[index] in "=:" + _WHITESPACE):
+    if rest[:1] in ("=", ":"):
         rest = rest[1:].lstrip(_WHITESPACE)
     return key, rest
 

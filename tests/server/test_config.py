@@ -344,7 +344,6 @@ def test_connection_timeout_falls_back_to_session_timeout() -> None:
          "CreateTime, LogAppendTime"),
         ({"compression.type": "brotli"}, "compression.type", "gzip"),
         ({"log.cleanup.policy": "compact,archive"}, "log.cleanup.policy", "compact, delete"),
-        ({"log.cleanup.policy": ""}, "log.cleanup.policy", "non-empty"),
         ({"offsets.storage": "redis"}, "offsets.storage", "zookeeper, kafka"),
         ({"inter.broker.protocol.version": "3.0"}, "inter.broker.protocol.version", "2.8-IV1"),
         ({"security.inter.broker.protocol": "TLS"}, "security.inter.broker.protocol",
@@ -419,6 +418,8 @@ def test_typed_values_are_accepted() -> None:
     assert cfg.string_value("log.cleanup.policy") == "compact,delete"
     assert cfg.string_value("auto.create.topics.enable") == "false"
     assert cfg.string_value("broker.rack") is None
+    # Kafka's ValidList accepts an empty list: neither deletion nor compaction.
+    assert config(log__cleanup__policy="").log_cleanup_policy == []
 
 
 def test_string_values_are_trimmed_and_booleans_case_insensitive() -> None:
