@@ -21,6 +21,7 @@ and turns every failure of the underlying library into CorruptMessageError.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from enum import IntEnum
 from typing import Final
 
@@ -98,6 +99,19 @@ def decompress(
     if codec is Codec.LZ4:
         return _lz4_decompress(view, max_size)
     return _zstd_decompress(view, max_size)
+
+
+_MIN_STEP: Final = 64 * 1024
+_MAX_STEP: Final = 4 * 1024 * 1024
+
+
+def _output_steps(compressed_size: int) -> Iterator[int]:
+    """Sizes of successive output requests to a streaming decompressor: the libraries
+    allocate the whole request up front, so start near the likely size and grow."""
+    step = min(max(_MIN_STEP, 4 * compressed_size), _MAX_STEP)
+    while True:
+        yield step
+        step = min(step * 2, _MAX_STEP)
 
 
 def _too_large(max_size: int) -> MessageTooLargeError:
@@ -255,8 +269,10 @@ def _lz4_decompress(view: memoryview, max_size: int) -> bytes:
         while remaining:  # one frame per turn
             pending = _with_standard_header_checksum(memoryview(remaining))
             decompressor = lz4.frame.LZ4FrameDecompressor()
+            steps = _output_steps(len(pending))
             while True:
-                chunk = decompressor.decompress(pending, max_length=max_size - total + 1)
+                step = min(next(steps), max_size - total + 1)
+                chunk = decompressor.decompress(pending, max_length=step)
                 total += len(chunk)
                 if total > max_size:
                     raise _too_large(max_size)
@@ -336,7 +352,6 @@ _ZSTD_SKIPPABLE_MASK: Final = 0xFFFFFFF0
 _ZSTD_SKIPPABLE_MAGIC: Final = 0x184D2A50
 _ZSTD_DICT_ID_SIZES: Final = (0, 1, 2, 4)
 _ZSTD_CONTENT_SIZE_SIZES: Final = (0, 2, 4, 8)
-_ZSTD_READ_SIZE: Final = 256 * 1024
 _ZSTD_MIN_WINDOW: Final = 1 << 23  # what levels up to 19 use
 _ZSTD_MAX_WINDOW: Final = 1 << 27  # libzstd's own default limit
 
@@ -393,8 +408,9 @@ def _zstd_decompress(view: memoryview, max_size: int) -> bytes:
     try:
         decompressor = zstandard.ZstdDecompressor(max_window_size=window)
         with decompressor.stream_reader(view, read_across_frames=True) as reader:
+            steps = _output_steps(len(view))
             while True:
-                chunk = reader.read(min(_ZSTD_READ_SIZE, max_size - total + 1))
+                chunk = reader.read(min(next(steps), max_size - total + 1))
                 if not chunk:
                     break
                 total += len(chunk)

@@ -181,6 +181,8 @@ def iter_records(data: bytes, count: int) -> Iterator[Record]:
     pos = 0
     end = len(data)
     for _ in range(count):
+        if pos >= end:
+            raise InvalidRecordError("Incorrect declared batch size, premature EOF reached")
         record, pos = _decode_record(data, pos, end)
         yield record
     if pos != end:
@@ -190,61 +192,112 @@ def iter_records(data: bytes, count: int) -> Iterator[Record]:
 def decode_record(data: BytesLike, pos: int = 0) -> tuple[Record, int]:
     """Decode the record at ``pos``: ``(record, next_pos)``."""
     buf = bytes(data)
+    if pos >= len(buf):
+        raise InvalidRecordError("Found invalid record structure: no record at this position")
     return _decode_record(buf, pos, len(buf))
 
 
 def _decode_record(data: bytes, pos: int, end: int) -> tuple[Record, int]:
-    # The one-byte varint case is inlined: it is by far the most common.
-    if pos >= end:
-        raise InvalidRecordError("Incorrect declared batch size, premature EOF reached")
-    b = data[pos]
-    if b < 0x80:
-        length = (b >> 1) ^ -(b & 1)
+    """The hot path of record decoding.
+
+    Varints of one and two bytes (lengths under 8 KiB, small deltas) are decoded inline;
+    longer ones go through ``read_varint``. Indexing past the end of ``data`` raises
+    IndexError, turned into InvalidRecordError; every length is checked against the end of
+    the record before slicing, and the fields must end exactly where the record does.
+    """
+    try:
+        b = data[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            length = (raw >> 1) ^ -(raw & 1)
+            pos += 2
+        else:
+            length, pos = read_varint(data, pos)
+        if length < 6 or length > end - pos:  # attributes + five 1-byte varints at least
+            raise InvalidRecordError(
+                f"Invalid record size: expected {length} bytes in record payload, but the "
+                f"buffer has {end - pos} remaining bytes and a record needs at least 6"
+            )
+        record_end = pos + length
+        attributes = data[pos]
         pos += 1
-    else:
-        length, pos = read_varint(data, pos)
-    if length < 0 or length > end - pos:
+
+        b = data[pos]
+        if b < 0x80:
+            timestamp_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            timestamp_delta = (raw >> 1) ^ -(raw & 1)
+            pos += 2
+        else:
+            timestamp_delta, pos = read_varlong(data, pos)
+
+        b = data[pos]
+        if b < 0x80:
+            offset_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            offset_delta = (raw >> 1) ^ -(raw & 1)
+            pos += 2
+        else:
+            offset_delta, pos = read_varint(data, pos)
+
+        b = data[pos]
+        if b < 0x80:
+            key_length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            key_length = (raw >> 1) ^ -(raw & 1)
+            pos += 2
+        else:
+            key_length, pos = read_varint(data, pos)
+        key: bytes | None = None
+        if key_length >= 0:  # Kafka reads any negative length as null
+            if key_length > record_end - pos:
+                raise InvalidRecordError("Found invalid record structure: key runs past the record")
+            key = data[pos : pos + key_length]
+            pos += key_length
+
+        b = data[pos]
+        if b < 0x80:
+            value_length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            value_length = (raw >> 1) ^ -(raw & 1)
+            pos += 2
+        else:
+            value_length, pos = read_varint(data, pos)
+        value: bytes | None = None
+        if value_length >= 0:
+            if value_length > record_end - pos:
+                raise InvalidRecordError(
+                    "Found invalid record structure: value runs past the record"
+                )
+            value = data[pos : pos + value_length]
+            pos += value_length
+
+        headers: list[Header] = []
+        b = data[pos]
+        if b == 0:
+            pos += 1
+        else:
+            header_count, pos = read_varint(data, pos)
+            if header_count < 0:
+                raise InvalidRecordError(f"Found invalid number of record headers {header_count}")
+            for _ in range(header_count):
+                header, pos = _decode_header(data, pos, record_end)
+                headers.append(header)
+    except IndexError:
         raise InvalidRecordError(
-            f"Invalid record size: expected {length} bytes in record payload, but the buffer "
-            f"has only {end - pos} remaining bytes."
-        )
-    record_end = pos + length
-    if length < 6:  # attributes + five one-byte varints at least
-        raise InvalidRecordError(f"Invalid record size: {length} bytes is too short")
-    attributes = data[pos]
-    pos += 1
-
-    b = data[pos]
-    if b < 0x80:
-        timestamp_delta = (b >> 1) ^ -(b & 1)
-        pos += 1
-    else:
-        timestamp_delta, pos = read_varlong(data, pos)
-
-    b = data[pos] if pos < record_end else 0x80
-    if b < 0x80:
-        offset_delta = (b >> 1) ^ -(b & 1)
-        pos += 1
-    else:
-        offset_delta, pos = read_varint(data, pos)
-
-    key, pos = _read_nullable_bytes(data, pos, record_end)
-    value, pos = _read_nullable_bytes(data, pos, record_end)
-
-    count, pos = read_varint(data, pos)
-    headers: list[Header] = []
-    if count < 0:
-        raise InvalidRecordError(f"Found invalid number of record headers {count}")
-    for _ in range(count):
-        key_length, pos = read_varint(data, pos)
-        if key_length < 0:
-            raise InvalidRecordError("Invalid negative header key size")
-        if key_length > record_end - pos:
-            raise InvalidRecordError("Found invalid record structure: header key past the record")
-        header_key = data[pos : pos + key_length].decode("utf-8", "surrogateescape")
-        pos += key_length
-        header_value, pos = _read_nullable_bytes(data, pos, record_end)
-        headers.append((header_key, header_value))
+            "Found invalid record structure: the record runs past the end of the batch"
+        ) from None
 
     if pos != record_end:
         raise InvalidRecordError(
@@ -254,21 +307,20 @@ def _decode_record(data: bytes, pos: int, end: int) -> tuple[Record, int]:
     return Record(attributes, timestamp_delta, offset_delta, key, value, headers), pos
 
 
-def _read_nullable_bytes(data: bytes, pos: int, record_end: int) -> tuple[bytes | None, int]:
-    if pos < record_end:
-        b = data[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            length, pos = read_varint(data, pos)
-    else:
-        raise InvalidRecordError("Found invalid record structure: record ends inside a field")
-    if length < 0:
-        return None, pos
-    if length > record_end - pos:
-        raise InvalidRecordError("Found invalid record structure: field runs past the record")
-    return data[pos : pos + length], pos + length
+def _decode_header(data: bytes, pos: int, record_end: int) -> tuple[Header, int]:
+    key_length, pos = read_varint(data, pos)
+    if key_length < 0:
+        raise InvalidRecordError("Invalid negative header key size")
+    if key_length > record_end - pos:
+        raise InvalidRecordError("Found invalid record structure: header key past the record")
+    header_key = data[pos : pos + key_length].decode("utf-8", "surrogateescape")
+    pos += key_length
+    value_length, pos = read_varint(data, pos)
+    if value_length < 0:
+        return (header_key, None), pos
+    if value_length > record_end - pos:
+        raise InvalidRecordError("Found invalid record structure: header value past the record")
+    return (header_key, data[pos : pos + value_length]), pos + value_length
 
 
 # -- control records --------------------------------------------------------------------
