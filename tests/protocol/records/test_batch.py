@@ -53,7 +53,7 @@ record_tuples = st.lists(
 )
 
 
-def only_batch(buf: bytes | bytearray) -> RecordBatch:
+def only_batch(buf: bytes | bytearray | memoryview) -> RecordBatch:
     (batch,) = iter_batches(buf, allow_partial_tail=False)
     assert isinstance(batch, RecordBatch)
     return batch
@@ -149,7 +149,9 @@ def test_identical_bytes_to_kafka_python_builder() -> None:
         base_sequence=-1,
         batch_size=1 << 20,
     )
-    items = [(b"key", b"value", [("a", b"b")], 1_700_000_000_000 + i) for i in range(5)]
+    items: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]] = [
+        (b"key", b"value", [("a", b"b")], 1_700_000_000_000 + i) for i in range(5)
+    ]
     items.append((None, None, [], 1_700_000_000_000 - 1))
     for i, (key, value, headers, timestamp) in enumerate(items):
         theirs.append(i, timestamp, key, value, headers)

@@ -120,7 +120,7 @@ def collect(broker: FakeBroker, count: int, timeout: float = 20.0) -> list[Produ
 def renumber(payloads: list[ProducedPartition]) -> list[Message]:
     """Decoded messages of several produce requests: each request's offsets start at 0, as
     a broker has not assigned them yet; renumber them consecutively."""
-    messages = []
+    messages: list[Message] = []
     for produced in payloads:
         for message in decode_all(produced.records):
             message.offset = len(messages)
@@ -166,7 +166,7 @@ def test_librdkafka_produce_decodes(magic: int, codec: Codec) -> None:
                     "test",
                     key=m.key,
                     value=m.value,
-                    headers=m.headers or None,
+                    headers=list(m.headers) or None,
                     timestamp=m.timestamp if magic > 0 else 0,
                 )
             assert producer.flush(15) == 0
