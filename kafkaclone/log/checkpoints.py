@@ -77,6 +77,16 @@ class CheckpointFile(Generic[T]):
         self._parse_entry = parse_entry
         self._version = version
 
+    def create_if_missing(self) -> None:
+        """Create the file empty if it does not exist (Kafka's CheckpointFile does)."""
+        try:
+            with open(self.path, "xb"):
+                pass
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise KafkaStorageError(f"Failed to create checkpoint {self.path}: {exc}") from exc
+
     def write(self, entries: Iterable[T]) -> None:
         items = list(entries)
         lines = [str(self._version), str(len(items))]
@@ -99,6 +109,8 @@ class CheckpointFile(Generic[T]):
                 f"Error while reading checkpoint file {self.path}: {exc}"
             ) from exc
         lines = text.splitlines()
+        if not lines:
+            return []  # created empty, as Kafka does when a checkpoint is first opened
         if len(lines) < 2:
             raise CheckpointFileError(f"Malformed checkpoint file {self.path}: too short")
         try:
@@ -151,6 +163,9 @@ class OffsetCheckpointFile:
     def path(self) -> Path:
         return self._file.path
 
+    def create_if_missing(self) -> None:
+        self._file.create_if_missing()
+
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         self._file.write(sorted(offsets.items()))
 
@@ -179,6 +194,9 @@ class LeaderEpochCheckpointFile:
     @property
     def path(self) -> Path:
         return self._file.path
+
+    def create_if_missing(self) -> None:
+        self._file.create_if_missing()
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
         self._file.write(entries)

@@ -37,6 +37,7 @@ class LeaderEpochFileCache:
         self._log_end_offset = log_end_offset
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
+        checkpoint.create_if_missing()
         for epoch, start_offset in checkpoint.read():
             self._assign(EpochEntry(epoch, start_offset))
 

@@ -237,6 +237,9 @@ class LogManager:
         self._schedule_tasks()
 
     def _load_logs_in_dir(self, directory: Path) -> None:
+        for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                     REPLICATION_OFFSET_CHECKPOINT):
+            OffsetCheckpointFile(directory / name).create_if_missing()
         clean_marker = directory / CLEAN_SHUTDOWN_FILE
         had_clean_shutdown = clean_marker.exists()
         if not had_clean_shutdown:

@@ -120,7 +120,9 @@ def analyze_records(
         if remaining < LOG_OVERHEAD:
             if allow_partial_tail:
                 break
-            raise CorruptMessageError(f"The append ends with a partial batch of {remaining} bytes")
+            raise CorruptMessageError(
+                f"The append ends with a partial batch of {remaining} bytes"
+            )
         (length,) = _INT32.unpack_from(view, position + 8)
         size = length + LOG_OVERHEAD
         if length < _MIN_LEGACY_SIZE:
@@ -128,7 +130,7 @@ def analyze_records(
                 f"Record size {length} is less than the minimum record overhead "
                 f"({_MIN_LEGACY_SIZE})"
             )
-        if size > remaining or remaining < RECORD_BATCH_OVERHEAD:
+        if size > remaining:
             if allow_partial_tail:
                 break
             raise CorruptMessageError(
