@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from crc32c import crc32c
+
 from kafkaclone.protocol.errors import CorruptMessageError
 from kafkaclone.protocol.records import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 
@@ -23,6 +25,7 @@ partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
 maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount."""
 
 MAGIC_V2: Final = 2
+_CRC_START: Final = 21  # the CRC covers the batch from its attributes on
 
 HEADER_SCAN_CHUNK: Final = 8 * 1024
 """Bytes read at a time when only batch headers are needed (an index gap is ~4 KiB)."""
@@ -182,9 +185,12 @@ class FileRecords:
             position += offset
 
 
-def whole_batches_length(data: bytes | memoryview, max_offset: int | None = None) -> int:
+def whole_batches_length(
+    data: bytes | memoryview, max_offset: int | None = None, *, verify_crc: bool = False
+) -> int:
     """The length of the longest prefix of ``data`` made of whole batches (each with a last
-    offset below ``max_offset``, if given)."""
+    offset below ``max_offset``, if given). With ``verify_crc`` the prefix also ends before
+    the first batch that fails its CRC, and CorruptMessageError if that is the first."""
     view = memoryview(data)
     end = len(view)
     position = 0
@@ -195,6 +201,12 @@ def whole_batches_length(data: bytes | memoryview, max_offset: int | None = None
             break
         if max_offset is not None and header[0] + header[6] >= max_offset:
             break
+        if verify_crc and crc32c(view[position + _CRC_START : position + size]) != header[4]:
+            if position > 0:
+                break
+            raise CorruptMessageError(
+                f"Found a corrupt batch (stored crc = {header[4]}) at offsets "
+                f"[{header[0]}, {header[0] + header[6]}]: refusing to serve it"
+            )
         position += size
     return position
-

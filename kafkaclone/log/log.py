@@ -236,10 +236,16 @@ class Log:
             if name.endswith(LOG_FILE_SUFFIX) and _is_segment_name(name)
         )
         for base_offset in base_offsets:
-            segment = LogSegment.open(
+            self._add_segment(LogSegment.open(
                 self.dir, base_offset, self.config, self._clock, file_already_exists=True
-            )
-            self._add_segment(segment)
+            ))
+        # Segments that recovery will re-read anyway need no index check here.
+        to_recover = [] if had_clean_shutdown else self._segments_in_range(
+            self._recovery_point, None
+        )
+        for segment in self._segments:
+            if segment in to_recover:
+                continue
             try:
                 segment.sanity_check()
             except CorruptIndexError as exc:

@@ -237,7 +237,11 @@ class LogSegment:
     ) -> FetchDataInfo | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes
         (but the first batch whole if ``min_one_message``), none with an offset at or past
-        ``max_offset``. None if ``start_offset`` is past the last batch."""
+        ``max_offset``. None if ``start_offset`` is past the last batch.
+
+        Every batch returned has its CRC checked: CorruptMessageError rather than serve a
+        batch damaged on disk (recovery only re-validates what lies past the recovery
+        point)."""
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self}")
         mapping = self.translate_offset(start_offset)
@@ -250,7 +254,12 @@ class LogSegment:
         if fetch_size < mapping.size:
             return FetchDataInfo(metadata, _EMPTY)
         data = memoryview(self.log.read(mapping.position, fetch_size))
-        valid = whole_batches_length(data, max_offset)
+        try:
+            valid = whole_batches_length(data, max_offset, verify_crc=True)
+        except CorruptMessageError as exc:
+            logger.error("Corrupt data in %s, at or after position %d: %s", self.log.path,
+                         mapping.position, exc)
+            raise
         return FetchDataInfo(metadata, data[:valid] if valid < len(data) else data)
 
     def find_offset_by_timestamp(
