@@ -72,14 +72,16 @@ def read_uvarlong(buf: Buffer, pos: int) -> tuple[int, int]:
 
 
 def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
-    """A zigzag-encoded signed 32-bit varint."""
+    """A zigzag-encoded signed 32-bit varint (bits past 32 dropped, as Java's int does)."""
     raw, pos = read_uvarint(buf, pos)
+    raw &= 0xFFFFFFFF
     return (raw >> 1) ^ -(raw & 1), pos
 
 
 def read_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
     """A zigzag-encoded signed 64-bit varint."""
     raw, pos = read_uvarlong(buf, pos)
+    raw &= 0xFFFFFFFFFFFFFFFF
     return (raw >> 1) ^ -(raw & 1), pos
 
 

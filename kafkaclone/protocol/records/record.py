@@ -26,13 +26,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final
 
-from kafkaclone.protocol.errors import InvalidRecordError
+from kafkaclone.protocol import types
+from kafkaclone.protocol.errors import DecodeError, InvalidRecordError
 from kafkaclone.protocol.records.common import BytesLike
 
 Header = tuple[str, bytes | None]
 
-_MASK32: Final = 0xFFFFFFFF
-_MASK64: Final = 0xFFFFFFFFFFFFFFFF
 _INT16_PAIR: Final = struct.Struct(">hh")
 _END_TXN_VALUE: Final = struct.Struct(">hi")
 
@@ -52,66 +51,26 @@ class Record:
 # -- varints ----------------------------------------------------------------------------
 
 
-def append_varint(out: bytearray, value: int) -> None:
-    """Append ``value`` (a signed 32-bit int) as a zigzag varint."""
-    raw = ((value << 1) ^ (value >> 31)) & _MASK32
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-
-
-def append_varlong(out: bytearray, value: int) -> None:
-    """Append ``value`` (a signed 64-bit int) as a zigzag varlong."""
-    raw = ((value << 1) ^ (value >> 63)) & _MASK64
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
+append_varint = types.write_varint
+"""Append a signed 32-bit int as a zigzag varint."""
+append_varlong = types.write_varlong
+"""Append a signed 64-bit int as a zigzag varlong."""
 
 
 def read_varint(data: BytesLike, pos: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos``: ``(value, next_pos)``.
-
-    InvalidRecordError if it runs past the end of ``data`` or over 5 bytes. Like Java's
-    int arithmetic, bits beyond 32 are dropped.
-    """
-    raw = 0
-    shift = 0
-    end = len(data)
-    while True:
-        if pos >= end:
-            raise InvalidRecordError("Found invalid record structure: buffer ends inside a varint")
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 28:
-            raise InvalidRecordError("Found invalid record structure: varint is too long")
-    raw &= _MASK32
-    return (raw >> 1) ^ -(raw & 1), pos
+    """A zigzag varint at ``pos``: ``(value, next_pos)``; InvalidRecordError if malformed."""
+    try:
+        return types.read_varint(data, pos)
+    except DecodeError as exc:
+        raise InvalidRecordError(f"Found invalid record structure: {exc.message}") from None
 
 
 def read_varlong(data: BytesLike, pos: int) -> tuple[int, int]:
-    """A zigzag varlong at ``pos``: ``(value, next_pos)``; at most 10 bytes."""
-    raw = 0
-    shift = 0
-    end = len(data)
-    while True:
-        if pos >= end:
-            raise InvalidRecordError("Found invalid record structure: buffer ends inside a varlong")
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise InvalidRecordError("Found invalid record structure: varlong is too long")
-    raw &= _MASK64
-    return (raw >> 1) ^ -(raw & 1), pos
+    """A zigzag varlong at ``pos``: ``(value, next_pos)``; InvalidRecordError if malformed."""
+    try:
+        return types.read_varlong(data, pos)
+    except DecodeError as exc:
+        raise InvalidRecordError(f"Found invalid record structure: {exc.message}") from None
 
 
 # -- encoding ---------------------------------------------------------------------------

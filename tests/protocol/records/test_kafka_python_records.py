@@ -114,8 +114,6 @@ def test_our_v2_batches_read_by_kafka_python(codec: Codec) -> None:
 @pytest.mark.parametrize("codec", LEGACY_CODECS, ids=lambda c: c.name)
 @pytest.mark.parametrize("magic", [0, 1])
 def test_kafka_python_legacy_builder_decodes(magic: int, codec: Codec) -> None:
-    if magic == 0 and codec is Codec.LZ4:
-        pytest.skip("kafka-python needs the xxhash package for magic 0 lz4")
     expected = rows(120, headers=False)
     builder = LegacyRecordBatchBuilder(
         magic=magic, compression_type=codec.value, batch_size=1 << 24
@@ -131,8 +129,6 @@ def test_kafka_python_legacy_builder_decodes(magic: int, codec: Codec) -> None:
 @pytest.mark.parametrize("codec", LEGACY_CODECS, ids=lambda c: c.name)
 @pytest.mark.parametrize("magic", [0, 1])
 def test_our_legacy_sets_read_by_kafka_python(magic: int, codec: Codec) -> None:
-    if magic == 0 and codec is Codec.LZ4:
-        pytest.skip("kafka-python needs the xxhash package for magic 0 lz4")
     expected = rows(120, headers=False)
     buf = build_legacy_message_set(
         [(key, value, timestamp) for _, timestamp, key, value, _ in expected],
