@@ -44,3 +44,8 @@ class ZooKeeperClientTimeoutError(ZooKeeperClientError):
 
 class ZooKeeperClientClosedError(ZooKeeperClientError):
     """The client was closed."""
+
+
+class TopicAlreadyMarkedForDeletionError(Exception):
+    """``/admin/delete_topics/<t>`` exists already (Kafka's
+    TopicAlreadyMarkedForDeletionException; DeleteTopics treats it as success)."""

@@ -1,0 +1,441 @@
+"""AdminZkClient: topic creation, deletion, partition addition and config changes, written
+to ZooKeeper the way Kafka 2.8's AdminZkClient does. The controller's watches do the rest.
+
+Everything is validated before anything is written: a request that fails validation
+leaves ZooKeeper untouched. Errors are the project's Kafka error classes (Kafka's codes:
+``InvalidTopicExceptionError``, ``TopicAlreadyExistsError``, ``InvalidPartitionsError``,
+``InvalidReplicationFactorError``, ``InvalidReplicaAssignmentError``,
+``InvalidConfigError``, ``UnknownTopicOrPartitionError``, ``BrokerNotAvailableError``).
+
+Replica placement is Kafka's rack-unaware assignment (``assign_replicas_to_brokers``); broker
+racks are not used (Kafka's RackAwareMode.Disabled).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from kazoo.exceptions import NodeExistsError
+
+from kafkaclone.log.config import LogConfig
+from kafkaclone.protocol.errors import (
+    BrokerNotAvailableError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicExceptionError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kafkaclone.zk.client import KafkaZkClient
+from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
+from kafkaclone.zk.znodes import (
+    ConfigEntityZNode,
+    ConfigType,
+    ReplicaAssignment,
+    TopicAssignment,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH: Final = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+ConfigValidator = Callable[[Mapping[str, str]], None]
+"""Raises InvalidConfigError for configs that must not be written."""
+
+
+# -- Kafka's Topic ---------------------------------------------------------------------------
+
+
+def validate_topic_name(topic: str) -> None:
+    """Kafka's Topic.validate: InvalidTopicExceptionError for an illegal name."""
+    if not topic:
+        raise InvalidTopicExceptionError("Topic name is illegal, it can't be empty")
+    if topic in (".", ".."):
+        raise InvalidTopicExceptionError('Topic name cannot be "." or ".."')
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicExceptionError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+            f"characters, Topic name: {topic}"
+        )
+    if not _LEGAL_TOPIC_NAME.fullmatch(topic):
+        raise InvalidTopicExceptionError(
+            f'Topic name "{topic}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def has_collision_chars(topic: str) -> bool:
+    """Whether the name has '.' or '_', which collide in metric names."""
+    return "." in topic or "_" in topic
+
+
+def has_collision(topic_a: str, topic_b: str) -> bool:
+    """Whether two names are the same once '.' is read as '_'."""
+    return topic_a.replace(".", "_") == topic_b.replace(".", "_")
+
+
+# -- Kafka's AdminUtils ----------------------------------------------------------------------
+
+
+def assign_replicas_to_brokers(
+    broker_ids: Sequence[int],
+    n_partitions: int,
+    replication_factor: int,
+    *,
+    fixed_start_index: int | None = None,
+    fixed_replica_shift: int | None = None,
+    start_partition_id: int = -1,
+    rng: random.Random | None = None,
+) -> dict[int, tuple[int, ...]]:
+    """Kafka's rack-unaware replica assignment (AdminUtils.assignReplicasToBrokers).
+
+    The first replica of partition p goes to broker ``(p + start) % n`` (round robin from a
+    random start); the others follow at an increasing shift from it, the shift growing by
+    one each time the partitions have gone round all brokers, so followers spread too.
+    ``fixed_start_index`` fixes the start and, unless ``fixed_replica_shift`` is given,
+    the initial shift too (as Kafka's fixedStartIndex does); otherwise both are random.
+    Brokers are taken in the order given (Kafka sorts them by id).
+    """
+    if n_partitions <= 0:
+        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    if replication_factor > len(broker_ids):
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {replication_factor} larger than available brokers: "
+            f"{len(broker_ids)}."
+        )
+    rng = rng or random.Random()
+    n_brokers = len(broker_ids)
+    if fixed_start_index is not None and fixed_start_index >= 0:
+        start_index = fixed_start_index
+        next_replica_shift = (
+            fixed_replica_shift if fixed_replica_shift is not None else fixed_start_index
+        )
+    else:
+        start_index = rng.randrange(n_brokers)
+        next_replica_shift = (
+            fixed_replica_shift if fixed_replica_shift is not None else rng.randrange(n_brokers)
+        )
+    assignment: dict[int, tuple[int, ...]] = {}
+    current_partition_id = max(0, start_partition_id)
+    for _ in range(n_partitions):
+        if current_partition_id > 0 and current_partition_id % n_brokers == 0:
+            next_replica_shift += 1
+        first_replica_index = (current_partition_id + start_index) % n_brokers
+        followers = (
+            broker_ids[_replica_index(first_replica_index, next_replica_shift, j, n_brokers)]
+            for j in range(replication_factor - 1)
+        )
+        assignment[current_partition_id] = (broker_ids[first_replica_index], *followers)
+        current_partition_id += 1
+    return assignment
+
+
+def _replica_index(
+    first_replica_index: int, second_replica_shift: int, replica_index: int, n_brokers: int
+) -> int:
+    shift = 1 + (second_replica_shift + replica_index) % (n_brokers - 1)
+    return (first_replica_index + shift) % n_brokers
+
+
+def validate_topic_config(configs: Mapping[str, str]) -> None:
+    """Kafka's LogConfig.validate: known topic config names, valid values."""
+    LogConfig.from_props(configs)
+
+
+class AdminZkClient:
+    """Topic and config administration through ZooKeeper (Kafka's AdminZkClient)."""
+
+    def __init__(
+        self,
+        zk_client: KafkaZkClient,
+        *,
+        rng: random.Random | None = None,
+        topic_config_validator: ConfigValidator = validate_topic_config,
+        broker_config_validator: ConfigValidator | None = None,
+    ) -> None:
+        self._zk = zk_client
+        self._rng = rng or random.Random()
+        self._validate_topic_config = topic_config_validator
+        self._validate_broker_config = broker_config_validator
+
+    async def get_broker_ids(self) -> list[int]:
+        """The live brokers, sorted by id (what replica placement uses)."""
+        return [int(b) for b in await self._zk.get_all_broker_ids()]
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        topic: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+        replica_assignment: Mapping[int, Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+        fixed_start_index: int | None = None,
+        fixed_replica_shift: int | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicAssignment:
+        """Create a topic: ``/config/topics/<t>`` then ``/brokers/topics/<t>``.
+
+        Without ``replica_assignment``, ``partitions`` x ``replication_factor`` replicas are
+        placed on the live brokers (``fixed_*`` pin Kafka's random start and shift); with
+        it, ``partitions`` and ``replication_factor`` are ignored. ``validate_only`` checks
+        everything and writes nothing. Returns the topic's id and assignment.
+        """
+        configs = dict(configs or {})
+        validate_topic_name(topic)
+        if await self._zk.topic_exists(topic):
+            raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+        if replica_assignment is None:
+            assignment = assign_replicas_to_brokers(
+                await self.get_broker_ids(),
+                partitions,
+                replication_factor,
+                fixed_start_index=fixed_start_index,
+                fixed_replica_shift=fixed_replica_shift,
+                rng=self._rng,
+            )
+        else:
+            assignment = {p: tuple(replicas) for p, replicas in replica_assignment.items()}
+        await self.validate_topic_create(topic, assignment, configs)
+        new_topic_id = topic_id or uuid.uuid4()
+        if not validate_only:
+            await self.create_topic_with_assignment(topic, configs, assignment, new_topic_id)
+        return TopicAssignment(
+            topic,
+            new_topic_id,
+            {p: ReplicaAssignment(replicas) for p, replicas in sorted(assignment.items())},
+        )
+
+    async def validate_topic_create(
+        self,
+        topic: str,
+        assignment: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+    ) -> None:
+        """Kafka's validateTopicCreate: name, existence, collisions, assignment, configs."""
+        validate_topic_name(topic)
+        if await self._zk.topic_exists(topic):
+            raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+        if has_collision_chars(topic):
+            logger.warning(
+                "Topic %s: due to limitations in metric names, topics with a period ('.') or "
+                "underscore ('_') could collide. To avoid issues it is best to use either, "
+                "but not both.",
+                topic,
+            )
+            all_topics = await self._zk.get_all_topics_in_cluster()
+            if topic in all_topics:
+                raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+            colliding = sorted(t for t in all_topics if has_collision(topic, t))
+            if colliding:
+                raise InvalidTopicExceptionError(
+                    f"Topic '{topic}' collides with existing topics: {', '.join(colliding)}"
+                )
+        if not assignment:
+            raise InvalidReplicaAssignmentError("The replica assignment is empty")
+        if len({len(replicas) for replicas in assignment.values()}) != 1:
+            raise InvalidReplicaAssignmentError(
+                "All partitions should have the same number of replicas"
+            )
+        for partition, replicas in assignment.items():
+            if not replicas:
+                raise InvalidReplicaAssignmentError(
+                    f"Cannot have replication factor of 0 for partition id {partition}."
+                )
+            if len(replicas) != len(set(replicas)):
+                raise InvalidReplicaAssignmentError(
+                    f"Duplicate replica assignment found: {_format_assignment(assignment)}"
+                )
+        if sorted(assignment) != list(range(len(assignment))):
+            raise InvalidReplicaAssignmentError(
+                "partitions should be a consecutive 0-based integer sequence"
+            )
+        self._validate_topic_config(configs)
+
+    async def create_topic_with_assignment(
+        self,
+        topic: str,
+        configs: Mapping[str, str],
+        assignment: Mapping[int, Sequence[int]],
+        topic_id: uuid.UUID,
+    ) -> None:
+        """Write a validated topic: its config overrides, then its assignment."""
+        logger.info(
+            "Creating topic %s with configuration %s and initial partition assignment %s",
+            topic,
+            dict(configs),
+            _format_assignment(assignment),
+        )
+        # Not transactional with the assignment, as in Kafka: the config comes first so the
+        # controller and brokers find it when they see the topic.
+        await self._zk.set_or_create_entity_configs(ConfigType.TOPIC, topic, configs)
+        try:
+            await self._zk.create_topic_assignment(topic, topic_id, assignment)
+        except NodeExistsError:
+            raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.") from None
+
+    async def delete_topic(self, topic: str) -> None:
+        """Mark the topic for deletion (``/admin/delete_topics/<t>``); the controller deletes
+        it. TopicAlreadyMarkedForDeletionError if it already is."""
+        if not await self._zk.topic_exists(topic):
+            raise UnknownTopicOrPartitionError(f"Topic `{topic}` to delete does not exist")
+        try:
+            await self._zk.create_delete_topic_path(topic)
+        except NodeExistsError:
+            raise TopicAlreadyMarkedForDeletionError(
+                f"topic {topic} is already marked for deletion"
+            ) from None
+
+    async def add_partitions(
+        self,
+        topic: str,
+        num_partitions: int,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> dict[int, tuple[int, ...]]:
+        """Grow the topic to ``num_partitions`` (Kafka's CreatePartitions path).
+        ``replica_assignment``: the replicas of each new partition, in order; by default
+        they are placed like Kafka's, continuing from partition 0's first replica. Returns
+        the whole new assignment."""
+        current = await self._zk.get_topic_assignment(topic)
+        if current is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{topic}' does not exist.")
+        if await self._zk.is_topic_marked_for_deletion(topic):
+            raise InvalidTopicExceptionError(f"The topic '{topic}' is queued for deletion.")
+        existing = current.value.partitions
+        old_count = len(existing)
+        increment = num_partitions - old_count
+        if increment < 0:
+            raise InvalidPartitionsError(
+                f"Topic currently has {old_count} partitions, which is higher than the "
+                f"requested {num_partitions}."
+            )
+        if increment == 0:
+            raise InvalidPartitionsError(f"Topic already has {old_count} partitions.")
+        if 0 not in existing:
+            raise InvalidReplicaAssignmentError(
+                f"Unexpected existing replica assignment for topic '{topic}', partition id 0 "
+                "is missing."
+            )
+        broker_ids = await self.get_broker_ids()
+        partition0 = existing[0].replicas
+        if replica_assignment is not None:
+            assigned = {b for replicas in replica_assignment for b in replicas}
+            unknown = sorted(assigned - set(broker_ids))
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+                )
+            if len(replica_assignment) != increment:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {increment} but "
+                    f"{len(replica_assignment)} assignments provided."
+                )
+            new_partitions = {
+                old_count + i: tuple(replicas) for i, replicas in enumerate(replica_assignment)
+            }
+            _validate_replica_assignment(new_partitions, len(partition0), set(broker_ids))
+        else:
+            start_index = next(
+                (i for i, b in enumerate(broker_ids) if b >= partition0[0]), 0
+            )
+            new_partitions = assign_replicas_to_brokers(
+                broker_ids,
+                increment,
+                len(partition0),
+                fixed_start_index=start_index,
+                start_partition_id=old_count,
+            )
+        combined: dict[int, ReplicaAssignment] = dict(existing)
+        combined.update({p: ReplicaAssignment(r) for p, r in new_partitions.items()})
+        if not validate_only:
+            logger.info(
+                "Creating %s partitions for '%s' with the following replica assignment: %s.",
+                increment,
+                topic,
+                _format_assignment(new_partitions),
+            )
+            await self._zk.set_topic_assignment(topic, current.value.topic_id, combined)
+        return {p: a.replicas for p, a in sorted(combined.items())}
+
+    # -- configs --------------------------------------------------------------------------------
+
+    async def fetch_entity_config(self, entity_type: str, entity_name: str) -> dict[str, str]:
+        return await self._zk.get_entity_configs(entity_type, entity_name)
+
+    async def get_all_topic_configs(self) -> dict[str, dict[str, str]]:
+        return await self._zk.get_topic_configs(await self._zk.get_all_topics_in_cluster())
+
+    async def change_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Replace the topic's overrides with ``configs`` (the complete new set) and notify
+        the brokers."""
+        validate_topic_name(topic)
+        if not await self._zk.topic_exists(topic):
+            raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+        self._validate_topic_config(configs)
+        await self._change_entity_config(ConfigType.TOPIC, topic, configs)
+
+    async def change_broker_config(
+        self, broker_id: int | None, configs: Mapping[str, str]
+    ) -> None:
+        """Replace a broker's dynamic overrides (``None``: the cluster-wide default,
+        ``/config/brokers/<default>``) and notify the brokers."""
+        if self._validate_broker_config is not None:
+            self._validate_broker_config(configs)
+        name = ConfigEntityZNode.DEFAULT_ENTITY_NAME if broker_id is None else str(broker_id)
+        await self._change_entity_config(ConfigType.BROKER, name, configs)
+
+    async def _change_entity_config(
+        self, entity_type: str, entity_name: str, configs: Mapping[str, str]
+    ) -> None:
+        await self._zk.set_or_create_entity_configs(entity_type, entity_name, configs)
+        await self._zk.create_config_change_notification(f"{entity_type}/{entity_name}")
+
+
+def _validate_replica_assignment(
+    assignment: Mapping[int, Sequence[int]], expected_replication_factor: int, brokers: set[int]
+) -> None:
+    for partition, replicas in assignment.items():
+        if not replicas:
+            raise InvalidReplicaAssignmentError(
+                f"Cannot have replication factor of 0 for partition id {partition}."
+            )
+        if len(replicas) != len(set(replicas)):
+            raise InvalidReplicaAssignmentError(
+                "Duplicate brokers not allowed in replica assignment: "
+                f"{', '.join(map(str, replicas))} for partition id {partition}."
+            )
+        if not set(replicas) <= brokers:
+            raise BrokerNotAvailableError(
+                f"Some brokers specified for partition id {partition} are not available. "
+                f"Specified brokers: {', '.join(map(str, replicas))}, available brokers: "
+                f"{', '.join(map(str, sorted(brokers)))}."
+            )
+    bad = sorted(
+        (p, len(r)) for p, r in assignment.items() if len(r) != expected_replication_factor
+    )
+    if bad:
+        raise InvalidReplicaAssignmentError(
+            "Inconsistent replication factor between partitions, partition 0 has "
+            f"{expected_replication_factor} while partitions [{', '.join(str(p) for p, _ in bad)}] "
+            f"have replication factors [{', '.join(str(n) for _, n in bad)}], respectively."
+        )
+
+
+def _format_assignment(assignment: Mapping[int, Sequence[int]]) -> str:
+    return ", ".join(
+        f"{p} -> [{', '.join(map(str, replicas))}]" for p, replicas in sorted(assignment.items())
+    )
