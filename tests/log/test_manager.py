@@ -1,0 +1,258 @@
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from twisted.internet.task import Clock
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.log.config import LogConfig, LogManagerConfig
+from kafkaclone.log.manager import (
+    CLEAN_SHUTDOWN_FILE,
+    InconsistentBrokerMetadataError,
+    LogManager,
+)
+from kafkaclone.protocol.errors import InconsistentClusterIdError, KafkaStorageError
+from tests.log.conftest import START_SECONDS, make_batch, values_of
+
+T0 = int(START_SECONDS * 1000)
+TP0 = TopicPartition("orders", 0)
+TP1 = TopicPartition("orders", 1)
+
+ManagerFactory = Callable[..., LogManager]
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> list[Path]:
+    return [tmp_path / "d1", tmp_path / "d2"]
+
+
+@pytest.fixture
+def manager(dirs: list[Path], clock: Clock) -> Iterator[ManagerFactory]:
+    started: list[LogManager] = []
+
+    def factory(props: dict[str, str] | None = None, **kwargs: object) -> LogManager:
+        all_props = {"log.dirs": ",".join(str(d) for d in dirs), "broker.id": "1"}
+        all_props.update(props or {})
+        m = LogManager(LogManagerConfig.from_props(all_props), clock=clock,
+                       **kwargs)  # type: ignore[arg-type]
+        m.startup()
+        started.append(m)
+        return m
+
+    yield factory
+    for m in started:
+        m.shutdown()
+
+
+def read_all(manager: LogManager, tp: TopicPartition) -> list[tuple[int, bytes | None]]:
+    log = manager.get_log(tp)
+    assert log is not None
+    return values_of(log.read(log.log_start_offset, 10**7).records)
+
+
+def test_new_partitions_go_to_the_dir_with_fewest(manager: ManagerFactory,
+                                                  dirs: list[Path]) -> None:
+    m = manager()
+    placed = [m.get_or_create_log(TopicPartition("t", p)).dir.parent for p in range(5)]
+    assert placed == [dirs[0], dirs[1], dirs[0], dirs[1], dirs[0]]
+    assert m.get_or_create_log(TopicPartition("t", 0)).dir == dirs[0] / "t-0"
+
+
+def test_meta_properties_and_lock(manager: ManagerFactory, dirs: list[Path],
+                                  clock: Clock) -> None:
+    manager(cluster_id="clusterA")
+    for d in dirs:
+        lines = (d / "meta.properties").read_text().splitlines()
+        assert lines[2:] == ["version=0", "broker.id=1", "cluster.id=clusterA"]
+    second = LogManager(LogManagerConfig.from_props({"log.dirs": str(dirs[0])}), clock=clock)
+    with pytest.raises(KafkaStorageError, match="can be created or validated"):
+        second.startup()  # the first manager holds the lock
+
+
+def test_inconsistent_broker_metadata(manager: ManagerFactory, dirs: list[Path]) -> None:
+    manager(cluster_id="clusterA").shutdown()
+    with pytest.raises(InconsistentBrokerMetadataError, match=r"broker\.id"):
+        manager({"broker.id": "2"})
+    with pytest.raises(InconsistentClusterIdError):
+        manager(cluster_id="clusterB")
+    m = manager()
+    assert m.cluster_id == "clusterA"
+
+
+def test_shutdown_writes_checkpoints_and_marker(manager: ManagerFactory,
+                                                dirs: list[Path]) -> None:
+    m = manager()
+    log0 = m.get_or_create_log(TP0)
+    log1 = m.get_or_create_log(TP1)
+    for _ in range(3):
+        log0.append(make_batch(2), leader_epoch=0)
+        log1.append(make_batch(1), leader_epoch=0)
+    log0.update_high_watermark(6)
+    log0.delete_records_before(2)
+    log1.update_high_watermark(2)
+    m.shutdown()
+    d1, d2 = dirs
+    assert (d1 / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders 0 6\n"
+    assert (d2 / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders 1 3\n"
+    assert (d1 / "log-start-offset-checkpoint").read_text() == "0\n1\norders 0 2\n"
+    assert (d2 / "log-start-offset-checkpoint").read_text() == "0\n0\n"
+    assert (d1 / "replication-offset-checkpoint").read_text() == "0\n1\norders 0 6\n"
+    assert (d2 / "replication-offset-checkpoint").read_text() == "0\n1\norders 1 2\n"
+    assert (d1 / CLEAN_SHUTDOWN_FILE).exists() and (d2 / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_restart_loads_logs_and_offsets(manager: ManagerFactory, dirs: list[Path]) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP0)
+    for _ in range(3):
+        log.append(make_batch(2), leader_epoch=0)
+    log.update_high_watermark(4)
+    log.delete_records_before(2)
+    before = read_all(m, TP0)
+    m.shutdown()
+    m = manager()
+    assert not (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()
+    log = m.get_log(TP0)
+    assert log is not None
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (2, 6, 4)
+    assert log.recovery_point == 6
+    assert read_all(m, TP0) == before
+
+
+def test_unclean_restart_recovers_from_recovery_point(
+    manager: ManagerFactory, dirs: list[Path], clock: Clock
+) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP0)
+    log.append(make_batch(2), leader_epoch=0)
+    m.checkpoint_recovery_offsets()
+    log.flush()
+    log.append(make_batch(2), leader_epoch=0)
+    # simulate a crash: files are left as they are, no marker, no final checkpoints
+    log.close()
+    m._started = False
+    m._unlock_dirs()
+    with open(log.active_segment.log.path, "ab") as f:
+        f.write(b"\x00" * 30)
+    m2 = manager()
+    recovered = m2.get_log(TP0)
+    assert recovered is not None and recovered.log_end_offset == 4
+    assert recovered.recovery_point == 0  # from the checkpoint, written before the flush
+
+
+def test_retention_runs_on_schedule(manager: ManagerFactory, clock: Clock) -> None:
+    m = manager({"log.retention.check.interval.ms": "60000"})
+    config = LogConfig.from_props({"retention.ms": "1000", "segment.bytes": "200",
+                                   "file.delete.delay.ms": "0"})
+    log = m.get_or_create_log(TP0, config)
+    for _ in range(4):
+        log.append(make_batch(1, timestamp=T0), leader_epoch=0)
+    log.update_high_watermark(4)
+    segments = log.num_segments
+    assert segments > 1
+    clock.advance(29)
+    assert log.num_segments == segments
+    clock.advance(2)  # the first run is 30 s after startup
+    assert log.log_start_offset == 4 and log.num_segments == 1
+
+
+def test_flush_scheduler_honours_flush_ms(manager: ManagerFactory, clock: Clock) -> None:
+    m = manager({"log.flush.scheduler.interval.ms": "1000"})
+    log = m.get_or_create_log(TP0, LogConfig.from_props({"flush.ms": "5000"}))
+    log.append(make_batch(1), leader_epoch=0)
+    clock.advance(1)
+    assert log.recovery_point == 0
+    clock.advance(5)
+    assert log.recovery_point == 1
+
+
+def test_checkpoints_on_schedule(manager: ManagerFactory, dirs: list[Path],
+                                 clock: Clock) -> None:
+    m = manager({"log.flush.offset.checkpoint.interval.ms": "10000"})
+    log = m.get_or_create_log(TP0)
+    log.append(make_batch(1), leader_epoch=0)
+    log.flush()
+    clock.advance(10)
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders 0 1\n"
+    log.update_high_watermark(1)
+    clock.advance(5)
+    assert (dirs[0] / "replication-offset-checkpoint").read_text() == "0\n1\norders 0 1\n"
+
+
+def test_async_delete_renames_then_removes(manager: ManagerFactory, dirs: list[Path],
+                                           clock: Clock) -> None:
+    m = manager()
+    m.get_or_create_log(TP0, LogConfig.from_props({"file.delete.delay.ms": "5000"}))
+    m.get_or_create_log(TP1).append(make_batch(1), leader_epoch=0)
+    deleted = m.async_delete(TP0)
+    assert deleted is not None and m.get_log(TP0) is None
+    names = os.listdir(dirs[0])
+    doomed = [n for n in names if n.endswith("-delete")]
+    assert len(doomed) == 1 and re.fullmatch(r"orders-0\.[0-9a-f]{32}-delete", doomed[0])
+    assert "orders" not in (dirs[0] / "recovery-point-offset-checkpoint").read_text()
+    clock.advance(5)
+    assert not [n for n in os.listdir(dirs[0]) if n.endswith("-delete")]
+    assert m.async_delete(TP0) is None
+
+
+def test_leftover_delete_dirs_are_removed_after_startup(
+    manager: ManagerFactory, dirs: list[Path], clock: Clock
+) -> None:
+    manager().shutdown()
+    leftover = dirs[1] / ("orders-3." + "a" * 32 + "-delete")
+    leftover.mkdir()
+    (leftover / "00000000000000000000.log").write_bytes(b"")
+    m = manager()
+    assert m.get_log(TopicPartition("orders", 3)) is None
+    clock.advance(60)
+    assert not leftover.exists()
+
+
+def test_truncate_checkpoints_recovery_point(manager: ManagerFactory, dirs: list[Path]) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP0)
+    for _ in range(4):
+        log.append(make_batch(1), leader_epoch=0)
+    log.flush()
+    m.truncate_to({TP0: 2})
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders 0 2\n"
+    m.truncate_fully_and_start_at(TP0, 10)
+    assert (dirs[0] / "log-start-offset-checkpoint").read_text() == "0\n0\n"
+    assert log.log_end_offset == 10
+
+
+def test_offline_dir_is_skipped(manager: ManagerFactory, dirs: list[Path]) -> None:
+    dirs[1].parent.mkdir(parents=True, exist_ok=True)
+    dirs[1].write_text("not a directory")
+    m = manager()
+    assert m.live_log_dirs == [dirs[0]]
+    assert m.offline_log_dirs == [dirs[1]]
+    assert m.get_or_create_log(TP0).dir.parent == dirs[0]
+    with pytest.raises(KafkaStorageError, match="offline"):
+        m.get_or_create_log(TP1, is_new=False)
+
+
+def test_corrupt_checkpoint_means_full_recovery(manager: ManagerFactory,
+                                                dirs: list[Path]) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP0)
+    log.append(make_batch(3), leader_epoch=0)
+    m.shutdown()
+    (dirs[0] / "recovery-point-offset-checkpoint").write_text("garbage")
+    (dirs[0] / CLEAN_SHUTDOWN_FILE).unlink()
+    m = manager()
+    log = m.get_log(TP0)
+    assert log is not None and log.log_end_offset == 3
+
+
+def test_topic_config_update_reaches_logs(manager: ManagerFactory) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP0)
+    new = LogConfig.from_props({"retention.ms": "5"})
+    m.update_topic_config("orders", new)
+    assert log.config == new
+    assert m.get_or_create_log(TP1).config == new
