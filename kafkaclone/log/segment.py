@@ -173,6 +173,10 @@ class LogSegment:
             self._next_offset = next_offset
         return self._next_offset
 
+    def _indexes_full(self) -> bool:
+        """A full index takes no more entries; the log rolls before the next append."""
+        return self.offset_index.is_full or self.time_index.is_full
+
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX
 
@@ -198,7 +202,7 @@ class LogSegment:
             if max_timestamp > self._max_timestamp_so_far:
                 self._max_timestamp_so_far = max_timestamp
                 self._offset_of_max_timestamp_so_far = last_offset
-            if self._bytes_since_last_index_entry > interval:
+            if self._bytes_since_last_index_entry > interval and not self._indexes_full():
                 self.offset_index.append(last_offset, physical_position + position)
                 self.time_index.maybe_append(
                     self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
@@ -397,7 +401,8 @@ class LogSegment:
                 if header[8] > self._max_timestamp_so_far:
                     self._max_timestamp_so_far = header[8]
                     self._offset_of_max_timestamp_so_far = last_offset
-                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                if (valid_bytes - last_index_entry > self.index_interval_bytes
+                        and not self._indexes_full()):
                     self.offset_index.append(last_offset, valid_bytes)
                     self.time_index.maybe_append(
                         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far

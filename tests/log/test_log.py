@@ -332,3 +332,11 @@ def test_closed_log_refuses_work(open_log: LogFactory) -> None:
     log.close()
     with pytest.raises(Exception, match="closed"):
         log.append(make_batch(1), leader_epoch=0)
+
+
+def test_a_many_batch_append_never_overfills_an_index(open_log: LogFactory) -> None:
+    log = open_log({"segment.index.bytes": 8 * 2, "index.interval.bytes": 1})
+    log.append(make_batch(1) * 5, leader_epoch=0)
+    log.append(make_batch(1) * 5, leader_epoch=0)
+    assert log.log_end_offset == 10
+    assert all(s.offset_index.entries <= 2 for s in log.log_segments)
