@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
 from kafkaclone.protocol.errors import KafkaStorageError
@@ -81,8 +80,7 @@ class AppendOrigin(enum.Enum):
     REPLICATION = "replication"
 
 
-@dataclass(frozen=True)
-class LogOffsetMetadata:
+class LogOffsetMetadata(NamedTuple):
     """An offset and where its batch starts: the segment and the byte position in it."""
 
     message_offset: int
@@ -90,8 +88,7 @@ class LogOffsetMetadata:
     relative_position_in_segment: int = -1
 
 
-@dataclass(frozen=True)
-class FetchDataInfo:
+class FetchDataInfo(NamedTuple):
     """What a read returns: whole batches (``records``, possibly empty) and where the read
     started. ``first_entry_incomplete`` is never set: reads return whole batches only."""
 
@@ -100,9 +97,9 @@ class FetchDataInfo:
     first_entry_incomplete: bool = False
 
 
-@dataclass(frozen=True)
-class LogAppendInfo:
-    """The outcome of an append, as Kafka's LogAppendInfo reports it."""
+class LogAppendInfo(NamedTuple):
+    """The outcome of an append, as Kafka's LogAppendInfo reports it. (The result types
+    are NamedTuples: one is made per append or read, and they are the cheapest.)"""
 
     first_offset: int
     last_offset: int
@@ -117,8 +114,7 @@ class LogAppendInfo:
     last_leader_epoch: int
 
 
-@dataclass(frozen=True)
-class TimestampAndOffset:
+class TimestampAndOffset(NamedTuple):
     """A ListOffsets answer: the first record at or after a timestamp."""
 
     timestamp: int

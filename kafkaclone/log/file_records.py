@@ -53,11 +53,27 @@ def _check_header(header: BatchHeader, position: int, path: Path) -> int:
 class FileRecords:
     """The record batches of one segment file."""
 
-    def __init__(self, path: Path, *, create: bool = False, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        create: bool = False,
+        read_only: bool = False,
+        preallocate_bytes: int = 0,
+    ) -> None:
+        """Open ``path``. ``preallocate_bytes`` (Kafka's ``preallocate``) reserves the
+        space of a new file up front; the file is trimmed to its batches on close."""
         flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
         self._fd = os.open(path, flags, 0o644)
         self.path = path
+        self._read_only = read_only
         self._size = os.fstat(self._fd).st_size
+        if create and preallocate_bytes > 0 and self._size == 0:
+            try:
+                os.posix_fallocate(self._fd, 0, preallocate_bytes)
+            except BaseException:
+                self.close()
+                raise
 
     @property
     def size(self) -> int:
@@ -101,7 +117,21 @@ class FileRecords:
     def flush(self) -> None:
         os.fsync(self._fd)
 
+    def trim(self) -> None:
+        """Cut the file to its batches (drop preallocated space)."""
+        if not self._read_only and os.fstat(self._fd).st_size > self._size:
+            os.ftruncate(self._fd, self._size)
+
     def close(self) -> None:
+        if self._fd >= 0:
+            try:
+                self.trim()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+
+    def close_without_trim(self) -> None:
+        """Close, leaving the file as it is (it is about to be deleted)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -112,7 +142,7 @@ class FileRecords:
 
     def delete(self) -> bool:
         """Close and remove the file; False if it was already gone."""
-        self.close()
+        self.close_without_trim()
         try:
             os.unlink(self.path)
         except FileNotFoundError:

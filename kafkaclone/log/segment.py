@@ -109,7 +109,9 @@ class LogSegment:
     ) -> LogSegment:
         """Open (or, unless ``file_already_exists``, create) the segment's files."""
         log = FileRecords(
-            log_file(directory, base_offset, file_suffix), create=not file_already_exists
+            log_file(directory, base_offset, file_suffix),
+            create=not file_already_exists,
+            preallocate_bytes=config.segment_bytes if config.preallocate else 0,
         )
         try:
             offset_index = OffsetIndex(
@@ -334,6 +336,7 @@ class LogSegment:
         self._append_final_time_index_entry()
         self.offset_index.close()
         self.time_index.close()
+        self.log.trim()
 
     def _append_final_time_index_entry(self) -> None:
         if self._max_timestamp_so_far >= 0:
@@ -470,7 +473,7 @@ class LogSegment:
 
     def close_handlers(self) -> None:
         """Close the file without writing anything (the segment is being deleted)."""
-        self.log.close()
+        self.log.close_without_trim()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files, e.g. from ``.log`` to ``.log.deleted``."""

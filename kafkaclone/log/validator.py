@@ -20,7 +20,7 @@ from typing import Final
 from crc32c import crc32c
 
 from kafkaclone.log.common import AppendOrigin, LogAppendInfo
-from kafkaclone.log.config import LogConfig
+from kafkaclone.log.config import LONG_MAX, LogConfig
 from kafkaclone.log.file_records import BatchHeader
 from kafkaclone.protocol.errors import (
     CorruptMessageError,
@@ -209,8 +209,9 @@ def _validate_batch_timestamps(header: BatchHeader, now: int, config: LogConfig)
             "Invalid timestamp type in the record batch. Producer should not set timestamp "
             "type to LogAppendTime."
         )
-    _validate_timestamp(header[7], now, config)
-    _validate_timestamp(header[8], now, config)
+    if config.message_timestamp_difference_max_ms < LONG_MAX:
+        _validate_timestamp(header[7], now, config)
+        _validate_timestamp(header[8], now, config)
 
 
 def target_codec(config: LogConfig, header: BatchHeader) -> Codec:

@@ -214,3 +214,24 @@ def test_clean_reopen_skips_recovery(open_log: LogFactory, monkeypatch: pytest.M
     assert calls == []
     open_log(PROPS, had_clean_shutdown=False, recovery_point=15).close()
     assert calls == [10, 20]  # from the segment holding the recovery point on
+
+
+def test_preallocated_segments(open_log: LogFactory, log_dir: Path) -> None:
+    props = {**PROPS, "preallocate": "true"}
+    log = open_log(props)
+    path = segment_path(log_dir, 0)
+    assert path.stat().st_size == SIZE * 5  # reserved up front
+    for _ in range(7):
+        log.append(BATCH, leader_epoch=0)
+    assert segment_path(log_dir, 0).stat().st_size == SIZE * 5  # rolled at 5 batches
+    active = segment_path(log_dir, 10)
+    assert active.stat().st_size == SIZE * 5
+    # a crash leaves the preallocated zeros behind the data: recovery cuts them off
+    os.truncate(active, SIZE * 5)
+    log.close()
+    os.truncate(active, SIZE * 5)
+    log = open_log(props, had_clean_shutdown=False, recovery_point=0)
+    assert log.log_end_offset == 14
+    assert_consistent(log)
+    log.close()
+    assert active.stat().st_size == SIZE * 2  # a clean close trims
