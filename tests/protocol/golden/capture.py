@@ -196,6 +196,7 @@ class Captured:
     client: str
     scenario: str
     frame: bytes
+    at: float = 0.0  # seconds since the broker started
 
 
 class ClusterState:
@@ -311,12 +312,14 @@ class GoldenBroker:
         host, port = self._server.getsockname()[:2]
         self.state = ClusterState(host, port)
         self._stop = self.state.stopping
+        self._started = time.monotonic()
 
     @property
     def bootstrap(self) -> str:
         return f"{self.state.host}:{self.state.port}"
 
     def start(self) -> GoldenBroker:
+        self._started = time.monotonic()
         self._spawn(self._accept_loop, "golden-accept")
         return self
 
@@ -401,8 +404,9 @@ class GoldenBroker:
                 frame = self._recv_exact(conn, size)
                 if frame is None:
                     return
+                at = time.monotonic() - self._started
                 with self._lock:
-                    self.captured.append(Captured(self.client, self.scenario, frame))
+                    self.captured.append(Captured(self.client, self.scenario, frame, at))
                 try:
                     response = respond(self.state, frame)
                 except Unanswerable as exc:
@@ -413,11 +417,21 @@ class GoldenBroker:
                 conn.settimeout(5)
                 conn.sendall(struct.pack(">i", len(response)) + response)
                 conn.settimeout(_POLL)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client hung up, as clients do when they close
         except OSError as exc:
             if not self._stop.is_set():
                 self._problem(f"connection error: {exc}")
         finally:
             conn.close()
+
+    def request_log(self) -> str:
+        """What was asked, and when: ``METADATA v11 @0.012s, ...``."""
+        with self._lock:
+            captured = list(self.captured)
+        return ", ".join(
+            f"{_api_label(peek_request_header(c.frame)[0])} "
+            f"v{peek_request_header(c.frame)[1]} @{c.at:.3f}s" for c in captured)
 
     def _problem(self, text: str) -> None:
         log.warning("golden broker (%s/%s): %s", self.client, self.scenario, text)
@@ -710,6 +724,7 @@ class CaptureResult:
     seen: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     problems: list[str] = dataclasses.field(default_factory=list)
     skipped: list[str] = dataclasses.field(default_factory=list)
+    retried: list[str] = dataclasses.field(default_factory=list)
     frames: list[Captured] = dataclasses.field(default_factory=list)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -779,7 +794,7 @@ def _librdkafka_config(broker: GoldenBroker, **extra: Any) -> dict[str, Any]:
         "socket.timeout.ms": 3000,
         "reconnect.backoff.ms": 50,
         "reconnect.backoff.max.ms": 200,
-        "topic.metadata.refresh.interval.ms": 5000,
+        "topic.metadata.refresh.interval.ms": 1000,
         "logger": logging.getLogger("golden.librdkafka"),
     }
     config.update(extra)
@@ -803,7 +818,7 @@ def librdkafka_producer(codec: str) -> Scenario:
 
 
 def librdkafka_consumer(broker: GoldenBroker, seconds: float) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, TopicPartition
 
     deadline = _Deadline(seconds)
     consumer = Consumer(_librdkafka_config(
@@ -820,19 +835,13 @@ def librdkafka_consumer(broker: GoldenBroker, seconds: float) -> None:
         if message is None:
             raise RuntimeError("no message consumed")
         consumer.commit(message=message, asynchronous=False)
-        consumer.committed([message.topic_partition() if hasattr(message, "topic_partition")
-                            else _tp(message)], timeout=max(0.1, deadline.left()))
+        consumer.committed([TopicPartition(message.topic(), message.partition())],
+                           timeout=max(0.1, deadline.left()))
         settle = _Deadline(min(0.5, deadline.left()))  # long enough for a Heartbeat
         while settle:
             consumer.poll(0.1)
     finally:
         consumer.close()
-
-
-def _tp(message: Any) -> Any:
-    from confluent_kafka import TopicPartition
-
-    return TopicPartition(message.topic(), message.partition())
 
 
 def librdkafka_admin(broker: GoldenBroker, seconds: float) -> None:
@@ -891,6 +900,7 @@ def _kafka_python_config(broker: GoldenBroker, seconds: float) -> dict[str, Any]
         "retry_backoff_ms": 50,
         "reconnect_backoff_ms": 50,
         "reconnect_backoff_max_ms": 200,
+        "metadata_max_age_ms": 1000,
     }
 
 
@@ -1036,10 +1046,18 @@ def scenarios() -> list[ScenarioSpec]:
     return out
 
 
-def capture(clients: Iterable[str] = tuple(CLIENT_IDS), seconds: float = 8.0) -> CaptureResult:
-    """Drive every client scenario against a fresh GoldenBroker; collect the frames."""
+def capture(clients: Iterable[str] = tuple(CLIENT_IDS), seconds: float = 8.0,
+            budget: float = 120.0, attempts: int = 2) -> CaptureResult:
+    """Drive every client scenario against a fresh GoldenBroker; collect the frames.
+
+    Each scenario gets ``seconds`` at most, and another try (``attempts`` in all) when the
+    client did not finish, since clients have timing races of their own; a frame the broker
+    could not decode or answer is a problem whatever the try. Once ``budget`` seconds have
+    gone by, the scenarios left are skipped.
+    """
     wanted = set(clients)
     result = CaptureResult()
+    overall = _Deadline(budget)
     for spec in scenarios():
         if spec.client not in wanted:
             continue
@@ -1049,16 +1067,33 @@ def capture(clients: Iterable[str] = tuple(CLIENT_IDS), seconds: float = 8.0) ->
             result.skipped.append(f"{label}: kafkaclone does not declare {', '.join(missing)}")
             continue
         started = time.monotonic()
-        broker = GoldenBroker(spec.client, spec.name).start()
-        try:
-            spec.run(broker, seconds)
-        except Exception as exc:
-            result.problems.append(f"{label}: {exc!r}")
-        finally:
-            broker.stop()
-            result.add(broker)
-            result.seconds[label] = time.monotonic() - started
+        for attempt in range(1, attempts + 1):
+            if overall.left() < 1:
+                result.skipped.append(f"{label}: the {budget:.0f} s budget is spent")
+                break
+            failure = _run_scenario(spec, min(seconds, overall.left()), result)
+            if failure is None:
+                break
+            if attempt < attempts:
+                result.retried.append(f"{label}: {failure}")
+            else:
+                result.problems.append(f"{label}: {failure}")
+        result.seconds[label] = time.monotonic() - started
     return result
+
+
+def _run_scenario(spec: ScenarioSpec, seconds: float, result: CaptureResult) -> str | None:
+    """One try of a scenario; what went wrong, or None."""
+    broker = GoldenBroker(spec.client, spec.name).start()
+    failure = None
+    try:
+        spec.run(broker, seconds)
+    except Exception as exc:
+        failure = f"{exc!r}; requests: {broker.request_log()}"
+    finally:
+        broker.stop()
+        result.add(broker)
+    return failure
 
 
 def write_fixtures(result: CaptureResult, directory: Path) -> list[Path]:
@@ -1109,6 +1144,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"not re-captured: {path.name}", file=out)
     for line in result.skipped:
         print(f"skipped {line}", file=out)
+    for line in result.retried:
+        print(f"retried {line}", file=out)
     for line in result.problems:
         print(f"problem {line}", file=out)
     for client, wanted in REQUIRED.items():
