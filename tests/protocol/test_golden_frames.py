@@ -345,7 +345,7 @@ def test_live_capture(tmp_path: Path) -> None:
     """Every frame the installed clients send now round-trips; the required APIs are seen."""
     clients = [c for c in CLIENT_IDS if c != "kcat" or shutil.which("kcat")]
     threads_before = set(threading.enumerate())
-    result = capture.capture(clients, seconds=8.0)
+    result = capture.capture(clients, seconds=6.0, budget=50.0)
     written = capture.write_fixtures(result, tmp_path)
 
     assert not result.problems, result.problems
