@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import io
 import logging
-import os
 import shutil
 import socket
 import struct
@@ -654,8 +652,8 @@ def _create_topics(state: ClusterState, req: RequestFrame) -> Any:
 
 @responder(ApiKey.DELETE_TOPICS)
 def _delete_topics(state: ClusterState, req: RequestFrame) -> Any:
-    names = list(req.body.topic_names or [])
-    names += [topic.name for topic in getattr(req.body, "topics", None) or [] if topic.name]
+    # Versions 0-5 name the topics; version 6 lists them by name or id.
+    names = [*req.body.topic_names, *(topic.name for topic in req.body.topics if topic.name)]
     return _response(req, throttle_time_ms=0, responses=[
         {"name": name, "topic_id": topic_id(name), "error_code": 0, "error_message": None}
         for name in names
@@ -1129,37 +1127,32 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    result = capture(args.client or tuple(CLIENT_IDS), args.seconds)
-    written = write_fixtures(result, args.out)
-    out = io.StringIO()
-    for path in written:
-        print(f"wrote {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}"
-              f" ({path.stat().st_size} bytes)", file=out)
-    stale = [p for p in fixture_paths(args.out) if p.name not in result.fixtures]
-    for path in stale:
+    clients = args.client or list(CLIENT_IDS)
+    result = capture(clients, args.seconds)
+    for path in write_fixtures(result, args.out):
+        print(f"wrote {path} ({path.stat().st_size} bytes)")
+    for path in fixture_paths(args.out):
+        if path.name in result.fixtures:
+            continue
         if args.prune:
             path.unlink()
-            print(f"pruned {path.name}", file=out)
+            print(f"pruned {path.name}")
         else:
-            print(f"not re-captured: {path.name}", file=out)
+            print(f"not re-captured: {path.name}")
     for line in result.skipped:
-        print(f"skipped {line}", file=out)
+        print(f"skipped {line}")
     for line in result.retried:
-        print(f"retried {line}", file=out)
+        print(f"retried {line}")
     for line in result.problems:
-        print(f"problem {line}", file=out)
-    for client, wanted in REQUIRED.items():
-        if args.client and client not in args.client:
-            continue
-        lacking = sorted(wanted - result.seen.get(client, set()))
+        print(f"problem {line}")
+    for client in clients:
+        lacking = sorted(REQUIRED[client] - result.seen.get(client, set()))
         if lacking:
-            print(f"missing from {client}: {', '.join(lacking)}", file=out)
+            print(f"missing from {client}: {', '.join(lacking)}")
     for label, seconds in result.seconds.items():
-        print(f"{seconds:5.1f}s {label}", file=out)
-    sys.stdout.write(out.getvalue())
-    return 0
+        print(f"{seconds:5.1f}s {label}")
+    return 1 if result.problems else 0
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     sys.exit(main())
