@@ -227,14 +227,18 @@ class OffsetIndex(_Index):
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry; ``offset`` must be larger than the last one."""
-        if self._offsets and offset <= self.base_offset + self._offsets[-1]:
+        offsets = self._offsets
+        relative = offset - self.base_offset
+        if offsets and relative <= offsets[-1]:
             raise ValueError(
-                f"Attempt to append an offset ({offset}) to position {len(self._offsets)} "
+                f"Attempt to append an offset ({offset}) to position {len(offsets)} "
                 f"no larger than the last offset appended ({self.last_offset}) to {self.path}."
             )
-        if self.is_full:
+        if len(offsets) >= self._max_entries:
             raise ValueError(f"Attempt to append to a full index (size = {self.entries}).")
-        self._offsets.append(self._relative(offset))
+        if relative < 0 or relative > _INT32_MAX:
+            self._relative(offset)  # raises
+        offsets.append(relative)
         self._positions.append(position)
 
     def _drop_from(self, keep: int) -> None:
@@ -309,22 +313,28 @@ class TimeIndex(_Index):
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if the timestamp is larger than the last one."""
-        if not skip_full_check and self.is_full:
+        offsets, timestamps = self._offsets, self._timestamps
+        if not skip_full_check and len(offsets) >= self._max_entries:
             raise ValueError(f"Attempt to append to a full time index (size = {self.entries}).")
-        last = self.last_entry
-        if self._offsets and offset < last.offset:
-            raise ValueError(
-                f"Attempt to append an offset ({offset}) to slot {self.entries} no larger than "
-                f"the last offset appended ({last.offset}) to {self.path}."
-            )
-        if self._offsets and timestamp < last.timestamp:
-            raise ValueError(
-                f"Attempt to append a timestamp ({timestamp}) to slot {self.entries} no larger "
-                f"than the last timestamp appended ({last.timestamp}) to {self.path}."
-            )
-        if timestamp > last.timestamp:
-            self._timestamps.append(timestamp)
-            self._offsets.append(self._relative(offset))
+        relative = offset - self.base_offset
+        if offsets:
+            if relative < offsets[-1]:
+                raise ValueError(
+                    f"Attempt to append an offset ({offset}) to slot {self.entries} no larger "
+                    f"than the last offset appended ({self.last_entry.offset}) to {self.path}."
+                )
+            if timestamp < timestamps[-1]:
+                raise ValueError(
+                    f"Attempt to append a timestamp ({timestamp}) to slot {self.entries} no "
+                    f"larger than the last timestamp appended ({timestamps[-1]}) to "
+                    f"{self.path}."
+                )
+            if timestamp == timestamps[-1]:
+                return
+        elif timestamp <= NO_TIMESTAMP:
+            return
+        timestamps.append(timestamp)
+        offsets.append(self._relative(offset))
 
     def _drop_from(self, keep: int) -> None:
         del self._timestamps[keep:]

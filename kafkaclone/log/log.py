@@ -369,12 +369,13 @@ class Log:
         )
         if not analyzed.batches:
             return self._empty_append_info()
+        now = now_ms(self._clock)
         view, info = validate_and_assign_offsets(
             view,
             analyzed,
             next_offset=self.log_end_offset,
             leader_epoch=leader_epoch,
-            now=now_ms(self._clock),
+            now=now,
             config=self.config,
             origin=origin,
             log_start_offset=self._log_start_offset,
@@ -382,7 +383,7 @@ class Log:
         self._check_append_size(len(view))
         if leader_epoch >= 0:
             self._maybe_assign_epoch_start_offset(leader_epoch, info.first_offset)
-        self._write(view, info)
+        self._write(view, info, now)
         return info
 
     @_storage_errors
@@ -419,7 +420,7 @@ class Log:
         for _, header in analyzed.batches:
             if header[2] >= 0:
                 self._maybe_assign_epoch_start_offset(header[2], header[0])
-        self._write(view, info)
+        self._write(view, info, now_ms(self._clock))
         return info
 
     def _empty_append_info(self) -> LogAppendInfo:
@@ -444,9 +445,9 @@ class Log:
         if latest is None or latest.epoch != epoch or start_offset < latest.start_offset:
             self.leader_epoch_cache.assign(epoch, start_offset)
 
-    def _write(self, view: memoryview, info: LogAppendInfo) -> None:
+    def _write(self, view: memoryview, info: LogAppendInfo, now: int) -> None:
         self._check_open()
-        segment = self._maybe_roll(len(view), info)
+        segment = self._maybe_roll(len(view), info, now)
         segment.append(view)
         self._next_offset_metadata = LogOffsetMetadata(
             info.last_offset + 1, segment.base_offset, segment.size
@@ -454,7 +455,7 @@ class Log:
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
 
-    def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
+    def _maybe_roll(self, messages_size: int, info: LogAppendInfo, now: int) -> LogSegment:
         segment = self.active_segment
         config = self.config
         max_segment_ms = config.segment_ms
@@ -466,7 +467,7 @@ class Log:
             messages_size=messages_size,
             max_timestamp_in_messages=info.max_timestamp,
             max_offset_in_messages=info.last_offset,
-            now=now_ms(self._clock),
+            now=now,
         ):
             logger.debug(
                 "%s: rolling new log segment (log_size = %d/%d, offset_index_size = %d/%d, "

@@ -318,16 +318,14 @@ class LogSegment:
     ) -> bool:
         """Kafka's roll rule: the segment would grow past segment.bytes, it is older than
         segment.ms minus its jitter, an index is full, or the offsets would not fit."""
-        reached_roll_ms = (
+        size = self.log.size
+        if size > max_segment_bytes - messages_size or self._indexes_full():
+            return True
+        if not self.can_convert_to_relative_offset(max_offset_in_messages):
+            return True
+        return size > 0 and (
             self.time_waited_for_roll(now, max_timestamp_in_messages)
             > max_segment_ms - self.roll_jitter_ms
-        )
-        return (
-            self.size > max_segment_bytes - messages_size
-            or (self.size > 0 and reached_roll_ms)
-            or self.offset_index.is_full
-            or self.time_index.is_full
-            or not self.can_convert_to_relative_offset(max_offset_in_messages)
         )
 
     def on_become_inactive_segment(self) -> None:

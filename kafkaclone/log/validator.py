@@ -14,8 +14,7 @@ type and maxTimestamp (recomputing the CRC).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
@@ -76,8 +75,7 @@ class UnexpectedAppendOffsetError(UnknownServerError):
         self.last_offset = last_offset
 
 
-@dataclass(frozen=True)
-class AnalyzedRecords:
+class AnalyzedRecords(NamedTuple):
     """The framing of an append: each batch's position and header, and the valid bytes."""
 
     batches: list[tuple[int, BatchHeader]]
