@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--flush-every", type=int, default=16,
                         help="batches between fsyncs in the flushing run")
     parser.add_argument("--lookups", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="append runs; the best is reported (the first run in a fresh "
+                        "VM pays for first-touch memory)")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-log-", dir=args.dir))
@@ -92,10 +95,24 @@ def main() -> None:
     print(f"log in {root}: {count} batches of {len(batch)} bytes, "
           f"{count * len(batch) / MIB:.0f} MiB")
     try:
-        # 1. append to the page cache
+        # 1. append to the page cache (best of --repeat runs; the last log is kept)
+        best = float("inf")
         log = Log(root / "append-0", config, clock=clock)
-        seconds = fill(log, batch, count, clock)
-        report(f"append {args.batch_kb} KiB batches", seconds, count * len(batch), count)
+        for run in range(args.repeat):
+            if run:
+                log.close()
+                shutil.rmtree(root / "append-0")
+                log = Log(root / "append-0", config, clock=clock)
+            best = min(best, fill(log, batch, count, clock))
+        report(f"append {args.batch_kb} KiB batches", best, count * len(batch), count)
+        preallocated = Log(root / "prealloc-0", LogConfig.from_props({"preallocate": "true"}),
+                           clock=clock)
+        prealloc_count = min(count, 1024 * MIB // len(batch) // 4)
+        seconds = fill(preallocated, batch, prealloc_count, clock)
+        report(f"append {args.batch_kb} KiB batches, preallocate=true", seconds,
+               prealloc_count * len(batch), prealloc_count)
+        preallocated.close()
+        shutil.rmtree(root / "prealloc-0")
 
         # 2. append with a flush every N batches (a smaller log: fsync is slow)
         flushed = Log(root / "flushed-0", config, clock=clock)

@@ -364,20 +364,21 @@ class Log:
         invalid. Raises CorruptMessageError, MessageTooLargeError, RecordListTooLargeError,
         InvalidTimestampError, InvalidRecordError, UnsupportedForMessageFormatError."""
         view = _writable_view(records)
+        config = self.config
+        now = now_ms(self._clock)
         analyzed = analyze_records(
-            view, origin=origin, max_message_bytes=self.config.max_message_bytes
+            view, origin=origin, max_message_bytes=config.max_message_bytes,
+            leader_config=config, now=now,
         )
         if not analyzed.batches:
             return self._empty_append_info()
-        now = now_ms(self._clock)
         view, info = validate_and_assign_offsets(
             view,
             analyzed,
             next_offset=self.log_end_offset,
             leader_epoch=leader_epoch,
             now=now,
-            config=self.config,
-            origin=origin,
+            config=config,
             log_start_offset=self._log_start_offset,
         )
         self._check_append_size(len(view))
@@ -449,10 +450,10 @@ class Log:
         self._check_open()
         segment = self._maybe_roll(len(view), info, now)
         segment.append(view)
-        self._next_offset_metadata = LogOffsetMetadata(
-            info.last_offset + 1, segment.base_offset, segment.size
-        )
-        if self.unflushed_messages >= self.config.flush_messages:
+        end_offset = info.last_offset + 1
+        self._next_offset_metadata = LogOffsetMetadata(end_offset, segment.base_offset,
+                                                       segment.size)
+        if end_offset - self._recovery_point >= self.config.flush_messages:
             self.flush()
 
     def _maybe_roll(self, messages_size: int, info: LogAppendInfo, now: int) -> LogSegment:

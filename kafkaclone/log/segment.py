@@ -198,18 +198,20 @@ class LogSegment:
         end = len(view)
         last_offset = self.base_offset - 1
         unpack = _INDEX_FIELDS.unpack_from
+        indexes_full = self._indexes_full()
         while position < end:
             base_offset, length, last_offset_delta, max_timestamp = unpack(view, position)
             last_offset = base_offset + last_offset_delta
             if max_timestamp > self._max_timestamp_so_far:
                 self._max_timestamp_so_far = max_timestamp
                 self._offset_of_max_timestamp_so_far = last_offset
-            if self._bytes_since_last_index_entry > interval and not self._indexes_full():
+            if self._bytes_since_last_index_entry > interval and not indexes_full:
                 self.offset_index.append(last_offset, physical_position + position)
                 self.time_index.maybe_append(
                     self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
                 )
                 self._bytes_since_last_index_entry = 0
+                indexes_full = self._indexes_full()
             size = length + LOG_OVERHEAD
             self._bytes_since_last_index_entry += size
             position += size

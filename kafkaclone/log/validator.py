@@ -106,10 +106,15 @@ def analyze_records(
     origin: AppendOrigin,
     max_message_bytes: int | None,
     allow_partial_tail: bool = False,
+    leader_config: LogConfig | None = None,
+    now: int = 0,
 ) -> AnalyzedRecords:
     """Check the framing, magic, size and CRC of every batch (Kafka's
     analyzeAndValidateRecords). A trailing partial batch is CorruptMessageError unless
-    ``allow_partial_tail`` (a follower's fetch), which drops it."""
+    ``allow_partial_tail`` (a follower's fetch), which drops it.
+
+    With ``leader_config``, also make the leader's per-batch checks (LogValidator's
+    validateBatch and the timestamp checks against ``now``) in the same pass."""
     batches: list[tuple[int, BatchHeader]] = []
     end = len(view)
     position = 0
@@ -159,6 +164,9 @@ def analyze_records(
             )
         if crc32c(view[position + _ATTRIBUTES_OFFSET : position + size]) != header[4]:
             raise CorruptMessageError(f"Record is corrupt (stored crc = {header[4]})")
+        if leader_config is not None:
+            _validate_batch(header, origin)
+            _validate_batch_timestamps(header, now, leader_config)
         batches.append((position, header))
         position += size
     return AnalyzedRecords(batches, position)
@@ -267,18 +275,14 @@ def validate_and_assign_offsets(
     leader_epoch: int,
     now: int,
     config: LogConfig,
-    origin: AppendOrigin,
     log_start_offset: int,
 ) -> tuple[memoryview, LogAppendInfo]:
-    """Check every batch as the leader must, then assign offsets from ``next_offset``.
+    """Assign offsets from ``next_offset`` to batches that ``analyze_records`` checked
+    with ``leader_config`` (recompressing first if compression.type says so).
 
     ``view`` must be writable. Returns the records to write (``view`` itself, or a new
-    buffer if batches were recompressed) and the append info. Raises before changing
-    anything if any batch is invalid.
+    buffer if batches were recompressed) and the append info.
     """
-    for _, header in analyzed.batches:
-        _validate_batch(header, origin)
-        _validate_batch_timestamps(header, now, config)
     if config.compression_type != "producer" and any(
         target_codec(config, header) != header[5] & _COMPRESSION_CODEC_MASK
         for _, header in analyzed.batches
