@@ -555,7 +555,7 @@ class Log:
             )
         max_offset = end_offset if upper_bound is None else min(upper_bound, end_offset)
         if start_offset >= max_offset:
-            return FetchDataInfo(LogOffsetMetadata(start_offset), _EMPTY)
+            return FetchDataInfo(self.convert_to_offset_metadata(start_offset), _EMPTY)
         index = max(self._floor_index(start_offset), 0)
         segments = self._segments
         while index < len(segments):
@@ -566,6 +566,23 @@ class Log:
                 return fetched
             index += 1
         return FetchDataInfo(self._next_offset_metadata, _EMPTY)
+
+    @_storage_errors
+    def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset``'s batch starts: its segment and position (the log end offset's
+        is the end of the active segment). OffsetOutOfRangeError outside the log."""
+        if offset == self.log_end_offset:
+            return self._next_offset_metadata
+        if offset < self._log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Offset {offset} is out of range for partition {self.topic_partition}: "
+                f"[{self._log_start_offset}, {self.log_end_offset}]"
+            )
+        for segment in self._segments[max(self._floor_index(offset), 0):]:
+            mapping = segment.translate_offset(offset)
+            if mapping is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, mapping.position)
+        return self._next_offset_metadata
 
     @_storage_errors
     def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:

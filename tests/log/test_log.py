@@ -340,3 +340,17 @@ def test_a_many_batch_append_never_overfills_an_index(open_log: LogFactory) -> N
     log.append(make_batch(1) * 5, leader_epoch=0)
     assert log.log_end_offset == 10
     assert all(s.offset_index.entries <= 2 for s in log.log_segments)
+
+
+def test_offset_metadata(open_log: LogFactory) -> None:
+    size = len(make_batch(2))
+    log = open_log({"segment.bytes": size * 2})
+    for _ in range(5):
+        log.append(make_batch(2), leader_epoch=0)
+    assert log.convert_to_offset_metadata(5) == (5, 4, 0)
+    assert log.convert_to_offset_metadata(7) == (7, 4, size)
+    assert log.convert_to_offset_metadata(10) == log.log_end_offset_metadata == (10, 8, size)
+    empty = log.read(6, 100, upper_bound=6)
+    assert len(empty.records) == 0 and empty.fetch_offset_metadata == (6, 4, size)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.convert_to_offset_metadata(11)
