@@ -28,7 +28,6 @@ import subprocess
 import sys
 import threading
 import time
-import types
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -871,25 +870,6 @@ def librdkafka_admin(broker: GoldenBroker, seconds: float) -> None:
             future.result(timeout=timeout)
 
 
-def _kafka_python_snappy() -> None:
-    """kafka-python compresses snappy with python-snappy; lend it cramjam's if it is missing.
-
-    cramjam (a kafkaclone dependency) implements the same raw snappy format, and
-    kafka-python does its own xerial framing around it, so the frame is kafka-python's.
-    """
-    import kafka.codec
-
-    if kafka.codec.has_snappy():
-        return
-    import cramjam
-
-    shim = types.SimpleNamespace(
-        compress=lambda data: bytes(cramjam.snappy.compress_raw(bytes(data))),
-        decompress=lambda data: bytes(cramjam.snappy.decompress_raw(bytes(data))),
-    )
-    kafka.codec.snappy = shim
-
-
 def _kafka_python_config(broker: GoldenBroker, seconds: float) -> dict[str, Any]:
     return {
         "bootstrap_servers": broker.bootstrap,
@@ -906,8 +886,6 @@ def kafka_python_producer(codec: str) -> Scenario:
     def run(broker: GoldenBroker, seconds: float) -> None:
         from kafka import KafkaProducer
 
-        if codec == "snappy":
-            _kafka_python_snappy()
         producer = KafkaProducer(
             **_kafka_python_config(broker, seconds),
             compression_type=None if codec == "none" else codec,
