@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from kafkaclone.log import file_records
+from kafkaclone.log.file_records import FileRecords, whole_batches_length
+from kafkaclone.protocol.errors import CorruptMessageError
+from tests.log.conftest import make_batch
+
+
+def records_file(tmp_path: Path, *batches: bytes) -> FileRecords:
+    records = FileRecords(tmp_path / "00000000000000000000.log", create=True)
+    for batch in batches:
+        records.append(batch)
+    return records
+
+
+def test_append_read_truncate(tmp_path: Path) -> None:
+    a, b = make_batch(1), make_batch(3)
+    records = records_file(tmp_path, a, b)
+    try:
+        assert records.size == len(a) + len(b)
+        assert records.read(len(a), 10**6) == b
+        assert records.read(records.size, 10) == b""
+        assert records.truncate_to(len(a)) == len(b)
+        assert (tmp_path / "00000000000000000000.log").stat().st_size == len(a)
+        with pytest.raises(ValueError):
+            records.truncate_to(len(a) + 1)
+    finally:
+        records.close()
+
+
+def test_scans_stop_at_a_partial_batch(tmp_path: Path) -> None:
+    a = make_batch(2)
+    records = records_file(tmp_path, a, a, a[:40])
+    try:
+        assert [p for p, _ in records.iter_headers()] == [0, len(a)]
+        assert [p for p, _, _ in records.iter_batches()] == [0, len(a)]
+    finally:
+        records.close()
+
+
+def test_scans_cross_chunk_boundaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(file_records, "HEADER_SCAN_CHUNK", 100)
+    monkeypatch.setattr(file_records, "BATCH_SCAN_CHUNK", 150)
+    small, big = make_batch(1), make_batch(1, value_size=1000)
+    records = records_file(tmp_path, small, big, small, big, big)
+    try:
+        sizes = [len(view) for _, _, view in records.iter_batches()]
+        assert sizes == [len(small), len(big), len(small), len(big), len(big)]
+        assert len(list(records.iter_headers())) == 5
+    finally:
+        records.close()
+
+
+def test_scans_refuse_impossible_lengths(tmp_path: Path) -> None:
+    bad = bytearray(make_batch(1))
+    struct.pack_into(">i", bad, 8, 20)
+    records = records_file(tmp_path, make_batch(1), bytes(bad))
+    try:
+        with pytest.raises(CorruptMessageError):
+            list(records.iter_headers())
+        with pytest.raises(CorruptMessageError):
+            list(records.iter_batches())
+    finally:
+        records.close()
+
+
+def test_whole_batches_length() -> None:
+    a, b = make_batch(1), make_batch(1, base_offset=1)
+    data = a + b + a[:10]
+    assert whole_batches_length(data) == len(a) + len(b)
+    assert whole_batches_length(data, max_offset=1) == len(a)
+    corrupt = bytearray(a + b)
+    corrupt[len(a) + 70] ^= 1
+    assert whole_batches_length(bytes(corrupt), verify_crc=True) == len(a)
+    corrupt[70] ^= 1
+    with pytest.raises(CorruptMessageError):
+        whole_batches_length(bytes(corrupt), verify_crc=True)
+
+
+def test_read_only_files_are_never_trimmed(tmp_path: Path) -> None:
+    records = records_file(tmp_path, make_batch(1))
+    records.close()
+    path = tmp_path / "00000000000000000000.log"
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 7)
+    reader = FileRecords(path, read_only=True)
+    reader.close()
+    assert path.stat().st_size == len(make_batch(1)) + 7
