@@ -46,7 +46,7 @@ def make_batch(
 
 
 def batches_of(data: bytes | memoryview) -> list[RecordBatch]:
-    return [b for b in iter_batches(data, allow_partial_tail=False)]  # type: ignore[misc]
+    return [b for b in iter_batches(data, allow_partial_tail=False) if isinstance(b, RecordBatch)]
 
 
 def values_of(data: bytes | memoryview) -> list[tuple[int, bytes | None]]:
