@@ -131,10 +131,10 @@ class Log:
             )
             next_offset = self._load_segments(had_clean_shutdown)
         except OSError as exc:
-            self._close_segments()
+            self._abandon_segments()
             raise KafkaStorageError(f"Error while loading log dir {self.dir}: {exc}") from exc
         except BaseException:
-            self._close_segments()
+            self._abandon_segments()
             raise
         self._next_offset_metadata = LogOffsetMetadata(
             next_offset, self.active_segment.base_offset, self.active_segment.size
@@ -797,6 +797,11 @@ class Log:
                 segment.close()
             except (OSError, KafkaError):
                 logger.exception("%s: error closing segment %s", self.dir, segment)
+
+    def _abandon_segments(self) -> None:
+        """Close the files of a log that failed to load, writing nothing."""
+        for segment in self._segments:
+            segment.close_handlers()
 
     def _cancel_scheduled(self) -> None:
         for call in self._scheduled:
