@@ -256,3 +256,17 @@ def test_topic_config_update_reaches_logs(manager: ManagerFactory) -> None:
     m.update_topic_config("orders", new)
     assert log.config == new
     assert m.get_or_create_log(TP1).config == new
+
+
+def test_a_dir_whose_logs_fail_to_load_goes_offline(manager: ManagerFactory,
+                                                    dirs: list[Path]) -> None:
+    m = manager()
+    m.get_or_create_log(TP0).append(make_batch(1), leader_epoch=0)
+    m.get_or_create_log(TP1).append(make_batch(1), leader_epoch=0)
+    m.shutdown()
+    (dirs[0] / "orders-0" / "leader-epoch-checkpoint").write_text("7\n1\n0 0\n")
+    m = manager()
+    assert m.offline_log_dirs == [dirs[0]]
+    assert m.get_log(TP0) is None
+    log1 = m.get_log(TP1)
+    assert log1 is not None and log1.log_end_offset == 1
