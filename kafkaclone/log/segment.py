@@ -185,41 +185,43 @@ class LogSegment:
     # -- append --
 
     def append(self, records: bytes | bytearray | memoryview) -> None:
-        """Append whole batches (offsets already assigned) and index them."""
+        """Append whole batches (offsets already assigned) and index them. The batches are
+        written first, so a failed write leaves the indexes as they were."""
         view = memoryview(records)
         if not view:
             return
-        physical_position = self.log.size
-        if physical_position == 0:
-            first_max_timestamp = _INDEX_FIELDS.unpack_from(view, 0)[3]
-            self._rolling_based_timestamp = first_max_timestamp
-        interval = self.index_interval_bytes
+        batches = []  # (position in view, size, last offset, max timestamp)
         position = 0
         end = len(view)
-        last_offset = self.base_offset - 1
         unpack = _INDEX_FIELDS.unpack_from
-        indexes_full = self._indexes_full()
         while position < end:
             base_offset, length, last_offset_delta, max_timestamp = unpack(view, position)
-            last_offset = base_offset + last_offset_delta
+            size = length + LOG_OVERHEAD
+            batches.append((position, size, base_offset + last_offset_delta, max_timestamp))
+            position += size
+        last_offset = batches[-1][2]
+        if not self.can_convert_to_relative_offset(last_offset):
+            raise ValueError(
+                f"Offset {last_offset} cannot be stored in the segment at {self.base_offset}"
+            )
+        physical_position = self.log.size
+        self.log.append(view)
+        if physical_position == 0:
+            self._rolling_based_timestamp = batches[0][3]
+        interval = self.index_interval_bytes
+        indexes_full = self._indexes_full()
+        for position, size, batch_last_offset, max_timestamp in batches:
             if max_timestamp > self._max_timestamp_so_far:
                 self._max_timestamp_so_far = max_timestamp
-                self._offset_of_max_timestamp_so_far = last_offset
+                self._offset_of_max_timestamp_so_far = batch_last_offset
             if self._bytes_since_last_index_entry > interval and not indexes_full:
-                self.offset_index.append(last_offset, physical_position + position)
+                self.offset_index.append(batch_last_offset, physical_position + position)
                 self.time_index.maybe_append(
                     self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
                 )
                 self._bytes_since_last_index_entry = 0
                 indexes_full = self._indexes_full()
-            size = length + LOG_OVERHEAD
             self._bytes_since_last_index_entry += size
-            position += size
-        if not self.can_convert_to_relative_offset(last_offset):
-            raise ValueError(
-                f"Offset {last_offset} cannot be stored in the segment at {self.base_offset}"
-            )
-        self.log.append(view)
         self._next_offset = last_offset + 1
 
     # -- reads --
