@@ -26,9 +26,6 @@ from kafkaclone.protocol.schema import Message
 from tests.protocol.admin_helpers import (
     NO_TAGS,
     array,
-    assert_every_field_set,
-    assert_kio_agrees,
-    at_version,
     boolean,
     classes,
     compact_array,
@@ -39,11 +36,16 @@ from tests.protocol.admin_helpers import (
     i32,
     i64,
     int32s,
+    string,
+)
+from tests.protocol.kio_helpers import (
+    assert_every_field_set,
+    assert_kio_agrees,
+    at_version,
     kio_class,
     kio_decode,
     kio_encode,
     round_trip,
-    string,
 )
 
 pytestmark = pytest.mark.timeout(30)

@@ -18,19 +18,16 @@ import pytest
 
 from kafkaclone.protocol.errors import DecodeError
 from kafkaclone.protocol.schema import Message
-from tests.protocol.data_path_helpers import (
+from tests.protocol.data_path_helpers import compiled, normalise, positional, versions
+from tests.protocol.kio_helpers import (
     assert_every_field_set,
-    compiled,
+    at_version,
     from_kio,
     kio_decode,
     kio_encode,
     kio_types,
-    normalise,
-    positional,
-    project,
     round_trip,
     to_kio,
-    versions,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -317,8 +314,8 @@ def test_modules_are_registered() -> None:
 @pytest.mark.parametrize(("module", "kind", "version"), CASES)
 def test_every_field_round_trips(module: str, kind: str, version: int) -> None:
     message = _message(module, kind)
-    obj = project(message, FULL[module, kind](), version)
-    assert_every_field_set(message, obj, version)
+    obj = at_version(message, FULL[module, kind](), version)
+    assert_every_field_set(message, obj, version, in_every_element=True)
     round_trip(message, obj, version)
 
 
@@ -327,8 +324,8 @@ def test_fields_a_version_lacks_are_not_sent(module: str, kind: str, version: in
     message = _message(module, kind)
     full = FULL[module, kind]()
     encoded = message.encode(full, version)
-    assert encoded == message.encode(project(message, full, version), version)
-    assert message.decode_exact(encoded, version) == project(message, full, version)
+    assert encoded == message.encode(at_version(message, full, version), version)
+    assert message.decode_exact(encoded, version) == at_version(message, full, version)
 
 
 # --- against kio -------------------------------------------------------------------------------
@@ -342,7 +339,7 @@ def _kio_type(module: str, kind: str, version: int) -> type[Any]:
 @pytest.mark.parametrize(("module", "kind", "version"), KIO_CASES)
 def test_kio_reads_what_we_write(module: str, kind: str, version: int) -> None:
     message = _message(module, kind)
-    ours = project(message, FULL[module, kind](), version)
+    ours = at_version(message, FULL[module, kind](), version)
     theirs = kio_decode(_kio_type(module, kind, version), message.encode(ours, version))
     assert from_kio(message, theirs, version) == ours
     assert theirs == to_kio(message, ours, version, _kio_type(module, kind, version))
@@ -351,7 +348,7 @@ def test_kio_reads_what_we_write(module: str, kind: str, version: int) -> None:
 @pytest.mark.parametrize(("module", "kind", "version"), KIO_CASES)
 def test_we_read_what_kio_writes(module: str, kind: str, version: int) -> None:
     message = _message(module, kind)
-    ours = project(message, FULL[module, kind](), version)
+    ours = at_version(message, FULL[module, kind](), version)
     theirs = to_kio(message, ours, version, _kio_type(module, kind, version))
     data = kio_encode(theirs)
     assert message.decode_exact(data, version) == ours
@@ -415,7 +412,7 @@ def _legacy_struct(module: str, kind: str, version: int) -> Any:
 @pytest.mark.parametrize(("module", "kind", "version"), LEGACY_CASES)
 def test_kafka_python_agrees_on_old_versions(module: str, kind: str, version: int) -> None:
     message = _message(module, kind)
-    ours = project(message, FULL[module, kind](), version)
+    ours = at_version(message, FULL[module, kind](), version)
     struct = _legacy_struct(module, kind, version)
     values = positional(message, ours, version)
     data = struct(*values).encode()

@@ -15,7 +15,7 @@ from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.errors import DecodeError, UnsupportedVersionError
 from kafkaclone.protocol.messages import consumer_protocol as cp
-from tests.protocol.groups_helpers import (
+from tests.protocol.kio_helpers import (
     assert_every_field_set,
     assert_kio_agrees,
     from_kio,
@@ -503,7 +503,7 @@ def test_our_reading_of_kio_offset_commit_v2_request() -> None:
         OffsetCommitRequest.encode(offset_commit_request(2), 2), 2)
     entity = kio_decode(cls, OffsetCommitRequest.encode(ours, 2))
     assert entity.retention_time == datetime.timedelta(days=1)
-    assert from_kio(entity, OffsetCommitRequest).retention_time_ms == 86_400_000
+    assert from_kio(OffsetCommitRequest, entity, 2).retention_time_ms == 86_400_000
 
 
 # --- hand-written bytes --------------------------------------------------------------------
