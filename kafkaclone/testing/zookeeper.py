@@ -295,14 +295,19 @@ class ZooKeeperServer:
             MAIN_CLASS,
             str(self.config_path),
         ]
-        self._log_file = open(self.log_path, "ab")  # closed in stop()
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a ^C in the test runner reaches us, not the JVM
-        )
+        log_file = open(self.log_path, "ab")  # closed in stop()
+        try:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a ^C in the test runner reaches us, not the JVM
+            )
+        except BaseException:
+            log_file.close()
+            raise
+        self._log_file = log_file
 
     def _wait_until_serving(self) -> None:
         deadline = time.monotonic() + self.startup_timeout

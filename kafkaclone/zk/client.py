@@ -567,8 +567,10 @@ class KafkaZkClient:
         await self.create_recursive(path, throw_if_path_exists=False)
 
     async def create_sequential_persistent_path(self, path: str, data: bytes) -> str:
-        """Create ``<path><10-digit sequence>``; the created path."""
-        created = await self._call(lambda: self._zk.create_async(path, data, sequence=True))
+        """Create ``<path><10-digit sequence>`` (and missing parents); the created path."""
+        created = await self._call(
+            lambda: self._zk.create_async(path, data, sequence=True, makepath=True)
+        )
         return str(created)
 
     async def conditional_update_path(
@@ -720,6 +722,9 @@ class KafkaZkClient:
             )
             if not isinstance(results[0], Exception) and not isinstance(results[1], Exception):
                 return results[1]
+            if isinstance(results[0], NoNodeError):  # no parent yet
+                await self.make_sure_persistent_path_exists(path.rsplit("/", 1)[0] or "/")
+                continue
             if not isinstance(results[0], NodeExistsError):
                 error = results[0] if isinstance(results[0], Exception) else results[1]
                 raise error

@@ -1,0 +1,332 @@
+"""AdminZkClient against a real ZooKeeper: Kafka's bytes on success, Kafka's errors and
+nothing written on failure, and Kafka's replica placement."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from kafkaclone.protocol.errors import (
+    BrokerNotAvailableError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicExceptionError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kafkaclone.zk.admin import (
+    AdminZkClient,
+    assign_replicas_to_brokers,
+    has_collision,
+    validate_topic_name,
+)
+from kafkaclone.zk.client import KafkaZkClient
+from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
+from kafkaclone.zk.znodes import BrokerId, BrokerInfo, EndPoint, kafka_uuid_from_string
+from tests.zk.conftest import run
+
+TOPIC_ID = kafka_uuid_from_string("cMr3GpVESX2L3byPGf93lQ")
+
+
+@pytest.fixture
+def admin(zk_client: KafkaZkClient) -> AdminZkClient:
+    run(zk_client.create_top_level_paths())
+    for broker_id in (1, 2, 3):
+        endpoint = EndPoint("h", 9090 + broker_id, "PLAINTEXT", "PLAINTEXT")
+        run(zk_client.register_broker(BrokerInfo(BrokerId(broker_id), (endpoint,))))
+    return AdminZkClient(zk_client, rng=random.Random(7))
+
+
+def tree(zk: KazooClient, path: str = "/") -> dict[str, tuple[bytes, int]]:
+    """Every znode with its data and version (what "nothing written" compares)."""
+    result = {}
+    for child in zk.get_children(path):
+        child_path = f"{path.rstrip('/')}/{child}"
+        data, stat = zk.get(child_path)
+        result[child_path] = (data, stat.version)
+        result.update(tree(zk, child_path))
+    return result
+
+
+# -- replica placement (Kafka's AdminUtils) -------------------------------------------------------
+
+
+def test_assignment_of_kafkas_documented_example() -> None:
+    # AdminUtils' scaladoc: 5 brokers, 10 partitions, 3 replicas, start at broker-0
+    assignment = assign_replicas_to_brokers([0, 1, 2, 3, 4], 10, 3, fixed_start_index=0)
+    assert assignment == {
+        0: (0, 1, 2), 1: (1, 2, 3), 2: (2, 3, 4), 3: (3, 4, 0), 4: (4, 0, 1),
+        5: (0, 2, 3), 6: (1, 3, 4), 7: (2, 4, 0), 8: (3, 0, 1), 9: (4, 1, 2),
+    }  # fmt: skip
+
+
+def test_assignment_with_fixed_start_and_shift() -> None:
+    # worked by hand from Kafka's algorithm: start index 2, first shift 1, 4 brokers
+    assert assign_replicas_to_brokers(
+        [10, 20, 30, 40], 5, 2, fixed_start_index=2, fixed_replica_shift=1
+    ) == {0: (30, 10), 1: (40, 20), 2: (10, 30), 3: (20, 40), 4: (30, 20)}
+    assert assign_replicas_to_brokers([1, 2, 3], 6, 3, fixed_start_index=0) == {
+        0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2), 3: (1, 3, 2), 4: (2, 1, 3), 5: (3, 2, 1),
+    }  # fmt: skip
+    # continuing a topic from partition 3, as partition additions do
+    assert assign_replicas_to_brokers(
+        [1, 2, 3], 2, 3, fixed_start_index=0, start_partition_id=3
+    ) == {3: (1, 3, 2), 4: (2, 1, 3)}
+
+
+def test_random_assignment_spreads_leaders_and_replicas() -> None:
+    for seed in range(20):
+        assignment = assign_replicas_to_brokers([1, 2, 3, 4], 8, 3, rng=random.Random(seed))
+        assert sorted(assignment) == list(range(8))
+        assert all(len(set(replicas)) == 3 for replicas in assignment.values())
+        assert Counter(replicas[0] for replicas in assignment.values()) == {1: 2, 2: 2, 3: 2, 4: 2}
+        assert Counter(b for r in assignment.values() for b in r) == {1: 6, 2: 6, 3: 6, 4: 6}
+
+
+@pytest.mark.parametrize(
+    ("partitions", "replication_factor", "error"),
+    [
+        (0, 1, InvalidPartitionsError),
+        (-1, 1, InvalidPartitionsError),
+        (1, 0, InvalidReplicationFactorError),
+        (1, 4, InvalidReplicationFactorError),
+    ],
+)
+def test_assignment_errors(partitions: int, replication_factor: int, error: type) -> None:
+    with pytest.raises(error):
+        assign_replicas_to_brokers([1, 2, 3], partitions, replication_factor)
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "a" * 250, "a/b", "with space", "ünïcode", "tab\t", "a:b"]
+)
+def test_illegal_topic_names(name: str) -> None:
+    with pytest.raises(InvalidTopicExceptionError):
+        validate_topic_name(name)
+
+
+def test_legal_topic_names() -> None:
+    for name in ("a", "a" * 249, "My_Topic-1.v2", "...", "__consumer_offsets"):
+        validate_topic_name(name)
+    assert has_collision("a.b", "a_b")
+    assert not has_collision("a.b", "a-b")
+
+
+# -- create_topic ---------------------------------------------------------------------------------
+
+
+def test_create_topic_writes_kafkas_json(admin: AdminZkClient, zk: KazooClient) -> None:
+    created = run(
+        admin.create_topic(
+            "demo",
+            6,
+            3,
+            {"cleanup.policy": "compact", "min.insync.replicas": "2"},
+            fixed_start_index=0,
+            topic_id=TOPIC_ID,
+        )
+    )
+    assert created.topic_id == TOPIC_ID
+    assert created.replicas() == {
+        0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2), 3: (1, 3, 2), 4: (2, 1, 3), 5: (3, 2, 1),
+    }  # fmt: skip
+    assert zk.get("/brokers/topics/demo")[0] == (
+        b'{"partitions":{"0":[1,2,3],"1":[2,3,1],"2":[3,1,2],"3":[1,3,2],"4":[2,1,3],'
+        b'"5":[3,2,1]},"topic_id":"cMr3GpVESX2L3byPGf93lQ","adding_replicas":{},'
+        b'"removing_replicas":{},"version":3}'
+    )
+    assert zk.get("/config/topics/demo")[0] == (
+        b'{"version":1,"config":{"cleanup.policy":"compact","min.insync.replicas":"2"}}'
+    )
+    # the config is written before the assignment, as in Kafka
+    assert zk.exists("/config/topics/demo").czxid < zk.exists("/brokers/topics/demo").czxid
+
+
+def test_create_topic_without_configs_still_writes_an_empty_config(
+    admin: AdminZkClient, zk: KazooClient
+) -> None:
+    created = run(admin.create_topic("t", 3, 2))
+    assert zk.get("/config/topics/t")[0] == b'{"version":1,"config":{}}'
+    written = json.loads(zk.get("/brokers/topics/t")[0])
+    assert kafka_uuid_from_string(written["topic_id"]) == created.topic_id
+    assert {int(p): tuple(r) for p, r in written["partitions"].items()} == created.replicas()
+
+
+def test_create_topic_with_manual_assignment(admin: AdminZkClient, zk: KazooClient) -> None:
+    created = run(admin.create_topic("m", -1, -1, replica_assignment={0: [3, 1], 1: [1, 2]}))
+    assert created.replicas() == {0: (3, 1), 1: (1, 2)}
+    assert json.loads(zk.get("/brokers/topics/m")[0])["partitions"] == {"0": [3, 1], "1": [1, 2]}
+
+
+def test_validate_only_writes_nothing(admin: AdminZkClient, zk: KazooClient) -> None:
+    before = tree(zk)
+    created = run(admin.create_topic("v", 2, 2, validate_only=True))
+    assert len(created.partitions) == 2
+    assert tree(zk) == before
+
+
+INVALID_CREATES: list[tuple[str, dict[str, Any], type[KafkaError]]] = [
+    ("illegal name", {"topic": "a/b"}, InvalidTopicExceptionError),
+    ("empty name", {"topic": ""}, InvalidTopicExceptionError),
+    ("dot", {"topic": "."}, InvalidTopicExceptionError),
+    ("dot dot", {"topic": ".."}, InvalidTopicExceptionError),
+    ("too long", {"topic": "x" * 250}, InvalidTopicExceptionError),
+    ("RF above live brokers", {"replication_factor": 4}, InvalidReplicationFactorError),
+    ("RF zero", {"replication_factor": 0}, InvalidReplicationFactorError),
+    ("zero partitions", {"partitions": 0}, InvalidPartitionsError),
+    ("negative partitions", {"partitions": -3}, InvalidPartitionsError),
+    ("unknown config", {"configs": {"no.such.config": "1"}}, InvalidConfigError),
+    ("bad config value", {"configs": {"cleanup.policy": "sometimes"}}, InvalidConfigError),
+    ("duplicate create", {"topic": "existing"}, TopicAlreadyExistsError),
+    ("collision", {"topic": "col.lide"}, InvalidTopicExceptionError),
+    (
+        "non-consecutive partitions",
+        {"replica_assignment": {0: [1], 2: [2]}},
+        InvalidReplicaAssignmentError,
+    ),
+    ("duplicate replicas", {"replica_assignment": {0: [1, 1]}}, InvalidReplicaAssignmentError),
+    (
+        "inconsistent replication factor",
+        {"replica_assignment": {0: [1, 2], 1: [1]}},
+        InvalidReplicaAssignmentError,
+    ),
+    ("empty replicas", {"replica_assignment": {0: []}}, InvalidReplicaAssignmentError),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_args", "error"),
+    [pytest.param(args, error, id=name) for name, args, error in INVALID_CREATES],
+)
+def test_invalid_creates_raise_kafkas_error_and_write_nothing(
+    admin: AdminZkClient, zk: KazooClient, request_args: dict[str, Any], error: type[KafkaError]
+) -> None:
+    run(admin.create_topic("existing", 1, 1))
+    run(admin.create_topic("col_lide", 1, 1))
+    before = tree(zk)
+    args: dict[str, Any] = {"topic": "new-topic", "partitions": 3, "replication_factor": 3}
+    args.update(request_args)
+    with pytest.raises(error):
+        run(admin.create_topic(**args))
+    assert tree(zk) == before
+
+
+def test_error_codes_are_kafkas() -> None:
+    assert InvalidTopicExceptionError.code == 17
+    assert TopicAlreadyExistsError.code == 36
+    assert InvalidPartitionsError.code == 37
+    assert InvalidReplicationFactorError.code == 38
+    assert InvalidReplicaAssignmentError.code == 39
+    assert InvalidConfigError.code == 40
+
+
+# -- delete_topic, add_partitions -----------------------------------------------------------------
+
+
+def test_delete_topic(admin: AdminZkClient, zk: KazooClient) -> None:
+    run(admin.create_topic("t", 1, 1))
+    run(admin.delete_topic("t"))
+    assert zk.get("/admin/delete_topics/t")[0] == b""
+    with pytest.raises(TopicAlreadyMarkedForDeletionError):
+        run(admin.delete_topic("t"))
+    with pytest.raises(UnknownTopicOrPartitionError):
+        run(admin.delete_topic("never-created"))
+    assert zk.get_children("/admin/delete_topics") == ["t"]
+
+
+def test_add_partitions_continues_kafkas_placement(admin: AdminZkClient, zk: KazooClient) -> None:
+    run(admin.create_topic("t", 3, 3, fixed_start_index=0, topic_id=TOPIC_ID))
+    assignment = run(admin.add_partitions("t", 5))
+    assert assignment == {
+        0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2), 3: (1, 3, 2), 4: (2, 1, 3),
+    }  # fmt: skip
+    written = json.loads(zk.get("/brokers/topics/t")[0])
+    assert written["topic_id"] == "cMr3GpVESX2L3byPGf93lQ"
+    assert written["partitions"]["4"] == [2, 1, 3]
+    manual = run(admin.add_partitions("t", 6, [[3, 2, 1]]))
+    assert manual[5] == (3, 2, 1)
+
+
+@pytest.mark.parametrize(
+    ("count", "assignment", "error"),
+    [
+        (2, None, InvalidPartitionsError),  # a decrease
+        (3, None, InvalidPartitionsError),  # no change
+        (4, [[1, 2, 9]], InvalidReplicaAssignmentError),  # unknown broker
+        (5, [[1, 2, 3]], InvalidReplicaAssignmentError),  # wrong number of assignments
+        (4, [[1, 2]], InvalidReplicaAssignmentError),  # inconsistent replication factor
+        (4, [[1, 1, 2]], InvalidReplicaAssignmentError),  # duplicate broker
+    ],
+)
+def test_invalid_partition_additions_write_nothing(
+    admin: AdminZkClient,
+    zk: KazooClient,
+    count: int,
+    assignment: list[list[int]] | None,
+    error: type[KafkaError],
+) -> None:
+    run(admin.create_topic("t", 3, 3))
+    before = tree(zk)
+    with pytest.raises(error):
+        run(admin.add_partitions("t", count, assignment))
+    assert tree(zk) == before
+
+
+def test_add_partitions_to_a_missing_or_deleted_topic(admin: AdminZkClient) -> None:
+    with pytest.raises(UnknownTopicOrPartitionError):
+        run(admin.add_partitions("nope", 3))
+    run(admin.create_topic("t", 1, 1))
+    run(admin.delete_topic("t"))
+    with pytest.raises(InvalidTopicExceptionError, match="queued for deletion"):
+        run(admin.add_partitions("t", 3))
+
+
+def test_add_partitions_checks_broker_availability(admin: AdminZkClient) -> None:
+    assert BrokerNotAvailableError.code == 8
+    run(admin.create_topic("t", 1, 1))
+    validate_only = run(admin.add_partitions("t", 2, [[2]], validate_only=True))
+    assert validate_only == {0: validate_only[0], 1: (2,)}
+
+
+# -- configs --------------------------------------------------------------------------------------
+
+
+def test_change_topic_config(admin: AdminZkClient, zk: KazooClient) -> None:
+    run(admin.create_topic("t", 1, 1))
+    run(admin.change_topic_config("t", {"retention.ms": "60000"}))
+    assert zk.get("/config/topics/t")[0] == b'{"version":1,"config":{"retention.ms":"60000"}}'
+    notifications = zk.get_children("/config/changes")
+    assert len(notifications) == 1
+    assert zk.get(f"/config/changes/{notifications[0]}")[0] == (
+        b'{"version":2,"entity_path":"topics/t"}'
+    )
+    assert run(admin.fetch_entity_config("topics", "t")) == {"retention.ms": "60000"}
+    assert run(admin.get_all_topic_configs()) == {"t": {"retention.ms": "60000"}}
+    before = tree(zk)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        run(admin.change_topic_config("u", {"retention.ms": "1"}))
+    with pytest.raises(InvalidConfigError):
+        run(admin.change_topic_config("t", {"retention.ms": "soon"}))
+    assert tree(zk) == before
+
+
+def test_change_broker_config(admin: AdminZkClient, zk: KazooClient) -> None:
+    run(admin.change_broker_config(1, {"log.cleaner.threads": "2"}))
+    run(admin.change_broker_config(None, {"log.cleaner.threads": "3"}))
+    assert zk.get("/config/brokers/1")[0] == b'{"version":1,"config":{"log.cleaner.threads":"2"}}'
+    assert json.loads(zk.get("/config/brokers/<default>")[0])["config"] == {
+        "log.cleaner.threads": "3"
+    }
+    paths = sorted(
+        json.loads(zk.get(f"/config/changes/{n}")[0])["entity_path"]
+        for n in zk.get_children("/config/changes")
+    )
+    assert paths == ["brokers/1", "brokers/<default>"]
