@@ -233,7 +233,13 @@ class ZooKeeperServer:
                     log_file.close()
 
     def restart(self) -> None:
-        """Stop, then start again on the same port with the same data."""
+        """Stop, then start again on the same port with the same data.
+
+        Beware: ZooKeeper 3.8.0 (Debian bookworm's) mishandles a client that connects while
+        it is starting up (a NullPointerException leaves the connection open and silent),
+        so a client reconnecting across a restart may wait its whole connect timeout (the
+        session timeout divided by the number of hosts) before it retries. To cut a
+        client's connection quickly, put a proxy between it and the server instead."""
         self.stop()
         self.start()
 

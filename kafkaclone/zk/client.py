@@ -257,6 +257,22 @@ class KafkaZkClient:
         )
         return cls(zk, reactor)
 
+    @staticmethod
+    async def create_chroot_if_necessary(
+        connect_string: str, reactor: ZkReactor, connection_timeout: float | None = None
+    ) -> None:
+        """Create the chroot of ``host:port/chroot`` if it is missing, as Kafka's broker does
+        before its session (kazoo, like ZooKeeper's client, expects the chroot to exist)."""
+        hosts, slash, chroot = connect_string.partition("/")
+        if not slash or not chroot.strip("/"):
+            return
+        client = KafkaZkClient.from_connect_string(hosts, reactor)
+        try:
+            await client.start(connection_timeout)
+            await client.make_sure_persistent_path_exists("/" + chroot.strip("/"))
+        finally:
+            await client.close()
+
     # -- session ---------------------------------------------------------------------------
 
     @property
@@ -716,14 +732,16 @@ class KafkaZkClient:
     async def _checked_ephemeral_create(self, path: str, data: bytes) -> Any:
         """Kafka's CheckedEphemeral: the created znode's stat, the existing one's if this
         session owns it, None if another session does."""
+        parent_created = False
         while True:
             results = await self.multi(
                 [CreateOp(path, b"", ephemeral=True), SetDataOp(path, data, 0)]
             )
             if not isinstance(results[0], Exception) and not isinstance(results[1], Exception):
                 return results[1]
-            if isinstance(results[0], NoNodeError):  # no parent yet
+            if isinstance(results[0], NoNodeError) and not parent_created:  # no parent yet
                 await self.make_sure_persistent_path_exists(path.rsplit("/", 1)[0] or "/")
+                parent_created = True
                 continue
             if not isinstance(results[0], NodeExistsError):
                 error = results[0] if isinstance(results[0], Exception) else results[1]

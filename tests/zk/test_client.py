@@ -110,6 +110,16 @@ def test_start_times_out_without_a_server() -> None:
         run(client.get_cluster_id())
 
 
+def test_create_chroot_if_necessary(zk_server: Any, zk_root: KazooClient) -> None:
+    chroot = f"/chroot-{uuid.uuid4().hex}/kafka"
+    run(KafkaZkClient.create_chroot_if_necessary(f"{zk_server.connect_string}{chroot}", reactor))
+    try:
+        assert zk_root.exists(chroot)
+        run(KafkaZkClient.create_chroot_if_necessary(zk_server.connect_string, reactor))
+    finally:
+        zk_root.delete(chroot.rsplit("/", 1)[0], recursive=True)
+
+
 def test_results_are_delivered_on_the_reactor_thread(zk_client: KafkaZkClient) -> None:
     threads: list[threading.Thread] = []
 
