@@ -24,7 +24,7 @@ def validate_topic_name(name: str) -> None:
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidTopicExceptionError(
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
-            f"topic name: {name}")
+            f"Topic name: {name}")
     if not _LEGAL.fullmatch(name):
         raise InvalidTopicExceptionError(
             f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
@@ -40,5 +40,6 @@ def has_collision_chars(name: str) -> bool:
     return "." in name or "_" in name
 
 
-def unify_collision_chars(name: str) -> str:
-    return name.replace(".", "_")
+def has_collision(topic_a: str, topic_b: str) -> bool:
+    """Whether two names are the same once '.' is read as '_'."""
+    return topic_a.replace(".", "_") == topic_b.replace(".", "_")

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
 
 from kazoo.exceptions import NodeExistsError
 
+from kafkaclone.cluster.topic import has_collision, has_collision_chars, validate_topic_name
 from kafkaclone.log.config import LogConfig
 from kafkaclone.protocol.errors import (
     BrokerNotAvailableError,
@@ -43,42 +42,11 @@ from kafkaclone.zk.znodes import (
 
 logger = logging.getLogger(__name__)
 
-MAX_TOPIC_NAME_LENGTH: Final = 249
-_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+__all__ = ["AdminZkClient", "assign_replicas_to_brokers", "has_collision",
+           "has_collision_chars", "validate_topic_name"]
 
 ConfigValidator = Callable[[Mapping[str, str]], None]
 """Raises InvalidConfigError for configs that must not be written."""
-
-
-# -- Kafka's Topic ---------------------------------------------------------------------------
-
-
-def validate_topic_name(topic: str) -> None:
-    """Kafka's Topic.validate: InvalidTopicExceptionError for an illegal name."""
-    if not topic:
-        raise InvalidTopicExceptionError("Topic name is illegal, it can't be empty")
-    if topic in (".", ".."):
-        raise InvalidTopicExceptionError('Topic name cannot be "." or ".."')
-    if len(topic) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicExceptionError(
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
-            f"characters, Topic name: {topic}"
-        )
-    if not _LEGAL_TOPIC_NAME.fullmatch(topic):
-        raise InvalidTopicExceptionError(
-            f'Topic name "{topic}" is illegal, it contains a character other than '
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
-
-
-def has_collision_chars(topic: str) -> bool:
-    """Whether the name has '.' or '_', which collide in metric names."""
-    return "." in topic or "_" in topic
-
-
-def has_collision(topic_a: str, topic_b: str) -> bool:
-    """Whether two names are the same once '.' is read as '_'."""
-    return topic_a.replace(".", "_") == topic_b.replace(".", "_")
 
 
 # -- Kafka's AdminUtils ----------------------------------------------------------------------
