@@ -1,13 +1,14 @@
 """Re-capture the golden request frames from real Kafka clients.
 
-Run ``.venv/bin/python tests/protocol/golden/capture.py`` from the repository root. A
-loopback listener on 127.0.0.1 pretends to be a one-broker Kafka 2.8 cluster, just enough
-to draw the next request out of each client: it answers with kafkaclone's own compiled
-messages, and it records every request frame it receives (the bytes after the 4-byte
-length). Then librdkafka (confluent-kafka), kafka-python and kcat are driven through
-produce (each compression codec), a group consumer, simple consumers and admin calls, and
-one frame per (API, version, client) is saved here as ``<api>_v<version>_<client>.bin``
-(Produce frames also carry their codec: ``produce_v9_librdkafka_gzip.bin``).
+Run ``.venv/bin/python -m tests.protocol.golden.capture`` from the repository root. A
+loopback listener on 127.0.0.1 (:mod:`tests.protocol.loopback`) pretends to be a one-broker
+Kafka 2.8 cluster, just enough to draw the next request out of each client: it answers
+with kafkaclone's own compiled messages, and it records every request frame it receives
+(the bytes after the 4-byte length). Then librdkafka (confluent-kafka), kafka-python and
+kcat are driven through produce (each compression codec), a group consumer, simple
+consumers and admin calls, and one frame per (API, version, client) is saved here as
+``<api>_v<version>_<client>.bin`` (Produce frames also carry their codec:
+``produce_v9_librdkafka_gzip.bin``).
 
 The listener only advertises the APIs that kafkaclone declares (``APIS``), with their
 version ranges, so a client only ever sends what kafkaclone can decode. The module is also
@@ -20,9 +21,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import logging
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -41,13 +42,20 @@ from kafkaclone.protocol.api import (
     MESSAGES,
     RequestFrame,
     decode_request,
-    encode_response,
     peek_request_header,
 )
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import KafkaError, UnsupportedVersionError
+from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.protocol.messages.consumer_protocol import decode_assignment, encode_assignment
-from kafkaclone.protocol.schema import Message
+from tests.protocol import loopback
+from tests.protocol.loopback import (
+    BROKER_ID,
+    UNKNOWN_AUTHORIZED_OPERATIONS,
+    LoopbackBroker,
+    api_label,
+    make,
+    response,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +65,6 @@ TOPIC = "golden"
 CREATED_TOPIC = "golden-created"
 GROUP = "golden-group"
 CLUSTER_ID = "goldenCluster000000000"
-BROKER_ID = 0
 CLIENT_IDS = {
     "librdkafka": "golden-librdkafka",
     "kafka_python": "golden-kafka-python",
@@ -80,38 +87,6 @@ REQUIRED: dict[str, set[str]] = {
     "kcat": {*(f"produce_{c}" for c in CODECS),
              *(k.name.lower() for k in REQUIRED_APIS if k != ApiKey.CREATE_TOPICS)},
 }
-
-_MAX_FRAME = 16 * 1024 * 1024
-_POLL = 0.05
-
-
-# --- building responses from kafkaclone's compiled messages --------------------------------
-
-
-def make(message: Message, **values: Any) -> Any:
-    """An instance of a compiled message, nested dicts becoming its nested structs.
-
-    A name the declaration does not have is an error, so a response never silently lacks
-    a field because of a misspelling.
-    """
-    return _make(message.cls, message.spec.fields, values)
-
-
-def _make(cls: type[Any], fields: Iterable[Any], values: dict[str, Any]) -> Any:
-    by_name = {f.name: f for f in fields}
-    kwargs = {}
-    for name, value in values.items():
-        f = by_name.get(name)
-        if f is None:
-            raise KeyError(f"{cls.__qualname__} has no field {name!r}")
-        if f.is_struct and value is not None:
-            sub = getattr(cls, f.element_type)
-            if f.is_array:
-                value = [_make(sub, f.fields, v) if isinstance(v, dict) else v for v in value]
-            elif isinstance(value, dict):
-                value = _make(sub, f.fields, value)
-        kwargs[name] = value
-    return cls(**kwargs)
 
 
 def topic_id(name: str) -> uuid.UUID:
@@ -199,14 +174,14 @@ class Captured:
 class ClusterState:
     """What the responders know of the pretend cluster: its one broker, topics and offsets."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, stopping: threading.Event | None = None) -> None:
         self.host = host
         self.port = port
         self.topics: dict[str, int] = {TOPIC: 1}
         self.log_end: dict[tuple[str, int], int] = {}
         self.committed: dict[tuple[str, str, int], int] = {}
         self.lock = threading.Lock()
-        self.stopping = threading.Event()
+        self.stopping = stopping or threading.Event()
         self._member_seq = 0
 
     def topic_partitions(self, names: Iterable[str] | None = None) -> dict[str, int]:
@@ -250,204 +225,54 @@ class ClusterState:
         self.stopping.wait(seconds)
 
 
-class Unanswerable(Exception):
-    """A request the pretend broker closes the connection on."""
-
-
 def respond(state: ClusterState, frame: bytes) -> bytes | None:
     """The response frame (without its length) to a request frame; None if there is none.
 
     Raises Unanswerable for a request a broker would close the connection on.
     """
-    key, version, correlation_id = peek_request_header(frame)
-    if key == ApiKey.API_VERSIONS and key in APIS and version > APIS[key].max_version:
-        # KIP-511, as Kafka 2.8 does it: a v0 response with UNSUPPORTED_VERSION and the
-        # ApiVersions range, so the client can retry with a version the broker knows.
-        api = APIS[key]
-        body = make(api.response, error_code=UnsupportedVersionError.code, api_keys=[
-            {"api_key": key, "min_version": api.min_version, "max_version": api.max_version},
-        ])
-        return encode_response(key, 0, correlation_id, body)
-    try:
-        request = decode_request(frame)
-    except KafkaError as exc:
-        raise Unanswerable(f"cannot decode {_api_label(key)} v{version}: {exc!r}") from exc
-    responder = RESPONDERS.get(ApiKey(key))
-    if responder is None:
-        raise Unanswerable(f"no responder for {_api_label(key)} v{version}")
-    try:
-        body = responder(state, request)
-    except Exception as exc:
-        raise Unanswerable(
-            f"responder for {_api_label(key)} v{version} failed: {exc!r}") from exc
-    if body is None:
-        return None
-    return encode_response(key, version, correlation_id, body)
+    return loopback.respond(bound_responders(state), frame)
 
 
-class GoldenBroker:
+class GoldenBroker(LoopbackBroker):
     """A one-broker Kafka 2.8 lookalike on 127.0.0.1 that records every request frame.
 
-    One thread accepts, one thread per connection reads a request, answers it and reads the
-    next, so responses leave in request order. ``stop()`` closes every socket and joins
-    every thread; use it as a context manager.
+    ``stop()`` closes every socket and joins every thread; use it as a context manager.
     """
 
     def __init__(self, client: str = "?", scenario: str = "?") -> None:
+        super().__init__("golden")
+        self.label = f"golden broker ({client}/{scenario})"
         self.client = client
         self.scenario = scenario
         self.captured: list[Captured] = []
-        self.problems: list[str] = []
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._conns: list[socket.socket] = []
-        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(16)
-        self._server.settimeout(_POLL)
-        host, port = self._server.getsockname()[:2]
-        self.state = ClusterState(host, port)
-        self._stop = self.state.stopping
+        self.state = ClusterState(self.host, self.port, self.stopping)
+        self.responders = bound_responders(self.state)
         self._started = time.monotonic()
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.state.host}:{self.state.port}"
 
     def start(self) -> GoldenBroker:
         self._started = time.monotonic()
-        self._spawn(self._accept_loop, "golden-accept")
+        super().start()
         return self
 
-    def stop(self) -> None:
-        self._stop.set()
+    def handle(self, frame: bytes) -> bytes | None:
+        at = time.monotonic() - self._started
         with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        deadline = time.monotonic() + 5
-        while True:
-            with self._lock:
-                threads = [th for th in self._threads if th.is_alive()]
-            if not threads or time.monotonic() > deadline:
-                break
-            threads[0].join(max(0.0, deadline - time.monotonic()))
-        self._server.close()
-        with self._lock:
-            for conn in self._conns:
-                conn.close()
-            self._conns.clear()
-            alive = [th.name for th in self._threads if th.is_alive()]
-        if alive:
-            raise RuntimeError(f"golden broker threads did not stop: {alive}")
-
-    def __enter__(self) -> GoldenBroker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _spawn(self, target: Callable[..., None], name: str, *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        with self._lock:
-            self._threads.append(thread)
-        thread.start()
-
-    def _accept_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _addr = self._server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.settimeout(_POLL)
-            with self._lock:
-                if self._stop.is_set():
-                    conn.close()
-                    return
-                self._conns.append(conn)
-                name = f"golden-conn-{len(self._conns)}"
-            self._spawn(self._serve, name, conn)
-
-    def _recv_exact(self, conn: socket.socket, size: int) -> bytes | None:
-        chunks = bytearray()
-        while len(chunks) < size:
-            if self._stop.is_set():
-                return None
-            try:
-                chunk = conn.recv(min(size - len(chunks), 1 << 20))
-            except TimeoutError:
-                continue
-            except OSError:
-                return None
-            if not chunk:
-                return None
-            chunks += chunk
-        return bytes(chunks)
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            while not self._stop.is_set():
-                prefix = self._recv_exact(conn, 4)
-                if prefix is None:
-                    return
-                (size,) = struct.unpack(">i", prefix)
-                if not 0 <= size <= _MAX_FRAME:
-                    self._problem(f"frame length {size}")
-                    return
-                frame = self._recv_exact(conn, size)
-                if frame is None:
-                    return
-                at = time.monotonic() - self._started
-                with self._lock:
-                    self.captured.append(Captured(self.client, self.scenario, frame, at))
-                try:
-                    response = respond(self.state, frame)
-                except Unanswerable as exc:
-                    self._problem(str(exc))
-                    return
-                if response is None:
-                    continue
-                conn.settimeout(5)
-                conn.sendall(struct.pack(">i", len(response)) + response)
-                conn.settimeout(_POLL)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client hung up, as clients do when they close
-        except OSError as exc:
-            if not self._stop.is_set():
-                self._problem(f"connection error: {exc}")
-        finally:
-            conn.close()
+            self.captured.append(Captured(self.client, self.scenario, frame, at))
+        return super().handle(frame)
 
     def request_log(self) -> str:
         """What was asked, and when: ``METADATA v11 @0.012s, ...``."""
         with self._lock:
             captured = list(self.captured)
         return ", ".join(
-            f"{_api_label(peek_request_header(c.frame)[0])} "
+            f"{api_label(peek_request_header(c.frame)[0])} "
             f"v{peek_request_header(c.frame)[1]} @{c.at:.3f}s" for c in captured)
-
-    def _problem(self, text: str) -> None:
-        log.warning("golden broker (%s/%s): %s", self.client, self.scenario, text)
-        with self._lock:
-            self.problems.append(text)
-
-
-def _api_label(key: int) -> str:
-    try:
-        return ApiKey(key).name
-    except ValueError:
-        return f"api {key}"
 
 
 # --- responders: (cluster state, decoded request) -> response body -------------------------
 
 Responder = Callable[[ClusterState, RequestFrame], Any]
 RESPONDERS: dict[ApiKey, Responder] = {}
-UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
 
 
 def responder(key: ApiKey) -> Callable[[Responder], Responder]:
@@ -457,46 +282,21 @@ def responder(key: ApiKey) -> Callable[[Responder], Responder]:
     return register
 
 
-def _response(req: RequestFrame, **values: Any) -> Any:
-    return make(req.api.response, **values)
+def bound_responders(state: ClusterState) -> dict[ApiKey, loopback.Responder]:
+    return {key: functools.partial(fn, state) for key, fn in RESPONDERS.items()}
 
 
 @responder(ApiKey.API_VERSIONS)
 def _api_versions(state: ClusterState, req: RequestFrame) -> Any:
-    return _response(req, error_code=0, throttle_time_ms=0, api_keys=[
-        {"api_key": key, "min_version": api.min_version, "max_version": api.max_version}
-        for key, api in sorted(APIS.items())
-    ])
-
-
-def _partition_metadata(index: int) -> dict[str, Any]:
-    return {"error_code": 0, "partition_index": index, "leader_id": BROKER_ID,
-            "leader_epoch": 0, "replica_nodes": [BROKER_ID], "isr_nodes": [BROKER_ID],
-            "offline_replicas": []}
+    return loopback.api_versions_response(req)
 
 
 @responder(ApiKey.METADATA)
 def _metadata(state: ClusterState, req: RequestFrame) -> Any:
-    requested = req.body.topics
-    if requested is None or (req.api_version == 0 and not requested):
-        counts = state.topic_partitions()
-    else:  # auto-create what is asked for
-        counts = state.topic_partitions(topic.name for topic in requested if topic.name is not None)
-    return _response(
-        req,
-        throttle_time_ms=0,
-        brokers=[{"node_id": BROKER_ID, "host": state.host, "port": state.port,
-                  "rack": None}],
-        cluster_id=CLUSTER_ID,
-        controller_id=BROKER_ID,
-        topics=[
-            {"error_code": 0, "name": name, "topic_id": topic_id(name), "is_internal": False,
-             "partitions": [_partition_metadata(i) for i in range(counts[name])],
-             "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
-            for name in counts
-        ],
-        cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
-    )
+    # The topics asked for are auto-created.
+    counts = state.topic_partitions(loopback.requested_topics(req))
+    return loopback.metadata_response(req, state.host, state.port, counts, CLUSTER_ID,
+                                      topic_id)
 
 
 @responder(ApiKey.PRODUCE)
@@ -513,7 +313,7 @@ def _produce(state: ClusterState, req: RequestFrame) -> Any:
         responses.append({"name": topic.name, "partition_responses": partitions})
     if req.body.acks == 0:
         return None
-    return _response(req, responses=responses, throttle_time_ms=0)
+    return response(req, responses=responses, throttle_time_ms=0)
 
 
 @responder(ApiKey.FETCH)
@@ -537,7 +337,7 @@ def _fetch(state: ClusterState, req: RequestFrame) -> Any:
         responses.append({"topic": topic.topic, "partitions": partitions})
     if not any_records:
         state.wait(min(max(req.body.max_wait_ms, 0), 200) / 1000)
-    return _response(req, throttle_time_ms=0, error_code=0, session_id=0,
+    return response(req, throttle_time_ms=0, error_code=0, session_id=0,
                      responses=responses)
 
 
@@ -553,12 +353,12 @@ def _list_offsets(state: ClusterState, req: RequestFrame) -> Any:
                                "old_style_offsets": [offset], "timestamp": -1,
                                "offset": offset, "leader_epoch": 0})
         topics.append({"name": topic.name, "partitions": partitions})
-    return _response(req, throttle_time_ms=0, topics=topics)
+    return response(req, throttle_time_ms=0, topics=topics)
 
 
 @responder(ApiKey.FIND_COORDINATOR)
 def _find_coordinator(state: ClusterState, req: RequestFrame) -> Any:
-    return _response(req, throttle_time_ms=0, error_code=0, error_message=None,
+    return response(req, throttle_time_ms=0, error_code=0, error_message=None,
                      node_id=BROKER_ID, host=state.host, port=state.port)
 
 
@@ -567,7 +367,7 @@ def _join_group(state: ClusterState, req: RequestFrame) -> Any:
     body = req.body
     member_id = body.member_id or state.new_member_id(req.header.client_id)
     protocol = body.protocols[0]
-    return _response(
+    return response(
         req, throttle_time_ms=0, error_code=0, generation_id=1,
         protocol_type=body.protocol_type, protocol_name=protocol.name,
         leader=member_id, member_id=member_id,
@@ -593,20 +393,20 @@ def _sync_group(state: ClusterState, req: RequestFrame) -> Any:
             assignment = bytes(item.assignment)
     if assignment is None:
         assignment = consumer_assignment({TOPIC: [0]})
-    return _response(req, throttle_time_ms=0, error_code=0, protocol_type=body.protocol_type,
+    return response(req, throttle_time_ms=0, error_code=0, protocol_type=body.protocol_type,
                      protocol_name=body.protocol_name, assignment=assignment)
 
 
 @responder(ApiKey.HEARTBEAT)
 def _heartbeat(state: ClusterState, req: RequestFrame) -> Any:
-    return _response(req, throttle_time_ms=0, error_code=0)
+    return response(req, throttle_time_ms=0, error_code=0)
 
 
 @responder(ApiKey.LEAVE_GROUP)
 def _leave_group(state: ClusterState, req: RequestFrame) -> Any:
     members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                 "error_code": 0} for m in req.body.members]
-    return _response(req, throttle_time_ms=0, error_code=0, members=members)
+    return response(req, throttle_time_ms=0, error_code=0, members=members)
 
 
 @responder(ApiKey.OFFSET_COMMIT)
@@ -619,7 +419,7 @@ def _offset_commit(state: ClusterState, req: RequestFrame) -> Any:
                          partition.committed_offset)
             partitions.append({"partition_index": partition.partition_index, "error_code": 0})
         topics.append({"name": topic.name, "partitions": partitions})
-    return _response(req, throttle_time_ms=0, topics=topics)
+    return response(req, throttle_time_ms=0, topics=topics)
 
 
 @responder(ApiKey.OFFSET_FETCH)
@@ -633,7 +433,7 @@ def _offset_fetch(state: ClusterState, req: RequestFrame) -> Any:
                                "committed_leader_epoch": -1, "metadata": "",
                                "error_code": 0})
         topics.append({"name": topic.name, "partitions": partitions})
-    return _response(req, throttle_time_ms=0, error_code=0, topics=topics)
+    return response(req, throttle_time_ms=0, error_code=0, topics=topics)
 
 
 @responder(ApiKey.CREATE_TOPICS)
@@ -646,14 +446,14 @@ def _create_topics(state: ClusterState, req: RequestFrame) -> Any:
         topics.append({"name": topic.name, "topic_id": topic_id(topic.name), "error_code": 0,
                        "error_message": None, "num_partitions": partitions,
                        "replication_factor": replication, "configs": []})
-    return _response(req, throttle_time_ms=0, topics=topics)
+    return response(req, throttle_time_ms=0, topics=topics)
 
 
 @responder(ApiKey.DELETE_TOPICS)
 def _delete_topics(state: ClusterState, req: RequestFrame) -> Any:
     # Versions 0-5 name the topics; version 6 lists them by name or id.
     names = [*req.body.topic_names, *(topic.name for topic in req.body.topics if topic.name)]
-    return _response(req, throttle_time_ms=0, responses=[
+    return response(req, throttle_time_ms=0, responses=[
         {"name": name, "topic_id": topic_id(name), "error_code": 0, "error_message": None}
         for name in names
     ])
@@ -661,19 +461,19 @@ def _delete_topics(state: ClusterState, req: RequestFrame) -> Any:
 
 @responder(ApiKey.INIT_PRODUCER_ID)
 def _init_producer_id(state: ClusterState, req: RequestFrame) -> Any:
-    return _response(req, throttle_time_ms=0, error_code=0, producer_id=1000, producer_epoch=0)
+    return response(req, throttle_time_ms=0, error_code=0, producer_id=1000, producer_epoch=0)
 
 
 @responder(ApiKey.LIST_GROUPS)
 def _list_groups(state: ClusterState, req: RequestFrame) -> Any:
-    return _response(req, throttle_time_ms=0, error_code=0, groups=[
+    return response(req, throttle_time_ms=0, error_code=0, groups=[
         {"group_id": GROUP, "protocol_type": "consumer", "group_state": "Empty"},
     ])
 
 
 @responder(ApiKey.DESCRIBE_GROUPS)
 def _describe_groups(state: ClusterState, req: RequestFrame) -> Any:
-    return _response(req, throttle_time_ms=0, groups=[
+    return response(req, throttle_time_ms=0, groups=[
         {"error_code": 0, "group_id": group, "group_state": "Empty",
          "protocol_type": "consumer", "protocol_data": "", "members": [],
          "authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
@@ -734,7 +534,7 @@ class CaptureResult:
             except KafkaError as exc:
                 key, version, _ = peek_request_header(captured.frame)
                 self.problems.append(
-                    f"{captured.client}/{captured.scenario}: {_api_label(key)} v{version} "
+                    f"{captured.client}/{captured.scenario}: {api_label(key)} v{version} "
                     f"not decodable: {exc!r}")
                 continue
             if name not in self.fixtures or (
