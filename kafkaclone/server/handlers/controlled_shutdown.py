@@ -1,0 +1,40 @@
+"""ControlledShutdown (key 7): a broker asks the controller to move its leaders away.
+
+As Kafka 2.8 (``KafkaApis.handleControlledShutdownRequest``): the controller broker answers
+with the partitions the shutting-down broker still leads (NONE and an empty list: it may
+stop now); any other broker answers NOT_CONTROLLER; a stale broker epoch is
+STALE_BROKER_EPOCH (the controller checks it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import NONE, KafkaError, NotControllerError, UnknownServerError
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.services import BrokerServices
+
+log = logging.getLogger(__name__)
+_RESPONSE = APIS[ApiKey.CONTROLLED_SHUTDOWN].response
+_Remaining = _RESPONSE.structs["RemainingPartition"]
+
+
+@handler(ApiKey.CONTROLLED_SHUTDOWN, versions=(0, 3))
+async def handle_controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    controller = getattr(broker, "controller", None)
+    if controller is None or not controller.is_active:
+        return _RESPONSE(error_code=NotControllerError.code)
+    log.info("Shutting down broker %d (broker epoch %d)", request.broker_id,
+             request.broker_epoch)
+    try:
+        remaining = await controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+    except KafkaError as exc:
+        log.info("ControlledShutdown of broker %d failed: %s", request.broker_id, exc)
+        return _RESPONSE(error_code=exc.code if exc.code != NONE else UnknownServerError.code)
+    return _RESPONSE(error_code=NONE, remaining_partitions=[
+        _Remaining(topic_name=tp.topic, partition_index=tp.partition)
+        for tp in sorted(remaining)])
