@@ -19,7 +19,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from kafkaclone.cluster.endpoint import parse_csv_list
 from kafkaclone.protocol.errors import InvalidConfigError
 
 SHORT_MIN: Final = -(2**15)
@@ -241,6 +240,13 @@ def parse_integer(text: str) -> int | None:
     whitespace trimmed; no underscores), else None."""
     text = text.strip()
     return int(text) if _INTEGER_RE.fullmatch(text) else None
+
+
+def parse_csv_list(text: str) -> list[str]:
+    """Kafka's ``CoreUtils.parseCsvList``: comma-separated, whitespace around commas and
+    empty items dropped. (``kafkaclone.cluster.endpoint`` has the same for listeners; this
+    one keeps the config layer below the cluster package.)"""
+    return [item for item in re.split(r"\s*,\s*", text.strip()) if item]
 
 
 def parse_typed(config_type: ConfigType, raw: object) -> ConfigValue:

@@ -1,30 +1,58 @@
 """Log configuration: Kafka's topic-level log configs, declared once as a table.
 
 ``LOG_CONFIG_KEYS`` is Kafka 2.8's ``LogConfig`` definition (name, type, default, validator,
-doc, broker-level synonym). ``LogConfig`` is the typed, immutable view a ``Log`` reads;
-it is built from a mapping of string values (what ZooKeeper's ``/config/topics/<t>`` and
-CreateTopics carry) and every invalid value is an ``InvalidConfigError`` naming its key.
+doc, and the broker-level config supplying the default: ``server_default_config``, from
+which ``TOPIC_CONFIG_SYNONYMS`` is derived). ``LogConfig`` is the typed, immutable view a
+``Log`` reads; it is built from a mapping of string values (what ZooKeeper's
+``/config/topics/<t>`` and CreateTopics carry) and every invalid value is an
+``InvalidConfigError`` naming its key.
 
 ``LOG_MANAGER_CONFIG_KEYS`` declares the broker-level settings the ``LogManager`` itself
-reads (``log.dirs``, check intervals), in the same form, so a broker config layer can reuse
-both tables.
+reads (``log.dirs``, check intervals); the broker's table (``kafkaclone.server.config``)
+places these rows in its sections and takes the defaults of the topic configs' broker
+synonyms from ``LOG_CONFIG_KEYS``, so each default is declared once, here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
+from kafkaclone.config_def import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigKey,
+    ConfigType,
+    Importance,
+    at_least,
+    between,
+    each_one_of,
+    one_of,
+    parse_csv_list,
+    parse_typed,
+)
 from kafkaclone.protocol.errors import InvalidConfigError
 
-INT_MAX: Final = 2**31 - 1
-INT_MIN: Final = -(2**31)
-LONG_MAX: Final = 2**63 - 1
-LONG_MIN: Final = -(2**63)
+__all__ = [
+    "BROKER_COMPRESSION_TYPES",
+    "BROKER_CONFIG_VARIANTS",
+    "COMPACT",
+    "CREATE_TIME",
+    "DELETE",
+    "LOG_APPEND_TIME",
+    "LOG_CONFIG_KEYS",
+    "LOG_MANAGER_CONFIG_KEYS",
+    "LONG_MAX",
+    "TOPIC_CONFIG_SYNONYMS",
+    "LogConfig",
+    "LogManagerConfig",
+    "config_docs",
+]
 
 COMPACT: Final = "compact"
 DELETE: Final = "delete"
@@ -34,232 +62,138 @@ LOG_APPEND_TIME: Final = "LogAppendTime"
 
 BROKER_COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
+MINUTE_MS: Final = 60 * 1000
+HOUR_MS: Final = 60 * MINUTE_MS
+DAY_MS: Final = 24 * HOUR_MS
 
-class ConfigType(enum.Enum):
-    INT = "int"
-    LONG = "long"
-    DOUBLE = "double"
-    BOOLEAN = "boolean"
-    STRING = "string"
-    LIST = "list"
+INT: Final = ConfigType.INT
+LONG: Final = ConfigType.LONG
+DOUBLE: Final = ConfigType.DOUBLE
+BOOLEAN: Final = ConfigType.BOOLEAN
+STRING: Final = ConfigType.STRING
+LIST: Final = ConfigType.LIST
+HIGH: Final = Importance.HIGH
+MEDIUM: Final = Importance.MEDIUM
+LOW: Final = Importance.LOW
 
-
-Validator = Callable[[Any], str | None]
-"""Returns None if the parsed value is acceptable, else the reason it is not."""
-
-
-def at_least(minimum: float) -> Validator:
-    def check(value: Any) -> str | None:
-        return None if value >= minimum else f"Value must be at least {minimum}"
-
-    return check
-
-
-def between(low: float, high: float) -> Validator:
-    def check(value: Any) -> str | None:
-        if low <= value <= high:
-            return None
-        return f"Value must be no less than {low} and no more than {high}"
-
-    return check
-
-
-def one_of(*allowed: str) -> Validator:
-    def check(value: Any) -> str | None:
-        return None if value in allowed else f"String must be one of: {', '.join(allowed)}"
-
-    return check
-
-
-def each_one_of(*allowed: str) -> Validator:
-    def check(value: Any) -> str | None:
-        for item in value:
-            if item not in allowed:
-                return f"Invalid value {item}; must be one of [{', '.join(allowed)}]"
-        return None
-
-    return check
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    """One row of a config table."""
-
-    name: str
-    type: ConfigType
-    default: Any
-    validator: Validator | None
-    doc: str
-    server_name: str | None = None
-    """The broker-level (server.properties) config that supplies the default."""
-
-    @property
-    def attribute(self) -> str:
-        """The Python attribute holding the value: ``segment.bytes`` -> ``segment_bytes``."""
-        return self.name.replace(".", "_")
-
-    def parse(self, raw: Any) -> Any:
-        """The typed value of ``raw`` (a string, or an already typed value), validated."""
-        try:
-            value = _parse_typed(self.type, raw)
-        except ValueError as exc:
-            raise InvalidConfigError(
-                f"Invalid value {raw} for configuration {self.name}: {exc}"
-            ) from None
-        if self.validator is not None:
-            reason = self.validator(value)
-            if reason is not None:
-                raise InvalidConfigError(
-                    f"Invalid value {raw} for configuration {self.name}: {reason}"
-                )
-        return value
-
-    def format(self, value: Any) -> str:
-        """The string form of a typed value, as a config entry carries it."""
-        if self.type is ConfigType.BOOLEAN:
-            return "true" if value else "false"
-        if self.type is ConfigType.LIST:
-            return ",".join(value)
-        return str(value)
-
-
-def _parse_typed(config_type: ConfigType, raw: Any) -> Any:
-    if config_type in (ConfigType.INT, ConfigType.LONG):
-        if isinstance(raw, bool):
-            raise ValueError("Expected value to be a number")
-        if isinstance(raw, int):
-            value = raw
-        elif isinstance(raw, str):
-            try:
-                value = int(raw.strip())
-            except ValueError:
-                raise ValueError("Not a number of type " + config_type.name) from None
-        else:
-            raise ValueError("Expected value to be a number")
-        low, high = (INT_MIN, INT_MAX) if config_type is ConfigType.INT else (LONG_MIN, LONG_MAX)
-        if not low <= value <= high:
-            raise ValueError("Not a number of type " + config_type.name)
-        return value
-    if config_type is ConfigType.DOUBLE:
-        if isinstance(raw, bool):
-            raise ValueError("Expected value to be a double")
-        if isinstance(raw, int | float):
-            return float(raw)
-        if isinstance(raw, str):
-            try:
-                return float(raw.strip())
-            except ValueError:
-                raise ValueError("Not a number of type DOUBLE") from None
-        raise ValueError("Expected value to be a double")
-    if config_type is ConfigType.BOOLEAN:
-        if isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str):
-            text = raw.strip().lower()
-            if text in ("true", "false"):
-                return text == "true"
-        raise ValueError("Expected value to be either true or false")
-    if config_type is ConfigType.STRING:
-        if isinstance(raw, str):
-            return raw.strip()
-        raise ValueError("Expected value to be a string")
-    # LIST
-    if isinstance(raw, str):
-        return tuple(item.strip() for item in raw.split(",") if item.strip())
-    if isinstance(raw, list | tuple):
-        return tuple(str(item).strip() for item in raw)
-    raise ValueError("Expected a comma separated list")
-
-
-DAY_MS: Final = 24 * 60 * 60 * 1000
-
-# Kafka 2.8's kafka.log.LogConfig, in its order. Docs are abridged from Kafka's.
-LOG_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = (
-    ConfigKey("segment.bytes", ConfigType.INT, 1024 * 1024 * 1024, at_least(14),
+# Kafka 2.8's kafka.log.LogConfig, in its order, with its importance. Docs are abridged
+# from Kafka's.
+LOG_CONFIG_KEYS: Final = ConfigDef([
+    ConfigKey("segment.bytes", INT, 1024 * 1024 * 1024, MEDIUM,
               "The segment file size for the log; retention and cleaning are always done a "
-              "file at a time.", "log.segment.bytes"),
-    ConfigKey("segment.ms", ConfigType.LONG, 7 * DAY_MS, at_least(1),
+              "file at a time.",
+              validator=at_least(14), server_default_config="log.segment.bytes"),
+    ConfigKey("segment.ms", LONG, 7 * DAY_MS, MEDIUM,
               "The period of time after which a segment is rolled even if it is not full, so "
-              "that retention can delete or compact old data.", "log.roll.ms"),
-    ConfigKey("segment.jitter.ms", ConfigType.LONG, 0, at_least(0),
+              "that retention can delete or compact old data.",
+              validator=at_least(1), server_default_config="log.roll.ms"),
+    ConfigKey("segment.jitter.ms", LONG, 0, MEDIUM,
               "The maximum random jitter subtracted from segment.ms to avoid thundering herds "
-              "of segment rolling.", "log.roll.jitter.ms"),
-    ConfigKey("segment.index.bytes", ConfigType.INT, 10 * 1024 * 1024, at_least(0),
+              "of segment rolling.",
+              validator=at_least(0), server_default_config="log.roll.jitter.ms"),
+    ConfigKey("segment.index.bytes", INT, 10 * 1024 * 1024, MEDIUM,
               "The size of the index that maps offsets to file positions.",
-              "log.index.size.max.bytes"),
-    ConfigKey("flush.messages", ConfigType.LONG, LONG_MAX, at_least(0),
+              validator=at_least(0), server_default_config="log.index.size.max.bytes"),
+    ConfigKey("flush.messages", LONG, LONG_MAX, MEDIUM,
               "Force an fsync of the log after this many messages (default: leave flushing "
-              "to the OS).", "log.flush.interval.messages"),
-    ConfigKey("flush.ms", ConfigType.LONG, LONG_MAX, at_least(0),
-              "Force an fsync of the log after this much time.", "log.flush.interval.ms"),
-    ConfigKey("retention.bytes", ConfigType.LONG, -1, None,
+              "to the OS).",
+              validator=at_least(0), server_default_config="log.flush.interval.messages"),
+    ConfigKey("flush.ms", LONG, LONG_MAX, MEDIUM,
+              "Force an fsync of the log after this much time.",
+              validator=at_least(0), server_default_config="log.flush.interval.ms"),
+    ConfigKey("retention.bytes", LONG, -1, MEDIUM,
               "The maximum size a partition can grow to before old segments are discarded "
-              "(-1: no limit).", "log.retention.bytes"),
-    ConfigKey("retention.ms", ConfigType.LONG, 7 * DAY_MS, at_least(-1),
+              "(-1: no limit).",
+              server_default_config="log.retention.bytes"),
+    ConfigKey("retention.ms", LONG, 7 * DAY_MS, MEDIUM,
               "The maximum time a segment is retained before it is discarded (-1: no limit).",
-              "log.retention.ms"),
-    ConfigKey("max.message.bytes", ConfigType.INT, 1024 * 1024 + 12, at_least(0),
-              "The largest record batch size allowed.", "message.max.bytes"),
-    ConfigKey("index.interval.bytes", ConfigType.INT, 4096, at_least(0),
-              "How often an entry is added to the offset index.", "log.index.interval.bytes"),
-    ConfigKey("delete.retention.ms", ConfigType.LONG, DAY_MS, at_least(0),
+              validator=at_least(-1), server_default_config="log.retention.ms"),
+    ConfigKey("max.message.bytes", INT, 1024 * 1024 + 12, MEDIUM,
+              "The largest record batch size allowed.",
+              validator=at_least(0), server_default_config="message.max.bytes"),
+    ConfigKey("index.interval.bytes", INT, 4096, MEDIUM,
+              "How often an entry is added to the offset index.",
+              validator=at_least(0), server_default_config="log.index.interval.bytes"),
+    ConfigKey("delete.retention.ms", LONG, DAY_MS, MEDIUM,
               "How long delete tombstones are retained on compacted topics.",
-              "log.cleaner.delete.retention.ms"),
-    ConfigKey("min.compaction.lag.ms", ConfigType.LONG, 0, at_least(0),
+              validator=at_least(0), server_default_config="log.cleaner.delete.retention.ms"),
+    ConfigKey("min.compaction.lag.ms", LONG, 0, MEDIUM,
               "The minimum time a message remains uncompacted.",
-              "log.cleaner.min.compaction.lag.ms"),
-    ConfigKey("max.compaction.lag.ms", ConfigType.LONG, LONG_MAX, at_least(1),
+              validator=at_least(0), server_default_config="log.cleaner.min.compaction.lag.ms"),
+    ConfigKey("max.compaction.lag.ms", LONG, LONG_MAX, MEDIUM,
               "The maximum time a message remains ineligible for compaction.",
-              "log.cleaner.max.compaction.lag.ms"),
-    ConfigKey("file.delete.delay.ms", ConfigType.LONG, 60000, at_least(0),
+              validator=at_least(1), server_default_config="log.cleaner.max.compaction.lag.ms"),
+    ConfigKey("file.delete.delay.ms", LONG, 60000, MEDIUM,
               "The time to wait before deleting a file from the filesystem.",
-              "log.segment.delete.delay.ms"),
-    ConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, 0.5, between(0, 1),
+              validator=at_least(0), server_default_config="log.segment.delete.delay.ms"),
+    ConfigKey("min.cleanable.dirty.ratio", DOUBLE, 0.5, MEDIUM,
               "How frequently the log compactor attempts to clean the log.",
-              "log.cleaner.min.cleanable.ratio"),
-    ConfigKey("cleanup.policy", ConfigType.LIST, (DELETE,), each_one_of(COMPACT, DELETE),
+              validator=between(0, 1), server_default_config="log.cleaner.min.cleanable.ratio"),
+    ConfigKey("cleanup.policy", LIST, (DELETE,), MEDIUM,
               "'delete' discards old segments by time or size, 'compact' keeps the latest "
-              "value per key.", "log.cleanup.policy"),
-    ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, False, None,
+              "value per key.",
+              validator=each_one_of(COMPACT, DELETE), server_default_config="log.cleanup.policy"),
+    ConfigKey("unclean.leader.election.enable", BOOLEAN, False, MEDIUM,
               "Whether replicas not in the ISR may be elected leader as a last resort.",
-              "unclean.leader.election.enable"),
-    ConfigKey("min.insync.replicas", ConfigType.INT, 1, at_least(1),
+              server_default_config="unclean.leader.election.enable"),
+    ConfigKey("min.insync.replicas", INT, 1, MEDIUM,
               "The minimum number of in-sync replicas for an acks=all produce to succeed.",
-              "min.insync.replicas"),
-    ConfigKey("compression.type", ConfigType.STRING, "producer",
-              one_of(*BROKER_COMPRESSION_TYPES),
+              validator=at_least(1), server_default_config="min.insync.replicas"),
+    ConfigKey("compression.type", STRING, "producer", MEDIUM,
               "The final compression type for the topic; 'producer' keeps the producer's.",
-              "compression.type"),
-    ConfigKey("preallocate", ConfigType.BOOLEAN, False, None,
-              "Preallocate the file on disk when creating a new segment.", "log.preallocate"),
-    ConfigKey("message.format.version", ConfigType.STRING, "2.8-IV1", None,
+              validator=one_of(*BROKER_COMPRESSION_TYPES),
+              server_default_config="compression.type"),
+    ConfigKey("preallocate", BOOLEAN, False, MEDIUM,
+              "Preallocate the file on disk when creating a new segment.",
+              server_default_config="log.preallocate"),
+    ConfigKey("message.format.version", STRING, "2.8-IV1", MEDIUM,
               "The message format version the broker uses to append messages.",
-              "log.message.format.version"),
-    ConfigKey("message.timestamp.type", ConfigType.STRING, CREATE_TIME,
-              one_of(CREATE_TIME, LOG_APPEND_TIME),
+              server_default_config="log.message.format.version"),
+    ConfigKey("message.timestamp.type", STRING, CREATE_TIME, MEDIUM,
               "Whether the timestamp in the message is the create time or the log append "
-              "time.", "log.message.timestamp.type"),
-    ConfigKey("message.timestamp.difference.max.ms", ConfigType.LONG, LONG_MAX, at_least(0),
+              "time.",
+              validator=one_of(CREATE_TIME, LOG_APPEND_TIME),
+              server_default_config="log.message.timestamp.type"),
+    ConfigKey("message.timestamp.difference.max.ms", LONG, LONG_MAX, MEDIUM,
               "The maximum difference allowed between a CreateTime timestamp and the broker's "
-              "clock.", "log.message.timestamp.difference.max.ms"),
-    ConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, (), None,
-              "Replicas whose log replication is throttled on the leader side.", None),
-    ConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, (), None,
-              "Replicas whose log replication is throttled on the follower side.", None),
-    ConfigKey("message.downconversion.enable", ConfigType.BOOLEAN, True, None,
+              "clock.",
+              validator=at_least(0),
+              server_default_config="log.message.timestamp.difference.max.ms"),
+    ConfigKey("leader.replication.throttled.replicas", LIST, (), MEDIUM,
+              "Replicas whose log replication is throttled on the leader side."),
+    ConfigKey("follower.replication.throttled.replicas", LIST, (), MEDIUM,
+              "Replicas whose log replication is throttled on the follower side."),
+    ConfigKey("message.downconversion.enable", BOOLEAN, True, LOW,
               "Whether down-conversion of the message format is enabled for consumers.",
-              "log.message.downconversion.enable"),
-)
+              server_default_config="log.message.downconversion.enable"),
+])  # fmt: skip
 
-LOG_CONFIG_BY_NAME: Final[Mapping[str, ConfigKey]] = {key.name: key for key in LOG_CONFIG_KEYS}
+TOPIC_CONFIG_SYNONYMS: Final[Mapping[str, str]] = MappingProxyType({
+    key.name: key.server_default_config
+    for key in LOG_CONFIG_KEYS
+    if key.server_default_config is not None
+})
+"""Topic-level config -> the broker config that supplies its default, the highest-priority
+one where several do (Kafka's ``LogConfig.TopicConfigSynonyms``)."""
+
+BROKER_CONFIG_VARIANTS: Final[Mapping[str, tuple[tuple[str, int], ...]]] = MappingProxyType({
+    "log.roll.ms": (("log.roll.hours", HOUR_MS),),
+    "log.roll.jitter.ms": (("log.roll.jitter.hours", HOUR_MS),),
+    "log.flush.interval.ms": (("log.flush.scheduler.interval.ms", 1),),
+    "log.retention.ms": (("log.retention.minutes", MINUTE_MS), ("log.retention.hours", HOUR_MS)),
+})
+"""The broker configs that other, lower-priority broker configs stand in for when they are
+not set, each with the factor turning its value into the first's unit; the first set wins
+(Kafka: log.retention.ms over .minutes over .hours; log.roll.ms over log.roll.hours;
+log.flush.interval.ms over log.flush.scheduler.interval.ms)."""
 
 
 def _default(name: str) -> Any:
-    return LOG_CONFIG_BY_NAME[name].default
+    return LOG_CONFIG_KEYS[name].default
 
 
 def _parse_all(
-    keys: Mapping[str, ConfigKey], props: Mapping[str, Any], *, ignore_unknown: bool
+    keys: ConfigDef, props: Mapping[str, Any], *, ignore_unknown: bool
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, raw in props.items():
@@ -325,9 +259,9 @@ class LogConfig:
         string or typed value). InvalidConfigError for an unknown name (unless
         ``ignore_unknown``) or an invalid value, naming the key."""
         props = props or {}
-        values = _parse_all(LOG_CONFIG_BY_NAME, props, ignore_unknown=ignore_unknown)
+        values = _parse_all(LOG_CONFIG_KEYS, props, ignore_unknown=ignore_unknown)
         base = defaults if defaults is not None else cls()
-        overridden = base.overridden | {name for name in props if name in LOG_CONFIG_BY_NAME}
+        overridden = base.overridden | {name for name in props if name in LOG_CONFIG_KEYS}
         config = dataclasses.replace(base, overridden=frozenset(overridden), **values)
         config.validate()
         return config
@@ -336,21 +270,16 @@ class LogConfig:
     def from_broker_props(cls, props: Mapping[str, Any]) -> LogConfig:
         """The broker-wide defaults from server.properties names (``log.segment.bytes``,
         ``log.retention.hours`` ...), with Kafka's precedence between the ms / minutes /
-        hours variants. Unknown broker keys are ignored."""
+        hours variants (``BROKER_CONFIG_VARIANTS``). Unknown broker keys are ignored."""
         values: dict[str, Any] = {}
-        for key in LOG_CONFIG_KEYS:
-            if key.server_name is not None and key.server_name in props:
-                values[key.name] = props[key.server_name]
-        for topic_name, variants in _BROKER_TIME_VARIANTS.items():
-            if topic_name in values:
+        for topic_name, broker_name in TOPIC_CONFIG_SYNONYMS.items():
+            if broker_name in props:
+                values[topic_name] = props[broker_name]
                 continue
-            for broker_name, factor in variants:
-                if broker_name in props:
-                    hours_or_minutes = _parse_typed(ConfigType.LONG, props[broker_name])
-                    values[topic_name] = hours_or_minutes * factor
+            for variant, factor in BROKER_CONFIG_VARIANTS.get(broker_name, ()):
+                if variant in props:
+                    values[topic_name] = _parse_long(variant, props[variant]) * factor
                     break
-        if "flush.ms" not in values and "log.flush.scheduler.interval.ms" in props:
-            values["flush.ms"] = props["log.flush.scheduler.interval.ms"]
         config = cls.from_props(values)
         return dataclasses.replace(config, overridden=frozenset())
 
@@ -365,11 +294,11 @@ class LogConfig:
 
     def to_props(self) -> dict[str, str]:
         """Every config as its string value, keyed by Kafka's name."""
-        return {key.name: key.format(getattr(self, key.attribute)) for key in LOG_CONFIG_KEYS}
+        return {key.name: _format(key, getattr(self, key.attribute)) for key in LOG_CONFIG_KEYS}
 
     def get(self, name: str) -> Any:
         """The typed value of a config by its Kafka name."""
-        key = LOG_CONFIG_BY_NAME.get(name)
+        key = LOG_CONFIG_KEYS.get(name)
         if key is None:
             raise KeyError(name)
         return getattr(self, key.attribute)
@@ -395,46 +324,62 @@ class LogConfig:
         return (rng or random).randrange(bound)
 
 
-# The broker settings whose value is given in one of several units; the first present wins
-# (Kafka: log.retention.ms over .minutes over .hours; log.roll.ms over log.roll.hours).
-_BROKER_TIME_VARIANTS: Final[Mapping[str, Sequence[tuple[str, int]]]] = {
-    "retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
-    "segment.ms": (("log.roll.hours", 3_600_000),),
-    "segment.jitter.ms": (("log.roll.jitter.hours", 3_600_000),),
-}
+def _parse_long(name: str, raw: object) -> int:
+    try:
+        value = parse_typed(LONG, raw)
+    except ValueError as exc:
+        raise ConfigError(name, raw, str(exc)) from None
+    assert isinstance(value, int)
+    return value
+
+
+def _format(key: ConfigKey, value: Any) -> str:
+    text = key.format(value)
+    assert text is not None, f"{key.name} has no null value"
+    return text
 
 
 # -- broker-level settings of the log manager ---------------------------------------------
 
-LOG_MANAGER_CONFIG_KEYS: Final[tuple[ConfigKey, ...]] = (
-    ConfigKey("log.dirs", ConfigType.LIST, None, None,
-              "The directories in which the log data is kept; log.dir if not set."),
-    ConfigKey("log.dir", ConfigType.STRING, "/tmp/kafka-logs", None,
-              "The directory in which the log data is kept (supplemental for log.dirs)."),
-    ConfigKey("log.retention.check.interval.ms", ConfigType.LONG, 5 * 60 * 1000, at_least(1),
-              "How often the log cleaner checks whether any log is eligible for deletion."),
-    ConfigKey("log.flush.scheduler.interval.ms", ConfigType.LONG, LONG_MAX, None,
-              "How often the log flusher checks whether any log needs flushing."),
-    ConfigKey("log.flush.offset.checkpoint.interval.ms", ConfigType.INT, 60000, at_least(0),
-              "How often the recovery point checkpoint is written."),
-    ConfigKey("log.flush.start.offset.checkpoint.interval.ms", ConfigType.INT, 60000,
-              at_least(0), "How often the log start offset checkpoint is written."),
-    ConfigKey("replica.high.watermark.checkpoint.interval.ms", ConfigType.LONG, 5000, None,
-              "How often the high watermark checkpoint (replication-offset-checkpoint) is "
+# Declared here, with the broker's docs, because the log layer reads them itself; the
+# broker's table (kafkaclone.server.config.BROKER_CONFIG) places each row in its section.
+LOG_MANAGER_CONFIG_KEYS: Final = ConfigDef([
+    ConfigKey("broker.id", INT, -1, HIGH,
+              "This broker's id, unique in the cluster. If -1 an id is generated through "
+              "ZooKeeper, above reserved.broker.max.id so that it cannot clash with "
+              "configured ids."),
+    ConfigKey("log.dirs", STRING, None, HIGH,
+              "The directories partition logs are kept in, separated by commas; "
+              "log.dir if not set."),
+    ConfigKey("log.dir", STRING, "/tmp/kafka-logs", HIGH,
+              "The directory partition logs are kept in, when log.dirs is not set."),
+    ConfigKey("num.recovery.threads.per.data.dir", INT, 1, HIGH,
+              "Threads per log directory recovering logs at startup and flushing them at "
+              "shutdown.",
+              validator=at_least(1),
+              note="Accepted for compatibility: a kafkaclone broker does this work on its one "
+              "reactor thread, so the value has no effect."),
+    ConfigKey("log.retention.check.interval.ms", LONG, 5 * MINUTE_MS, MEDIUM,
+              "How often logs are checked for segments to delete.",
+              validator=at_least(1)),
+    ConfigKey("log.flush.scheduler.interval.ms", LONG, _default("flush.ms"), HIGH,
+              "How often logs are checked for a time-based flush."),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", INT, 60000, HIGH,
+              "How often the recovery points (recovery-point-offset-checkpoint) are "
+              "written.",
+              validator=at_least(0)),
+    ConfigKey("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, HIGH,
+              "How often the log start offsets (log-start-offset-checkpoint) are "
+              "written.",
+              validator=at_least(0)),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, HIGH,
+              "How often the high watermarks (replication-offset-checkpoint) are "
               "written."),
-    ConfigKey("num.recovery.threads.per.data.dir", ConfigType.INT, 1, at_least(1),
-              "Threads per data directory for log recovery (accepted; recovery here runs "
-              "in the calling thread)."),
-    ConfigKey("broker.id", ConfigType.INT, -1, None, "The broker id of this server."),
-)
-
-LOG_MANAGER_CONFIG_BY_NAME: Final[Mapping[str, ConfigKey]] = {
-    key.name: key for key in LOG_MANAGER_CONFIG_KEYS
-}
+])  # fmt: skip
 
 
 def _manager_default(name: str) -> Any:
-    return LOG_MANAGER_CONFIG_BY_NAME[name].default
+    return LOG_MANAGER_CONFIG_KEYS[name].default
 
 
 @dataclass(frozen=True)
@@ -461,11 +406,11 @@ class LogManagerConfig:
     def from_props(cls, props: Mapping[str, Any]) -> LogManagerConfig:
         """From server.properties names; keys this table does not know are ignored (the
         topic-level defaults among them are read by ``LogConfig.from_broker_props``)."""
-        values = _parse_all(LOG_MANAGER_CONFIG_BY_NAME, props, ignore_unknown=True)
-        log_dirs = values.pop("log_dirs", None)
+        values = _parse_all(LOG_MANAGER_CONFIG_KEYS, props, ignore_unknown=True)
+        log_dirs = parse_csv_list(values.pop("log_dirs", None) or "")
         log_dir = values.pop("log_dir", None)
         if not log_dirs:
-            log_dirs = (log_dir or _manager_default("log.dir"),)
+            log_dirs = [log_dir or _manager_default("log.dir")]
         return cls(
             log_dirs=tuple(log_dirs),
             default_log_config=LogConfig.from_broker_props(props),
@@ -480,6 +425,7 @@ def config_docs(keys: Iterable[ConfigKey] = LOG_CONFIG_KEYS) -> str:
     for key in keys:
         default = "" if key.default is None else key.format(key.default)
         lines.append(
-            f"| {key.name} | {key.type.value} | {default} | {key.server_name or ''} | {key.doc} |"
+            f"| {key.name} | {key.type.name.lower()} | {default} "
+            f"| {key.server_default_config or ''} | {key.doc} |"
         )
     return "\n".join(lines)

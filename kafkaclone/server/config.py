@@ -22,6 +22,12 @@ deprecated ``host.name``/``port``.
 ``TOPIC_CONFIG_SYNONYMS`` maps each topic-level config to the broker config supplying its
 default (``retention.ms`` -> ``log.retention.ms``), and ``topic_config_synonyms`` /
 ``broker_config_synonyms`` list the full synonym chains DescribeConfigs reports.
+
+The generic machinery (``ConfigDef``, ``ConfigKey``, types, validators, ``ConfigError``) is
+``kafkaclone.config_def``'s. What the log layer reads is declared in ``kafkaclone.log.config``
+and used here: the topic configs with their broker synonyms (``TOPIC_CONFIG_SYNONYMS`` and
+the defaults of those broker configs come from there), the units variants, and the rows of
+the LogManager's own settings (``log.dirs``, checkpoint intervals, ...).
 """
 
 from __future__ import annotations
@@ -47,20 +53,32 @@ from kafkaclone.cluster.endpoint import (
 )
 from kafkaclone.config_def import (
     INT_MAX,
-    LONG_MAX,
-    ConfigDef,
-    ConfigError,
-    ConfigKey,
-    ConfigType,
-    ConfigValue,
     EachOneOf,
-    Importance,
     OneOf,
     Validator,
-    at_least,
-    between,
     parse_integer,
 )
+
+# The config machinery is kafkaclone.config_def's; these names are importable from here too.
+from kafkaclone.config_def import ConfigDef as ConfigDef
+from kafkaclone.config_def import ConfigError as ConfigError
+from kafkaclone.config_def import ConfigKey as ConfigKey
+from kafkaclone.config_def import ConfigType as ConfigType
+from kafkaclone.config_def import ConfigValue as ConfigValue
+from kafkaclone.config_def import Importance as Importance
+from kafkaclone.config_def import at_least as at_least
+from kafkaclone.config_def import between as between
+from kafkaclone.log.config import (
+    BROKER_COMPRESSION_TYPES,
+    BROKER_CONFIG_VARIANTS,
+    COMPACT,
+    CREATE_TIME,
+    DELETE,
+    LOG_APPEND_TIME,
+    LOG_CONFIG_KEYS,
+    LOG_MANAGER_CONFIG_KEYS,
+)
+from kafkaclone.log.config import TOPIC_CONFIG_SYNONYMS as TOPIC_CONFIG_SYNONYMS
 
 logger = logging.getLogger(__name__)
 
@@ -140,9 +158,9 @@ LONG: Final = ConfigType.LONG
 DOUBLE: Final = ConfigType.DOUBLE
 LIST: Final = ConfigType.LIST
 
-COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-CLEANUP_POLICIES: Final = ("compact", "delete")
-TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES: Final = BROKER_COMPRESSION_TYPES
+CLEANUP_POLICIES: Final = (COMPACT, DELETE)
+TIMESTAMP_TYPES: Final = (CREATE_TIME, LOG_APPEND_TIME)
 OFFSETS_STORAGES: Final = ("zookeeper", "kafka")
 
 _ONE_REACTOR: Final = (
@@ -150,8 +168,23 @@ _ONE_REACTOR: Final = (
     "thread, so the value has no effect."
 )
 
+def _topic_default(topic_config: str) -> ConfigValue:
+    """The default of the broker config behind ``topic_config``: the topic config's own,
+    declared once in kafkaclone.log.config (as Kafka's LogConfig defaults are the broker's)."""
+    return LOG_CONFIG_KEYS[topic_config].default
+
+
+def _topic_default_in(topic_config: str, unit_ms: int) -> int:
+    """``_topic_default`` of a time config, in a coarser unit (for ``log.roll.hours`` ...)."""
+    default = LOG_CONFIG_KEYS[topic_config].default
+    assert isinstance(default, int) and default % unit_ms == 0, topic_config
+    return default // unit_ms
+
+
 # Kafka 2.8 names, types, defaults, validators and importance (core/.../KafkaConfig.scala,
-# Defaults). Docs are kafkaclone's own wording.
+# Defaults). Docs are kafkaclone's own wording. The log layer declares what it reads itself:
+# LOG_MANAGER_CONFIG_KEYS rows are placed here in their sections, and the broker configs
+# supplying topic-level defaults take their defaults from LOG_CONFIG_KEYS.
 BROKER_CONFIG: Final = ConfigDef([
     *_section(
         "ZooKeeper",
@@ -175,10 +208,7 @@ BROKER_CONFIG: Final = ConfigDef([
     ),
     *_section(
         "General",
-        ConfigKey("broker.id", INT, -1, HIGH,
-                  "This broker's id, unique in the cluster. If -1 an id is generated through "
-                  "ZooKeeper, above reserved.broker.max.id so that it cannot clash with "
-                  "configured ids."),
+        LOG_MANAGER_CONFIG_KEYS["broker.id"],
         ConfigKey("broker.id.generation.enable", BOOLEAN, True, MEDIUM,
                   "Allow broker.id=-1 to generate an id on startup."),
         ConfigKey("reserved.broker.max.id", INT, 1000, MEDIUM,
@@ -187,7 +217,7 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("broker.rack", STRING, None, MEDIUM,
                   "The rack of this broker (RACK1, us-east-1d), used to spread replicas "
                   "across racks."),
-        ConfigKey("message.max.bytes", INT, 1024 * 1024 + 12, HIGH,
+        ConfigKey("message.max.bytes", INT, _topic_default("max.message.bytes"), HIGH,
                   "The largest record batch the broker accepts, after compression. The "
                   "topic-level max.message.bytes overrides it per topic.",
                   validator=at_least(0)),
@@ -216,7 +246,7 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("auto.create.topics.enable", BOOLEAN, True, HIGH,
                   "Create a topic when a client asks for the metadata of one that does not "
                   "exist, with num.partitions and default.replication.factor."),
-        ConfigKey("compression.type", STRING, "producer", HIGH,
+        ConfigKey("compression.type", STRING, _topic_default("compression.type"), HIGH,
                   "The compression of the batches the broker stores: a codec (gzip, snappy, "
                   "lz4, zstd), uncompressed, or producer to keep the producer's.",
                   validator=OneOf(COMPRESSION_TYPES)),
@@ -298,11 +328,8 @@ BROKER_CONFIG: Final = ConfigDef([
     ),
     *_section(
         "Log",
-        ConfigKey("log.dirs", STRING, None, HIGH,
-                  "The directories partition logs are kept in, separated by commas; "
-                  "log.dir if not set."),
-        ConfigKey("log.dir", STRING, "/tmp/kafka-logs", HIGH,
-                  "The directory partition logs are kept in, when log.dirs is not set."),
+        LOG_MANAGER_CONFIG_KEYS["log.dirs"],
+        LOG_MANAGER_CONFIG_KEYS["log.dir"],
         ConfigKey("num.partitions", INT, 1, MEDIUM,
                   "The partition count of automatically created topics (and of CreateTopics "
                   "requests that leave it to the broker).",
@@ -310,24 +337,22 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("default.replication.factor", INT, 1, MEDIUM,
                   "The replication factor of automatically created topics (and of "
                   "CreateTopics requests that leave it to the broker)."),
-        ConfigKey("num.recovery.threads.per.data.dir", INT, 1, HIGH,
-                  "Threads per log directory recovering logs at startup and flushing them at "
-                  "shutdown.",
-                  validator=at_least(1), note=_ONE_REACTOR),
-        ConfigKey("log.segment.bytes", INT, 1024 * 1024 * 1024, HIGH,
+        LOG_MANAGER_CONFIG_KEYS["num.recovery.threads.per.data.dir"],
+        ConfigKey("log.segment.bytes", INT, _topic_default("segment.bytes"), HIGH,
                   "The largest size of a segment file before a new one is rolled.",
                   validator=at_least(14)),
         ConfigKey("log.roll.ms", LONG, None, HIGH,
                   "Roll a new segment after this long even if the active one is not full; "
                   "log.roll.hours if not set."),
-        ConfigKey("log.roll.hours", INT, 7 * 24, HIGH,
+        ConfigKey("log.roll.hours", INT, _topic_default_in("segment.ms", _HOUR_MS), HIGH,
                   "log.roll.ms in hours, when log.roll.ms is not set.",
                   validator=at_least(1)),
         ConfigKey("log.roll.jitter.ms", LONG, None, HIGH,
                   "The largest random time subtracted from the roll time, so that segments "
                   "of many partitions do not roll together; log.roll.jitter.hours if not "
                   "set."),
-        ConfigKey("log.roll.jitter.hours", INT, 0, HIGH,
+        ConfigKey("log.roll.jitter.hours", INT,
+                  _topic_default_in("segment.jitter.ms", _HOUR_MS), HIGH,
                   "log.roll.jitter.ms in hours, when log.roll.jitter.ms is not set.",
                   validator=at_least(0)),
         ConfigKey("log.retention.ms", LONG, None, HIGH,
@@ -336,64 +361,59 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("log.retention.minutes", INT, None, HIGH,
                   "log.retention.ms in minutes, when log.retention.ms is not set; "
                   "log.retention.hours if not set either."),
-        ConfigKey("log.retention.hours", INT, 7 * 24, HIGH,
+        ConfigKey("log.retention.hours", INT, _topic_default_in("retention.ms", _HOUR_MS), HIGH,
                   "log.retention.ms in hours, when neither log.retention.ms nor "
                   "log.retention.minutes is set."),
-        ConfigKey("log.retention.bytes", LONG, -1, HIGH,
+        ConfigKey("log.retention.bytes", LONG, _topic_default("retention.bytes"), HIGH,
                   "Delete the oldest segments of a partition while it is larger than this "
                   "(-1: no size limit)."),
-        ConfigKey("log.retention.check.interval.ms", LONG, 5 * _MINUTE_MS, MEDIUM,
-                  "How often logs are checked for segments to delete.",
-                  validator=at_least(1)),
-        ConfigKey("log.cleanup.policy", LIST, ("delete",), MEDIUM,
+        LOG_MANAGER_CONFIG_KEYS["log.retention.check.interval.ms"],
+        ConfigKey("log.cleanup.policy", LIST, _topic_default("cleanup.policy"), MEDIUM,
                   "What happens to segments past retention: delete removes them, compact "
                   "keeps the latest record of each key; both may be listed.",
                   validator=EachOneOf(CLEANUP_POLICIES)),
-        ConfigKey("log.index.size.max.bytes", INT, 10 * 1024 * 1024, MEDIUM,
+        ConfigKey("log.index.size.max.bytes", INT, _topic_default("segment.index.bytes"), MEDIUM,
                   "The largest size of an offset index; a full index rolls the segment.",
                   validator=at_least(4)),
-        ConfigKey("log.index.interval.bytes", INT, 4096, MEDIUM,
+        ConfigKey("log.index.interval.bytes", INT, _topic_default("index.interval.bytes"), MEDIUM,
                   "How many bytes of records lie between two entries of the offset index.",
                   validator=at_least(0)),
-        ConfigKey("log.flush.interval.messages", LONG, LONG_MAX, HIGH,
+        ConfigKey("log.flush.interval.messages", LONG, _topic_default("flush.messages"), HIGH,
                   "fsync a partition after this many records (default: leave it to the OS "
                   "and to replication).",
                   validator=at_least(1)),
         ConfigKey("log.flush.interval.ms", LONG, None, HIGH,
                   "fsync a partition when its oldest unflushed record is this old; "
                   "log.flush.scheduler.interval.ms if not set."),
-        ConfigKey("log.flush.scheduler.interval.ms", LONG, LONG_MAX, HIGH,
-                  "How often logs are checked for a time-based flush."),
-        ConfigKey("log.flush.offset.checkpoint.interval.ms", INT, 60000, HIGH,
-                  "How often the recovery points (recovery-point-offset-checkpoint) are "
-                  "written.",
-                  validator=at_least(0)),
-        ConfigKey("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, HIGH,
-                  "How often the log start offsets (log-start-offset-checkpoint) are "
-                  "written.",
-                  validator=at_least(0)),
-        ConfigKey("log.segment.delete.delay.ms", LONG, 60000, HIGH,
+        LOG_MANAGER_CONFIG_KEYS["log.flush.scheduler.interval.ms"],
+        LOG_MANAGER_CONFIG_KEYS["log.flush.offset.checkpoint.interval.ms"],
+        LOG_MANAGER_CONFIG_KEYS["log.flush.start.offset.checkpoint.interval.ms"],
+        ConfigKey("log.segment.delete.delay.ms", LONG, _topic_default("file.delete.delay.ms"), HIGH,
                   "How long a deleted segment's files stay on disk (renamed .deleted) before "
                   "they are removed.",
                   validator=at_least(0)),
-        ConfigKey("log.preallocate", BOOLEAN, False, MEDIUM,
+        ConfigKey("log.preallocate", BOOLEAN, _topic_default("preallocate"), MEDIUM,
                   "Preallocate segment files when they are created."),
-        ConfigKey("log.message.format.version", STRING, LATEST_KAFKA_VERSION, MEDIUM,
+        ConfigKey("log.message.format.version", STRING,
+                  _topic_default("message.format.version"), MEDIUM,
                   "The record format the broker writes, named by the Kafka version that "
                   "introduced it; older formats let old consumers read without "
                   "down-conversion. It cannot be newer than inter.broker.protocol.version.",
                   validator=KafkaVersion()),
-        ConfigKey("log.message.timestamp.type", STRING, "CreateTime", MEDIUM,
+        ConfigKey("log.message.timestamp.type", STRING,
+                  _topic_default("message.timestamp.type"), MEDIUM,
                   "Whether a record's timestamp is the producer's (CreateTime) or the "
                   "broker's append time (LogAppendTime).",
                   validator=OneOf(TIMESTAMP_TYPES)),
-        ConfigKey("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, MEDIUM,
+        ConfigKey("log.message.timestamp.difference.max.ms", LONG,
+                  _topic_default("message.timestamp.difference.max.ms"), MEDIUM,
                   "With CreateTime, reject a batch whose timestamp differs from the broker's "
                   "clock by more than this."),
-        ConfigKey("log.message.downconversion.enable", BOOLEAN, True, LOW,
+        ConfigKey("log.message.downconversion.enable", BOOLEAN,
+                  _topic_default("message.downconversion.enable"), LOW,
                   "Convert records to an older format for fetch requests of old consumers. "
                   "If false, such fetches get UNSUPPORTED_VERSION."),
-        ConfigKey("min.insync.replicas", INT, 1, HIGH,
+        ConfigKey("min.insync.replicas", INT, _topic_default("min.insync.replicas"), HIGH,
                   "With acks=all, the fewest in-sync replicas (leader included) that must "
                   "have a batch for the produce to succeed; fewer gives NOT_ENOUGH_REPLICAS.",
                   validator=at_least(1)),
@@ -419,19 +439,24 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("log.cleaner.backoff.ms", LONG, 15000, MEDIUM,
                   "How long the cleaner sleeps when no log needs cleaning.",
                   validator=at_least(0)),
-        ConfigKey("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, MEDIUM,
+        ConfigKey("log.cleaner.min.cleanable.ratio", DOUBLE,
+                  _topic_default("min.cleanable.dirty.ratio"), MEDIUM,
                   "Clean a log once this share of it is dirty (not yet compacted).",
                   validator=between(0, 1)),
-        ConfigKey("log.cleaner.delete.retention.ms", LONG, 24 * _HOUR_MS, MEDIUM,
+        ConfigKey("log.cleaner.delete.retention.ms", LONG,
+                  _topic_default("delete.retention.ms"), MEDIUM,
                   "How long tombstones (records with a null value) survive compaction."),
-        ConfigKey("log.cleaner.min.compaction.lag.ms", LONG, 0, MEDIUM,
+        ConfigKey("log.cleaner.min.compaction.lag.ms", LONG,
+                  _topic_default("min.compaction.lag.ms"), MEDIUM,
                   "The youngest a record can be and still be compacted."),
-        ConfigKey("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, MEDIUM,
+        ConfigKey("log.cleaner.max.compaction.lag.ms", LONG,
+                  _topic_default("max.compaction.lag.ms"), MEDIUM,
                   "The oldest a record can get without being eligible for compaction."),
     ),
     *_section(
         "Replication",
-        ConfigKey("unclean.leader.election.enable", BOOLEAN, False, HIGH,
+        ConfigKey("unclean.leader.election.enable", BOOLEAN,
+                  _topic_default("unclean.leader.election.enable"), HIGH,
                   "When no in-sync replica is alive, elect a live out-of-sync replica as "
                   "leader, accepting the loss of the records it lacks."),
         ConfigKey("replica.lag.time.max.ms", LONG, 30000, HIGH,
@@ -459,9 +484,7 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("num.replica.fetchers", INT, 1, HIGH,
                   "Fetcher threads per source broker.",
                   note=_ONE_REACTOR),
-        ConfigKey("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, HIGH,
-                  "How often the high watermarks (replication-offset-checkpoint) are "
-                  "written."),
+        LOG_MANAGER_CONFIG_KEYS["replica.high.watermark.checkpoint.interval.ms"],
         ConfigKey("fetch.purgatory.purge.interval.requests", INT, 1000, MEDIUM,
                   "Purge completed delayed fetches every this many requests."),
         ConfigKey("producer.purgatory.purge.interval.requests", INT, 1000, MEDIUM,
@@ -593,40 +616,12 @@ BROKER_CONFIG: Final = ConfigDef([
 
 # --- topic-level synonyms -----------------------------------------------------------------
 
-TOPIC_CONFIG_SYNONYMS: Final[Mapping[str, str]] = MappingProxyType({
-    "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
-    "segment.jitter.ms": "log.roll.jitter.ms",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms",
-    "max.message.bytes": "message.max.bytes",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "cleanup.policy": "log.cleanup.policy",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "min.insync.replicas": "min.insync.replicas",
-    "compression.type": "compression.type",
-    "preallocate": "log.preallocate",
-    "message.format.version": "log.message.format.version",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
-    "message.downconversion.enable": "log.message.downconversion.enable",
-})
-"""Topic-level config -> the broker config that supplies its default, the highest-priority
-one where several do (Kafka's ``LogConfig.TopicConfigSynonyms``)."""
+# TOPIC_CONFIG_SYNONYMS (topic-level config -> the broker config supplying its default) is
+# derived from LOG_CONFIG_KEYS in kafkaclone.log.config and importable from here.
 
-_SYNONYM_CHAINS: Final[tuple[tuple[str, ...], ...]] = (
-    ("log.roll.ms", "log.roll.hours"),
-    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+_SYNONYM_CHAINS: Final[tuple[tuple[str, ...], ...]] = tuple(
+    (name, *(variant for variant, _factor in variants))
+    for name, variants in BROKER_CONFIG_VARIANTS.items()
 )
 
 
@@ -1079,31 +1074,24 @@ class KafkaConfig:
     @property
     def log_roll_ms(self) -> int:
         """``log.roll.ms``, else ``log.roll.hours`` in ms."""
-        return self._ms_or_hours("log.roll.ms", "log.roll.hours")
+        return self._with_variants("log.roll.ms")
 
     @property
     def log_roll_jitter_ms(self) -> int:
         """``log.roll.jitter.ms``, else ``log.roll.jitter.hours`` in ms."""
-        return self._ms_or_hours("log.roll.jitter.ms", "log.roll.jitter.hours")
+        return self._with_variants("log.roll.jitter.ms")
 
     @property
     def log_retention_ms(self) -> int:
         """``log.retention.ms``, else ``.minutes``, else ``.hours``, in ms; -1 (no limit)
         for any negative value."""
-        if self.get("log.retention.ms") is not None:
-            millis = self.get_int("log.retention.ms")
-        elif self.get("log.retention.minutes") is not None:
-            millis = self.get_int("log.retention.minutes") * _MINUTE_MS
-        else:
-            millis = self.get_int("log.retention.hours") * _HOUR_MS
+        millis = self._with_variants("log.retention.ms")
         return -1 if millis < 0 else millis
 
     @property
     def log_flush_interval_ms(self) -> int:
         """``log.flush.interval.ms``, else ``log.flush.scheduler.interval.ms``."""
-        if self.get("log.flush.interval.ms") is None:
-            return self.log_flush_scheduler_interval_ms
-        return self.get_int("log.flush.interval.ms")
+        return self._with_variants("log.flush.interval.ms")
 
     @property
     def log_message_format_version(self) -> str:
@@ -1392,10 +1380,14 @@ class KafkaConfig:
             return "log.dirs", log_dirs
         return "log.dir", self.get_str("log.dir")
 
-    def _ms_or_hours(self, ms_name: str, hours_name: str) -> int:
-        if self.get(ms_name) is None:
-            return self.get_int(hours_name) * _HOUR_MS
-        return self.get_int(ms_name)
+    def _with_variants(self, name: str) -> int:
+        """``name``'s value, else that of the first of its BROKER_CONFIG_VARIANTS set (the
+        last has a default), in ``name``'s unit."""
+        *preferred, (fallback, fallback_factor) = ((name, 1), *BROKER_CONFIG_VARIANTS[name])
+        for variant, factor in preferred:
+            if self.get(variant) is not None:
+                return self.get_int(variant) * factor
+        return self.get_int(fallback) * fallback_factor
 
     @staticmethod
     def _check(ok: bool, key: str, value: object, allowed: str) -> None:
