@@ -1,0 +1,752 @@
+"""KafkaController: the broker that won the /controller election manages partition leaders,
+ISRs and topic lifecycles for the whole cluster (Kafka 2.8's KafkaController, ZooKeeper mode).
+
+Every broker runs one. ``startup()`` registers the /controller watch and tries to win the
+election (create the ephemeral /controller and bump /controller_epoch in one multi-op;
+losing is normal). The winner (``on_controller_failover``) reads the cluster from
+ZooKeeper, watches it, elects leaders and tells every broker. ZooKeeper watches and session
+changes only queue events (kafkaclone.controller.events); they are processed one at a time.
+Every controller write is guarded by the epoch znode's zkVersion, so a deposed controller
+cannot write; it resigns on a /controller change or a session expiry, and after an expiry
+it stands for election again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from kafkaclone.controller.channel_manager import (
+    ControllerBrokerRequestBatch,
+    ControllerChannel,
+    ControllerChannelManager,
+)
+from kafkaclone.controller.context import (
+    ControllerContext,
+    PartitionAndReplica,
+    PartitionState,
+    ReplicaState,
+)
+from kafkaclone.controller.election import ElectionStrategy
+from kafkaclone.controller.events import (
+    BrokerChange,
+    ControlledShutdown,
+    ControllerChange,
+    ControllerEvent,
+    ControllerEventManager,
+    Expire,
+    IsrChangeNotification,
+    PartitionModifications,
+    Reelect,
+    Startup,
+    TopicChange,
+    TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
+)
+from kafkaclone.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.protocol.errors import NotControllerError, StaleBrokerEpochError
+from kafkaclone.zk.client import (
+    KafkaZkClient,
+    StateChangeHandler,
+    ZNodeChangeHandler,
+    ZNodeChildChangeHandler,
+)
+from kafkaclone.zk.errors import ControllerMovedError
+from kafkaclone.zk.znodes import (
+    BrokerIdsZNode,
+    ControllerZNode,
+    DeleteTopicsZNode,
+    IsrChangeNotificationZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+
+logger = logging.getLogger(__name__)
+
+ChannelFactory = Callable[["KafkaController"], ControllerChannel]
+"""Builds the controller's channel to brokers at each failover (a fake in tests)."""
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """The broker settings the controller uses."""
+
+    broker_id: int
+    unclean_leader_election_enable: bool = False
+    delete_topic_enable: bool = True
+    controller_socket_timeout_ms: int = 30000
+    listener_name: str = "PLAINTEXT"
+
+    @classmethod
+    def from_kafka_config(cls, config: Any) -> ControllerConfig:
+        if isinstance(config, ControllerConfig):
+            return config
+        listener = config.control_plane_listener_name or config.inter_broker_listener_name
+        return cls(
+            broker_id=config.get_int("broker.id"),
+            unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
+            delete_topic_enable=config.get_bool("delete.topic.enable"),
+            controller_socket_timeout_ms=config.get_int("controller.socket.timeout.ms"),
+            listener_name=str(listener),
+        )
+
+
+# -- ZooKeeper handlers: they only queue events --------------------------------------------------
+
+
+class _ControllerChangeHandler(ZNodeChangeHandler):
+    def __init__(self, events: ControllerEventManager) -> None:
+        super().__init__(ControllerZNode.PATH)
+        self._events = events
+
+    def handle_creation(self) -> None:
+        self._events.put(ControllerChange())
+
+    def handle_deletion(self) -> None:
+        self._events.put(Reelect())
+
+    def handle_data_change(self) -> None:
+        self._events.put(ControllerChange())
+
+
+class _ChildHandler(ZNodeChildChangeHandler):
+    def __init__(self, path: str, events: ControllerEventManager,
+                 event: Callable[[], ControllerEvent]) -> None:
+        super().__init__(path)
+        self._events = events
+        self._event = event
+
+    def handle_child_change(self) -> None:
+        self._events.put(self._event())
+
+
+class _PartitionModificationsHandler(ZNodeChangeHandler):
+    def __init__(self, topic: str, events: ControllerEventManager) -> None:
+        super().__init__(TopicZNode.path(topic))
+        self._topic = topic
+        self._events = events
+
+    def handle_data_change(self) -> None:
+        self._events.put(PartitionModifications(self._topic))
+
+
+class _SessionHandler(StateChangeHandler):
+    def __init__(self, events: ControllerEventManager) -> None:
+        super().__init__("controller-state-change-handler")
+        self._events = events
+
+    def before_initializing_session(self) -> None:
+        self._events.clear_and_put(Expire())
+
+    def after_initializing_session(self) -> None:
+        self._events.put(Reelect())
+
+
+class KafkaController:
+    """One broker's controller (active or standby); implements ControllerService."""
+
+    def __init__(self, config: Any, zk_client: KafkaZkClient, broker_id: int,
+                 broker_epoch: int, reactor: Any, *,
+                 channel_factory: ChannelFactory | None = None) -> None:
+        self.config = ControllerConfig.from_kafka_config(config)
+        self.zk_client = zk_client
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.reactor = reactor
+        self._channel_factory = channel_factory or _default_channel_factory
+        self.context = ControllerContext()
+        self.active_controller_id = -1
+        self.events = ControllerEventManager(self._process)
+        self.channel: ControllerChannel | None = None
+        self.batch: ControllerBrokerRequestBatch | None = None
+        self.partition_state_machine: PartitionStateMachine | None = None
+        self.replica_state_machine: ReplicaStateMachine | None = None
+        self._controller_change_handler = _ControllerChangeHandler(self.events)
+        self._session_handler = _SessionHandler(self.events)
+        self._child_handlers = [
+            _ChildHandler(BrokerIdsZNode.PATH, self.events, BrokerChange),
+            _ChildHandler(TopicsZNode.PATH, self.events, TopicChange),
+            _ChildHandler(DeleteTopicsZNode.PATH, self.events, TopicDeletion),
+            _ChildHandler(IsrChangeNotificationZNode.PATH, self.events, IsrChangeNotification),
+        ]
+        self._partition_modification_handlers: dict[str, _PartitionModificationsHandler] = {}
+        self._started = False
+
+    # -- ControllerService -------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.broker_id
+
+    @property
+    def epoch(self) -> int:
+        return self.context.epoch
+
+    @property
+    def epoch_zk_version(self) -> int:
+        return self.context.epoch_zk_version
+
+    async def controlled_shutdown(self, broker_id: int,
+                                  broker_epoch: int) -> set[TopicPartition]:
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        event = ControlledShutdown(broker_id, broker_epoch)
+        self.events.put(event)
+        return await event.result
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        """Stand for election; returns once the first attempt was processed."""
+        self._started = True
+        self.zk_client.register_state_change_handler(self._session_handler)
+        self.events.put(Startup())
+        await self.wait_idle()
+
+    async def wait_idle(self) -> None:
+        """Wait until the event queue is empty and nothing is being processed."""
+        while not self.events.idle:
+            d: Deferred[None] = Deferred()
+            self.reactor.callLater(0.01, d.callback, None)
+            await d
+
+    async def shutdown(self) -> None:
+        """Stop processing events and resign (without deleting /controller: the session
+        that owns it ends with the broker)."""
+        await self.events.shutdown()
+        self.zk_client.unregister_state_change_handler(self._session_handler.name)
+        self.zk_client.unregister_znode_change_handler(ControllerZNode.PATH)
+        self._on_controller_resignation()
+        self.active_controller_id = -1
+
+    # -- event processing -------------------------------------------------------------------
+
+    async def _process(self, event: ControllerEvent) -> None:
+        try:
+            await self._dispatch(event)
+        except ControllerMovedError as exc:
+            logger.info("Controller moved to another broker when processing %s: %s", event, exc)
+            await self._maybe_resign()
+            if isinstance(event, ControlledShutdown) and not event.result.called:
+                event.result.errback(exc)
+        except Exception as exc:
+            if isinstance(event, ControlledShutdown) and not event.result.called:
+                event.result.errback(exc)
+                return
+            raise
+
+    async def _dispatch(self, event: ControllerEvent) -> None:
+        if isinstance(event, Startup):
+            await self.zk_client.register_znode_change_handler_and_check_existence(
+                self._controller_change_handler)
+            await self._elect()
+        elif isinstance(event, ControllerChange):
+            await self._maybe_resign()
+        elif isinstance(event, Reelect):
+            await self._maybe_resign()
+            await self._elect()
+        elif isinstance(event, Expire):
+            self.active_controller_id = -1
+            self._on_controller_resignation()
+        elif isinstance(event, ControlledShutdown):
+            result = await self._process_controlled_shutdown(event.broker_id, event.broker_epoch)
+            if not event.result.called:
+                event.result.callback(result)
+        elif not self.is_active:
+            return
+        elif isinstance(event, BrokerChange):
+            await self._process_broker_change()
+        elif isinstance(event, TopicChange):
+            await self._process_topic_change()
+        elif isinstance(event, PartitionModifications):
+            await self._process_partition_modifications(event.topic)
+        elif isinstance(event, TopicDeletion):
+            await self._process_topic_deletion()
+        elif isinstance(event, IsrChangeNotification):
+            await self._process_isr_change_notification()
+        else:
+            await self._process_stop_replica_deletion_response(event)
+
+    # -- election and resignation -----------------------------------------------------------
+
+    async def _elect(self) -> None:
+        controller_id = await self.zk_client.get_controller_id()
+        self.active_controller_id = -1 if controller_id is None else controller_id
+        if controller_id is not None:
+            logger.debug("Broker %s has been elected as the controller, so stopping the "
+                         "election process.", controller_id)
+            return
+        try:
+            epoch, epoch_zk_version = (
+                await self.zk_client.register_controller_and_increment_controller_epoch(
+                    self.broker_id))
+        except ControllerMovedError:
+            await self._maybe_resign()
+            logger.debug("Lost the controller election; the controller is %s",
+                         self.active_controller_id)
+            return
+        self.context.epoch = epoch
+        self.context.epoch_zk_version = epoch_zk_version
+        self.active_controller_id = self.broker_id
+        logger.info("%s successfully elected as the controller. Epoch incremented to %s and "
+                    "epoch zk version is now %s", self.broker_id, epoch, epoch_zk_version)
+        try:
+            await self._on_controller_failover()
+        except ControllerMovedError:
+            raise
+        except Exception:
+            logger.exception("Error during controller failover; resigning")
+            await self._trigger_controller_move()
+
+    async def _trigger_controller_move(self) -> None:
+        self._on_controller_resignation()
+        self.active_controller_id = -1
+        await self.zk_client.delete_controller(self.context.epoch_zk_version)
+
+    async def _maybe_resign(self) -> None:
+        was_active = self.is_active
+        controller_id = await self.zk_client.get_controller_id()
+        self.active_controller_id = -1 if controller_id is None else controller_id
+        if was_active and not self.is_active:
+            self._on_controller_resignation()
+
+    def _on_controller_resignation(self) -> None:
+        for handler in self._child_handlers:
+            self.zk_client.unregister_znode_child_change_handler(handler.path)
+        for path in list(self._partition_modification_handlers):
+            self.zk_client.unregister_znode_change_handler(path)
+        self._partition_modification_handlers.clear()
+        if self.channel is not None:
+            self.channel.shutdown()
+            logger.info("Resigned as the controller (epoch %s)", self.context.epoch)
+        self.channel = None
+        self.batch = None
+        self.partition_state_machine = None
+        self.replica_state_machine = None
+        self.context.reset()
+
+    async def _on_controller_failover(self) -> None:
+        zk = self.zk_client
+        ctx = self.context
+        for handler in self._child_handlers:
+            zk.register_znode_child_change_handler(handler)
+        await zk.delete_isr_change_notifications(None, ctx.epoch_zk_version)
+        self.channel = self._channel_factory(self)
+        self.batch = ControllerBrokerRequestBatch(
+            self.broker_id, ctx, self.channel, self._on_stop_replica_deletion_response)
+        self.partition_state_machine = PartitionStateMachine(
+            self.broker_id, ctx, zk, self.batch, self.config.unclean_leader_election_enable)
+        self.replica_state_machine = ReplicaStateMachine(self.broker_id, ctx, zk, self.batch)
+        # initializeControllerContext
+        brokers = await zk.get_all_broker_and_epochs_in_cluster(register_watch=True)
+        ctx.set_live_brokers({int(b): pair for b, pair in brokers.items()})
+        ctx.all_topics = await zk.get_all_topics_in_cluster(register_watch=True)
+        await self._register_partition_modifications_handlers(ctx.all_topics)
+        assignments = await zk.get_replica_assignment_and_topic_id_for_topics(ctx.all_topics)
+        for topic, assignment in assignments.items():
+            ctx.partition_assignments[topic] = dict(assignment.partitions)
+            if assignment.topic_id is not None:
+                ctx.topic_ids[topic] = assignment.topic_id
+        await self._assign_missing_topic_ids(assignments)
+        ctx.partition_leadership_info.clear()
+        ctx.shutting_down_broker_ids.clear()
+        await self._update_leader_and_isr_cache()
+        for info in ctx.live_brokers.values():
+            self.channel.add_broker(info)
+        # topic deletions in progress
+        deletions = set(await zk.get_topic_deletions(register_watch=True))
+        await zk.get_children(IsrChangeNotificationZNode.PATH, register_watch=True)
+        missing = deletions - ctx.all_topics
+        if missing:
+            await zk.delete_topic_deletions(sorted(missing), ctx.epoch_zk_version)
+        if self.config.delete_topic_enable:
+            ctx.topics_to_be_deleted = deletions & ctx.all_topics
+        elif deletions:
+            await zk.delete_topic_deletions(sorted(deletions & ctx.all_topics),
+                                            ctx.epoch_zk_version)
+        self._send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [])
+        await self.replica_state_machine.startup()
+        await self.partition_state_machine.startup()
+        logger.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
+        await self._resume_deletions()
+
+    async def _assign_missing_topic_ids(self, assignments: dict[str, Any]) -> None:
+        for topic, assignment in assignments.items():
+            if assignment.topic_id is None:
+                topic_id = uuid.uuid4()
+                await self.zk_client.set_topic_assignment(
+                    topic, topic_id, assignment.partitions, self.context.epoch_zk_version)
+                self.context.topic_ids[topic] = topic_id
+
+    async def _register_partition_modifications_handlers(self, topics: Iterable[str]) -> None:
+        for topic in sorted(topics):
+            handler = _PartitionModificationsHandler(topic, self.events)
+            self._partition_modification_handlers[handler.path] = handler
+            await self.zk_client.register_znode_change_handler_and_check_existence(handler)
+
+    def _unregister_partition_modifications_handlers(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            path = TopicZNode.path(topic)
+            self._partition_modification_handlers.pop(path, None)
+            self.zk_client.unregister_znode_change_handler(path)
+
+    async def _update_leader_and_isr_cache(
+            self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        wanted = self.context.all_partitions() if partitions is None else list(partitions)
+        states = await self.zk_client.get_topic_partition_states(wanted)
+        self.context.partition_leadership_info.update(states)
+
+    def _send_update_metadata_request(self, broker_ids: Iterable[int],
+                                      partitions: Iterable[TopicPartition]) -> None:
+        assert self.batch is not None
+        self.batch.new_batch()
+        try:
+            self.batch.add_update_metadata_request_for_brokers(broker_ids, partitions)
+            self.batch.send_requests_to_brokers(self.context.epoch)
+        finally:
+            self.batch.clear()
+
+    @property
+    def _psm(self) -> PartitionStateMachine:
+        assert self.partition_state_machine is not None
+        return self.partition_state_machine
+
+    @property
+    def _rsm(self) -> ReplicaStateMachine:
+        assert self.replica_state_machine is not None
+        return self.replica_state_machine
+
+    # -- brokers -----------------------------------------------------------------------------
+
+    async def _process_broker_change(self) -> None:
+        ctx = self.context
+        assert self.channel is not None
+        found = await self.zk_client.get_all_broker_and_epochs_in_cluster(register_watch=True)
+        current = {int(b): pair for b, pair in found.items()}
+        current_ids = set(current)
+        known = ctx.live_or_shutting_down_broker_ids
+        new_ids = sorted(current_ids - known)
+        dead_ids = sorted(known - current_ids)
+        bounced_ids = sorted(b for b in current_ids & known
+                             if current[b][1] > ctx.live_broker_epochs.get(b, -1))
+        logger.info("Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all "
+                    "live brokers: %s", new_ids, dead_ids, bounced_ids, sorted(current_ids))
+        for broker_id in new_ids:
+            self.channel.add_broker(current[broker_id][0])
+        for broker_id in bounced_ids:
+            self.channel.remove_broker(broker_id)
+            self.channel.add_broker(current[broker_id][0])
+        for broker_id in dead_ids:
+            self.channel.remove_broker(broker_id)
+        if new_ids:
+            ctx.add_live_brokers({b: current[b] for b in new_ids})
+            await self._on_broker_startup(new_ids)
+        if bounced_ids:
+            ctx.remove_live_brokers(bounced_ids)
+            await self._on_broker_failure(bounced_ids)
+            ctx.add_live_brokers({b: current[b] for b in bounced_ids})
+            await self._on_broker_startup(bounced_ids)
+        if dead_ids:
+            ctx.remove_live_brokers(dead_ids)
+            await self._on_broker_failure(dead_ids)
+
+    async def _on_broker_startup(self, new_brokers: list[int]) -> None:
+        ctx = self.context
+        logger.info("New broker startup callback for %s", new_brokers)
+        existing = ctx.live_or_shutting_down_broker_ids - set(new_brokers)
+        self._send_update_metadata_request(existing, [])
+        self._send_update_metadata_request(new_brokers, ctx.partitions_with_leaders())
+        replicas = ctx.replicas_on_brokers(set(new_brokers))
+        await self._rsm.handle_state_changes(
+            [r for r in replicas
+             if not ctx.is_topic_queued_up_for_deletion(r.topic_partition.topic)],
+            ReplicaState.ONLINE)
+        await self._psm.trigger_online_partition_state_change()
+        to_resume = {r.topic_partition.topic for r in replicas
+                     if ctx.is_topic_queued_up_for_deletion(r.topic_partition.topic)}
+        if to_resume:
+            await self._resume_deletion_for_topics(to_resume)
+
+    async def _on_broker_failure(self, dead_brokers: list[int]) -> None:
+        ctx = self.context
+        logger.info("Broker failure callback for %s", dead_brokers)
+        for broker_id in dead_brokers:
+            ctx.shutting_down_broker_ids.discard(broker_id)
+        await self._on_replicas_become_offline(ctx.replicas_on_brokers(set(dead_brokers)))
+
+    async def _on_replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
+        ctx = self.context
+        for_deletion = [r for r in replicas
+                        if ctx.is_topic_queued_up_for_deletion(r.topic_partition.topic)]
+        not_for_deletion = [r for r in replicas if r not in for_deletion]
+        offline_leader = ctx.partitions_with_offline_leader()
+        await self._psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
+        await self._psm.trigger_online_partition_state_change()
+        await self._rsm.handle_state_changes(not_for_deletion, ReplicaState.OFFLINE)
+        if for_deletion:
+            await self._fail_replica_deletion(for_deletion)
+        if not offline_leader:
+            self._send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [])
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    async def _process_topic_change(self) -> None:
+        ctx = self.context
+        topics = await self.zk_client.get_all_topics_in_cluster(register_watch=True)
+        new_topics = topics - ctx.all_topics
+        deleted_topics = ctx.all_topics - topics
+        ctx.all_topics = set(topics)
+        await self._register_partition_modifications_handlers(new_topics)
+        assignments = await self.zk_client.get_replica_assignment_and_topic_id_for_topics(
+            new_topics)
+        for topic in deleted_topics:
+            ctx.remove_topic(topic)
+        new_partitions: list[TopicPartition] = []
+        for topic, assignment in sorted(assignments.items()):
+            if assignment.topic_id is not None:
+                ctx.topic_ids[topic] = assignment.topic_id
+            for partition, replicas in sorted(assignment.partitions.items()):
+                tp = TopicPartition(topic, partition)
+                ctx.update_partition_full_replica_assignment(tp, replicas)
+                new_partitions.append(tp)
+        await self._assign_missing_topic_ids(assignments)
+        logger.info("New topics: %s, deleted topics: %s", sorted(new_topics),
+                    sorted(deleted_topics))
+        if new_partitions:
+            await self._on_new_partition_creation(new_partitions)
+
+    async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        logger.info("New partition creation callback for %s", partitions)
+        replicas = self.context.replicas_for_partitions(partitions)
+        await self._psm.handle_state_changes(partitions, PartitionState.NEW)
+        await self._rsm.handle_state_changes(replicas, ReplicaState.NEW)
+        await self._psm.handle_state_changes(partitions, PartitionState.ONLINE,
+                                             ElectionStrategy.OFFLINE)
+        await self._rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    async def _process_partition_modifications(self, topic: str) -> None:
+        ctx = self.context
+        found = await self.zk_client.get_topic_assignment(topic)
+        if found is None:
+            return
+        added = {p: a for p, a in found.value.partitions.items()
+                 if not ctx.partition_replica_assignment(TopicPartition(topic, p))}
+        if ctx.is_topic_queued_up_for_deletion(topic):
+            if added:
+                logger.warning("Skipping adding partitions %s for topic %s since it is "
+                               "currently being deleted", sorted(added), topic)
+            return
+        if not added:
+            return
+        logger.info("New partitions to be added %s", sorted(added))
+        partitions = []
+        for partition, assignment in sorted(added.items()):
+            tp = TopicPartition(topic, partition)
+            ctx.update_partition_full_replica_assignment(tp, assignment)
+            partitions.append(tp)
+        await self._on_new_partition_creation(partitions)
+
+    # -- topic deletion (Kafka's TopicDeletionManager) -----------------------------------------
+
+    async def _process_topic_deletion(self) -> None:
+        ctx = self.context
+        to_delete = set(await self.zk_client.get_topic_deletions(register_watch=True))
+        missing = to_delete - ctx.all_topics
+        if missing:
+            logger.warning("Ignoring request to delete non-existing topics %s", sorted(missing))
+            await self.zk_client.delete_topic_deletions(sorted(missing), ctx.epoch_zk_version)
+        to_delete -= missing
+        if not self.config.delete_topic_enable:
+            if to_delete:
+                logger.info("Removing %s since delete topic is disabled", sorted(to_delete))
+                await self.zk_client.delete_topic_deletions(sorted(to_delete),
+                                                            ctx.epoch_zk_version)
+            return
+        if to_delete:
+            logger.info("Starting topic deletion for topics %s", sorted(to_delete))
+            ctx.topics_to_be_deleted |= to_delete
+            await self._resume_deletions()
+
+    def _is_topic_eligible_for_deletion(self, topic: str) -> bool:
+        ctx = self.context
+        return (ctx.is_topic_queued_up_for_deletion(topic)
+                and topic not in ctx.topics_with_deletion_started
+                and topic not in ctx.topics_ineligible_for_deletion)
+
+    async def _resume_deletions(self) -> None:
+        ctx = self.context
+        retry: set[str] = set()
+        eligible: set[str] = set()
+        for topic in sorted(ctx.topics_to_be_deleted):
+            if ctx.are_all_replicas_in_state(topic, ReplicaState.DELETION_SUCCESSFUL):
+                await self._complete_delete_topic(topic)
+                continue
+            if (not ctx.is_any_replica_in_state(topic, ReplicaState.DELETION_STARTED)
+                    and ctx.is_any_replica_in_state(topic, ReplicaState.DELETION_INELIGIBLE)):
+                retry.add(topic)
+            if self._is_topic_eligible_for_deletion(topic):
+                eligible.add(topic)
+        if retry:
+            failed = [r for topic in sorted(retry)
+                      for r in ctx.replicas_in_state(topic, ReplicaState.DELETION_INELIGIBLE)]
+            await self._rsm.handle_state_changes(failed, ReplicaState.OFFLINE)
+            ctx.topics_ineligible_for_deletion -= retry
+            eligible |= {t for t in retry if self._is_topic_eligible_for_deletion(t)}
+        if eligible:
+            await self._on_topic_deletion(eligible)
+
+    async def _resume_deletion_for_topics(self, topics: set[str]) -> None:
+        queued = topics & self.context.topics_to_be_deleted
+        if queued:
+            self.context.topics_ineligible_for_deletion -= queued
+            await self._resume_deletions()
+
+    async def _on_topic_deletion(self, topics: set[str]) -> None:
+        ctx = self.context
+        logger.info("Topic deletion callback for %s", sorted(topics))
+        unseen = topics - ctx.topics_with_deletion_started
+        if unseen:
+            partitions = [tp for t in sorted(unseen) for tp in ctx.partitions_for_topic(t)]
+            await self._psm.handle_state_changes(partitions, PartitionState.OFFLINE)
+            await self._psm.handle_state_changes(partitions, PartitionState.NON_EXISTENT)
+            ctx.topics_with_deletion_started |= unseen
+        self._send_update_metadata_request(
+            ctx.live_or_shutting_down_broker_ids,
+            [tp for t in sorted(topics) for tp in ctx.partitions_for_topic(t)])
+        await self._on_partition_deletion(topics)
+
+    async def _on_partition_deletion(self, topics: set[str]) -> None:
+        ctx = self.context
+        dead: list[PartitionAndReplica] = []
+        retry: list[PartitionAndReplica] = []
+        ineligible: set[str] = set()
+        for topic in sorted(topics):
+            replicas = ctx.replicas_for_topic(topic)
+            alive = [r for r in replicas if ctx.is_replica_online(r.replica, r.topic_partition)]
+            dead_here = [r for r in replicas if r not in alive]
+            done = set(ctx.replicas_in_state(topic, ReplicaState.DELETION_SUCCESSFUL))
+            dead.extend(dead_here)
+            retry.extend(r for r in alive if r not in done)
+            if dead_here:
+                ineligible.add(topic)
+        await self._rsm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
+        await self._rsm.handle_state_changes(retry, ReplicaState.OFFLINE)
+        await self._rsm.handle_state_changes(retry, ReplicaState.DELETION_STARTED)
+        if ineligible:
+            logger.info("Halted deletion of topics %s: some replicas are offline",
+                        sorted(ineligible))
+            ctx.topics_ineligible_for_deletion |= ineligible & ctx.topics_to_be_deleted
+
+    def _on_stop_replica_deletion_response(self, broker_id: int, error_code: int,
+                                           partition_errors: dict[TopicPartition, int]) -> None:
+        self.events.put(TopicDeletionStopReplicaResponseReceived(broker_id, error_code,
+                                                                 partition_errors))
+
+    async def _process_stop_replica_deletion_response(
+            self, event: TopicDeletionStopReplicaResponseReceived) -> None:
+        ctx = self.context
+        relevant = {tp: code for tp, code in event.partition_errors.items()
+                    if tp.topic in ctx.topics_with_deletion_started}
+        if event.error_code != 0:
+            in_error = set(relevant)
+        else:
+            in_error = {tp for tp, code in relevant.items() if code != 0}
+        failed = [PartitionAndReplica(tp, event.broker_id) for tp in sorted(in_error)]
+        deleted = [PartitionAndReplica(tp, event.broker_id) for tp in sorted(relevant)
+                   if tp not in in_error]
+        if failed:
+            await self._fail_replica_deletion(failed)
+        if deleted:
+            await self._rsm.handle_state_changes(deleted, ReplicaState.DELETION_SUCCESSFUL)
+            await self._resume_deletions()
+
+    async def _fail_replica_deletion(self, replicas: list[PartitionAndReplica]) -> None:
+        ctx = self.context
+        started = [r for r in replicas
+                   if ctx.is_topic_queued_up_for_deletion(r.topic_partition.topic)]
+        if not started:
+            return
+        topics = {r.topic_partition.topic for r in started}
+        logger.info("Deletion for replicas %s failed; marking them ineligible",
+                    ", ".join(map(str, started)))
+        await self._rsm.handle_state_changes(started, ReplicaState.DELETION_INELIGIBLE)
+        ctx.topics_ineligible_for_deletion |= topics
+        await self._resume_deletions()
+
+    async def _complete_delete_topic(self, topic: str) -> None:
+        ctx = self.context
+        self._unregister_partition_modifications_handlers([topic])
+        replicas = ctx.replicas_in_state(topic, ReplicaState.DELETION_SUCCESSFUL)
+        await self._rsm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT)
+        await self.zk_client.delete_topic_znode(topic, ctx.epoch_zk_version)
+        await self.zk_client.delete_topic_configs([topic], ctx.epoch_zk_version)
+        await self.zk_client.delete_topic_deletions([topic], ctx.epoch_zk_version)
+        ctx.remove_topic(topic)
+        logger.info("Deletion of topic %s successfully completed", topic)
+
+    # -- ISR changes -----------------------------------------------------------------------------
+
+    async def _process_isr_change_notification(self) -> None:
+        ctx = self.context
+        sequence_numbers = await self.zk_client.get_all_isr_change_notifications(
+            register_watch=True)
+        try:
+            partitions = await self.zk_client.get_partitions_from_isr_change_notifications(
+                sequence_numbers)
+            known = [tp for tp in sorted(partitions)
+                     if ctx.partition_replica_assignment(tp)]
+            if known:
+                await self._update_leader_and_isr_cache(known)
+                self._send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, known)
+        finally:
+            await self.zk_client.delete_isr_change_notifications(sequence_numbers,
+                                                                 ctx.epoch_zk_version)
+
+    # -- controlled shutdown ----------------------------------------------------------------------
+
+    async def _process_controlled_shutdown(self, broker_id: int,
+                                           broker_epoch: int) -> set[TopicPartition]:
+        ctx = self.context
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        cached_epoch = ctx.live_broker_epochs.get(broker_id)
+        if cached_epoch is not None and broker_epoch < cached_epoch:
+            raise StaleBrokerEpochError(
+                f"Received controlled shutdown request from an old broker epoch {broker_epoch} "
+                f"for broker {broker_id}. Current broker epoch is {cached_epoch}.")
+        logger.info("Shutting down broker %s", broker_id)
+        if broker_id not in ctx.live_or_shutting_down_broker_ids:
+            raise NotControllerError(f"Broker id {broker_id} does not exist.")
+        ctx.shutting_down_broker_ids.add(broker_id)
+        partitions = [
+            tp for tp in ctx.partitions_on_broker(broker_id)
+            if len(ctx.partition_replica_assignment(tp)) > 1
+            and tp in ctx.partition_leadership_info
+            and not ctx.is_topic_queued_up_for_deletion(tp.topic)
+        ]
+        led = [tp for tp in partitions
+               if ctx.partition_leadership_info[tp].leader_and_isr.leader == broker_id]
+        followed = [tp for tp in partitions if tp not in led]
+        await self._psm.handle_state_changes(led, PartitionState.ONLINE,
+                                             ElectionStrategy.CONTROLLED_SHUTDOWN)
+        await self._rsm.handle_state_changes(
+            [PartitionAndReplica(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
+        still_led = {
+            tp for tp in ctx.partitions_led_by(broker_id)
+            if len(ctx.partition_replica_assignment(tp)) > 1
+        }
+        logger.info("Broker %s still leads %d partitions after controlled shutdown",
+                    broker_id, len(still_led))
+        return still_led
+
+
+def _default_channel_factory(controller: KafkaController) -> ControllerChannel:
+    return ControllerChannelManager(
+        controller.reactor, controller.broker_id, controller.config.listener_name,
+        request_timeout=controller.config.controller_socket_timeout_ms / 1000.0)

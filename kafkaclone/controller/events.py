@@ -1,0 +1,158 @@
+"""The controller's events and their queue (Kafka's ControllerEvent and
+ControllerEventManager).
+
+ZooKeeper watches, session changes and requests only put events on the queue; the controller
+processes them one at a time, in order, on the reactor thread, so its state needs no locks.
+The set of event types is closed: ``ControllerEvent`` is their union.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.protocol.errors import NotControllerError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Startup:
+    """Register the /controller watch and try to become controller."""
+
+
+@dataclass(frozen=True)
+class ControllerChange:
+    """/controller was created or changed: resign if another broker holds it now."""
+
+
+@dataclass(frozen=True)
+class Reelect:
+    """/controller was deleted, or a new session started: resign if needed, then elect."""
+
+
+@dataclass(frozen=True)
+class Expire:
+    """The ZooKeeper session expired: resign (the /controller znode is gone with it)."""
+
+
+@dataclass(frozen=True)
+class BrokerChange:
+    """/brokers/ids children changed."""
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    """/brokers/topics children changed."""
+
+
+@dataclass(frozen=True)
+class PartitionModifications:
+    """/brokers/topics/<topic> changed (partitions added)."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
+class TopicDeletion:
+    """/admin/delete_topics children changed."""
+
+
+@dataclass(frozen=True)
+class IsrChangeNotification:
+    """/isr_change_notification children changed."""
+
+
+@dataclass(frozen=True)
+class TopicDeletionStopReplicaResponseReceived:
+    broker_id: int
+    error_code: int
+    partition_errors: dict[TopicPartition, int]
+
+
+@dataclass(frozen=True, eq=False)
+class ControlledShutdown:
+    """A broker asks to shut down; ``result`` fires with the partitions it still leads."""
+
+    broker_id: int
+    broker_epoch: int
+    result: Deferred[set[TopicPartition]] = field(default_factory=Deferred)
+
+
+ControllerEvent = (
+    Startup | ControllerChange | Reelect | Expire | BrokerChange | TopicChange
+    | PartitionModifications | TopicDeletion | IsrChangeNotification
+    | TopicDeletionStopReplicaResponseReceived | ControlledShutdown
+)
+
+
+class ControllerEventManager:
+    """One queue of events, processed one at a time by ``process``."""
+
+    def __init__(self, process: Callable[[ControllerEvent], Awaitable[None]]) -> None:
+        self._process = process
+        self._queue: deque[ControllerEvent] = deque()
+        self._draining: Deferred[None] | None = None
+        self._stopped = False
+
+    @property
+    def queue_size(self) -> int:
+        return len(self._queue)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing being processed."""
+        return self._draining is None and not self._queue
+
+    def put(self, event: ControllerEvent) -> None:
+        if self._stopped:
+            _abandon(event)
+            return
+        self._queue.append(event)
+        if self._draining is None:
+            self._draining = Deferred.fromCoroutine(self._drain())
+
+    def clear_and_put(self, event: ControllerEvent) -> None:
+        """Drop what is queued (a session expiry makes it moot), then queue ``event``."""
+        for dropped in self._queue:
+            _abandon(dropped)
+        self._queue.clear()
+        self.put(event)
+
+    async def _drain(self) -> None:
+        try:
+            while self._queue and not self._stopped:
+                event = self._queue.popleft()
+                try:
+                    await self._process(event)
+                except Exception:
+                    logger.exception("Error processing controller event %s", event)
+        finally:
+            self._draining = None
+
+    async def shutdown(self) -> None:
+        """Stop after the event being processed; queued events are dropped."""
+        self._stopped = True
+        for dropped in self._queue:
+            _abandon(dropped)
+        self._queue.clear()
+        draining = self._draining
+        if draining is not None:
+            await _quietly(draining)
+
+
+async def _quietly(d: Deferred[Any]) -> None:
+    done: Deferred[None] = Deferred()
+    d.addBoth(lambda _: done.callback(None))
+    await done
+
+
+def _abandon(event: ControllerEvent) -> None:
+    if isinstance(event, ControlledShutdown) and not event.result.called:
+        event.result.errback(NotControllerError("the controller is shutting down"))

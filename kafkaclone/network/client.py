@@ -1,0 +1,305 @@
+"""A Kafka client connection on Twisted: what the controller and the replica fetcher use to
+talk to other brokers (Kafka's NetworkClient, for one destination).
+
+``KafkaClientConnection(reactor, host, port)`` connects lazily; ``send(api_key, version,
+body)`` assigns a correlation id, writes the request frame and returns a Deferred of the
+decoded response body. Responses arrive in request order on a Kafka connection, so they are
+matched to the oldest request in flight; a correlation id that does not match is a broken
+connection. A request not answered within ``request_timeout`` fails with
+RequestTimedOutError and, as in Kafka, the connection is closed (whatever is in flight on
+it fails with NetworkExceptionError). After a failed connection attempt the next one waits
+``reconnect_backoff`` seconds, doubling up to ``reconnect_backoff_max``
+(``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``).
+
+Everything runs on the reactor thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet import protocol
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+from twisted.python.failure import Failure
+
+from kafkaclone.protocol.api import decode_response, encode_request
+from kafkaclone.protocol.errors import NetworkExceptionError, RequestTimedOutError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_REQUEST_TIMEOUT = 30.0
+"""request.timeout.ms (controller.socket.timeout.ms for the controller), in seconds."""
+DEFAULT_RECONNECT_BACKOFF = 0.05
+"""reconnect.backoff.ms, in seconds."""
+DEFAULT_RECONNECT_BACKOFF_MAX = 1.0
+"""reconnect.backoff.max.ms, in seconds."""
+MAX_RESPONSE_BYTES = 2**31 - 1
+
+
+@dataclass
+class _InFlight:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    result: Deferred[Any]
+    timeout: Any
+
+
+class _KafkaClientProtocol(protocol.Protocol):
+    """Kafka framing for responses (4-byte length, then the frame)."""
+
+    def __init__(self, owner: KafkaClientConnection) -> None:
+        self._owner = owner
+        self._buffer = bytearray()
+
+    def dataReceived(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        offset = 0
+        while len(buffer) - offset >= 4:
+            length = int.from_bytes(buffer[offset:offset + 4], "big", signed=True)
+            if length < 0 or length > MAX_RESPONSE_BYTES:
+                self._owner.close_connection(f"bad response length {length}")
+                return
+            end = offset + 4 + length
+            if len(buffer) < end:
+                break
+            frame = bytes(buffer[offset + 4:end])
+            offset = end
+            self._owner.frame_received(self, frame)
+            if self.transport is None:
+                return
+        del buffer[:offset]
+
+    def send_frame(self, frame: bytes) -> None:
+        transport: Any = self.transport
+        transport.write(len(frame).to_bytes(4, "big") + frame)
+
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
+        self._owner.connection_lost(self, reason)
+
+
+class KafkaClientConnection:
+    """One connection to one broker; see the module docstring."""
+
+    def __init__(
+        self,
+        reactor: Any,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        connect_timeout: float | None = None,
+        reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
+        reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
+    ) -> None:
+        self._reactor = reactor
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.connect_timeout = request_timeout if connect_timeout is None else connect_timeout
+        self._reconnect_backoff = reconnect_backoff
+        self._reconnect_backoff_max = reconnect_backoff_max
+        self._protocol: _KafkaClientProtocol | None = None
+        self._connecting: Deferred[_KafkaClientProtocol] | None = None
+        self._connect_waiters: list[Deferred[None]] = []
+        self._in_flight: deque[_InFlight] = deque()
+        self._next_correlation_id = 0
+        self._failures = 0
+        self._next_attempt_at = 0.0
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"KafkaClientConnection({self.host}:{self.port})"
+
+    @property
+    def connected(self) -> bool:
+        return self._protocol is not None
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    @property
+    def current_backoff(self) -> float:
+        """How long the next connection attempt after a failure waits."""
+        if self._failures == 0:
+            return 0.0
+        return float(min(self._reconnect_backoff * 2 ** (self._failures - 1),
+                         self._reconnect_backoff_max))
+
+    # -- connecting ------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Connect if not connected (waiting out the reconnect backoff after a failure).
+        NetworkExceptionError if the attempt fails or the connection is closed."""
+        if self._closed:
+            raise NetworkExceptionError(f"{self!r} is closed")
+        if self._protocol is not None:
+            return
+        waiter: Deferred[None] = Deferred()
+        self._connect_waiters.append(waiter)
+        if self._connecting is None:
+            self._start_connecting()
+        await waiter
+
+    def _start_connecting(self) -> None:
+        delay = max(0.0, self._next_attempt_at - self._reactor.seconds())
+        pending: list[Any] = []
+
+        def cancel(_: Deferred[_KafkaClientProtocol]) -> None:
+            for step in pending:
+                if isinstance(step, Deferred):
+                    step.cancel()
+                elif step.active():
+                    step.cancel()
+
+        attempt: Deferred[_KafkaClientProtocol] = Deferred(cancel)
+
+        def succeeded(proto: _KafkaClientProtocol) -> None:
+            if attempt.called:  # cancelled meanwhile
+                transport: Any = proto.transport
+                if transport is not None:
+                    transport.loseConnection()
+                return
+            attempt.callback(proto)
+
+        def failed(failure: Failure) -> None:
+            if not attempt.called:
+                attempt.errback(failure)
+
+        def go() -> None:
+            endpoint = TCP4ClientEndpoint(self._reactor, self.host, self.port,
+                                          timeout=max(1, int(self.connect_timeout)))
+            d = connectProtocol(endpoint, _KafkaClientProtocol(self))  # type: ignore[no-untyped-call]
+            pending.append(d)
+            d.addCallbacks(succeeded, failed)
+
+        pending.append(self._reactor.callLater(delay, go))
+        self._connecting = attempt
+        attempt.addCallbacks(self._connected, self._connect_failed)
+
+    def _connected(self, proto: _KafkaClientProtocol) -> None:
+        self._connecting = None
+        if self._closed:
+            transport: Any = proto.transport
+            transport.loseConnection()
+            self._wake_connect_waiters(NetworkExceptionError(f"{self!r} is closed"))
+            return
+        self._protocol = proto
+        self._failures = 0
+        logger.debug("connected to %s:%s", self.host, self.port)
+        self._wake_connect_waiters(None)
+
+    def _connect_failed(self, failure: Failure) -> None:
+        self._connecting = None
+        self._failures += 1
+        self._next_attempt_at = self._reactor.seconds() + self.current_backoff
+        logger.info("connection to %s:%s failed: %s", self.host, self.port,
+                    failure.getErrorMessage())
+        self._wake_connect_waiters(NetworkExceptionError(
+            f"connection to {self.host}:{self.port} failed: {failure.getErrorMessage()}"))
+
+    def _wake_connect_waiters(self, error: Exception | None) -> None:
+        waiters, self._connect_waiters = self._connect_waiters, []
+        for waiter in waiters:
+            if error is None:
+                waiter.callback(None)
+            else:
+                waiter.errback(error)
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def send(self, api_key: int, api_version: int, body: Any) -> Any:
+        """Send one request (connecting first if needed); the decoded response body."""
+        await self.connect()
+        proto = self._protocol
+        if proto is None:
+            raise NetworkExceptionError(f"{self!r} disconnected")
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
+        result: Deferred[Any] = Deferred()
+        entry = _InFlight(api_key, api_version, correlation_id, result, None)
+        entry.timeout = self._reactor.callLater(self.request_timeout, self._timed_out, entry)
+        self._in_flight.append(entry)
+        proto.send_frame(frame)
+        return await result
+
+    def _timed_out(self, entry: _InFlight) -> None:
+        entry.timeout = None
+        if entry not in self._in_flight:
+            return
+        self._in_flight.remove(entry)
+        logger.warning("request %s (correlation id %s) to %s:%s timed out after %ss; "
+                       "disconnecting", entry.api_key, entry.correlation_id, self.host,
+                       self.port, self.request_timeout)
+        entry.result.errback(RequestTimedOutError(
+            f"no response from {self.host}:{self.port} within {self.request_timeout}s"))
+        self.close_connection("request timed out")
+
+    def frame_received(self, proto: _KafkaClientProtocol, frame: bytes) -> None:
+        if proto is not self._protocol:
+            return
+        if not self._in_flight:
+            self.close_connection("a response arrived with no request in flight")
+            return
+        entry = self._in_flight[0]
+        try:
+            correlation_id, body = decode_response(entry.api_key, entry.api_version, frame)
+        except Exception as exc:  # a malformed response breaks the connection
+            self.close_connection(f"undecodable response: {exc}")
+            return
+        if correlation_id != entry.correlation_id:
+            self.close_connection(f"correlation id {correlation_id} does not match the "
+                                  f"expected {entry.correlation_id}")
+            return
+        self._in_flight.popleft()
+        if entry.timeout is not None and entry.timeout.active():
+            entry.timeout.cancel()
+        entry.result.callback(body)
+
+    # -- disconnecting ------------------------------------------------------------------------
+
+    def close_connection(self, reason: str) -> None:
+        """Drop the current connection (requests in flight fail); the next send reconnects."""
+        proto = self._protocol
+        if proto is None:
+            return
+        logger.info("closing connection to %s:%s: %s", self.host, self.port, reason)
+        self._protocol = None
+        self._fail_in_flight(NetworkExceptionError(
+            f"connection to {self.host}:{self.port} closed: {reason}"))
+        transport: Any = proto.transport
+        if transport is not None:
+            transport.abortConnection()
+
+    def connection_lost(self, proto: _KafkaClientProtocol, reason: Failure) -> None:
+        if proto is not self._protocol:
+            return
+        self._protocol = None
+        self._fail_in_flight(NetworkExceptionError(
+            f"connection to {self.host}:{self.port} lost: {reason.getErrorMessage()}"))
+
+    def _fail_in_flight(self, error: Exception) -> None:
+        entries, self._in_flight = self._in_flight, deque()
+        for entry in entries:
+            if entry.timeout is not None and entry.timeout.active():
+                entry.timeout.cancel()
+            entry.result.errback(error)
+
+    def close(self) -> None:
+        """Close for good: requests in flight and connection waits fail."""
+        if self._closed:
+            return
+        self._closed = True
+        self.close_connection("client closed")
+        if self._connecting is not None:
+            self._connecting.cancel()
+        self._wake_connect_waiters(NetworkExceptionError(f"{self!r} is closed"))
