@@ -1,0 +1,588 @@
+"""KafkaBroker: one broker process, the root service of its tree.
+
+Startup follows Kafka 2.8's ``KafkaServer.startup``; each step is a child service, started
+in order and stopped in reverse:
+
+1. ``zookeeper``: create the chroot of ``zookeeper.connect`` if missing, open the session,
+   create Kafka's top-level paths, read or create ``/cluster/id`` (created once);
+2. ``log-manager``: resolve ``broker.id`` (generated from ``/brokers/seqid`` when -1),
+   check ``meta.properties`` in every log dir (a different cluster id refuses to start),
+   load the logs with their topics' config overrides;
+3. ``replica-manager``;
+4. ``socket-server``: listen on every ``listeners`` entry (port 0: the OS picks one, and
+   the bound port is what gets advertised);
+5. ``registration``: the ephemeral ``/brokers/ids/<id>`` with the advertised listeners; its
+   czxid is the broker epoch. After a session expiry the broker registers again;
+6. ``controller``: the controller candidacy (``kafkaclone.controller.KafkaController``).
+
+``shutdown`` first asks the controller to move this broker's leaders away (Kafka's
+controlled shutdown: ControlledShutdown v3, ``controlled.shutdown.max.retries`` attempts
+``controlled.shutdown.retry.backoff.ms`` apart), then stops the steps in reverse: the
+controller, the registration, the socket server, the replica manager, the logs (clean
+shutdown marker written), the ZooKeeper session.
+
+A step that cannot start raises :class:`BrokerStartupError` with a one-line reason (the
+start script prints it and exits non-zero).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from twisted.application.service import MultiService, Service
+from twisted.internet import error as twisted_error
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
+
+from kafkaclone.cluster.endpoint import EndPoint as ListenerEndPoint
+from kafkaclone.cluster.topic import (
+    GROUP_METADATA_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
+)
+from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.log.config import LogConfig, LogManagerConfig
+from kafkaclone.log.manager import LogManager
+from kafkaclone.network.socket_server import KafkaServerFactory
+from kafkaclone.protocol.errors import (
+    NONE,
+    CoordinatorNotAvailableError,
+    InconsistentClusterIdError,
+    KafkaError,
+    KafkaStorageError,
+    LeaderNotAvailableError,
+    NotControllerError,
+    TopicAlreadyExistsError,
+    UnknownServerError,
+)
+from kafkaclone.server.broker_requests import send_controlled_shutdown
+from kafkaclone.server.config import KafkaConfig
+from kafkaclone.server.metadata_cache import MetadataCache
+from kafkaclone.server.replica_manager import ReplicaManager
+from kafkaclone.server.request_handler import RequestHandler
+from kafkaclone.server.services import ControllerService
+from kafkaclone.zk.admin import AdminZkClient
+from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler
+from kafkaclone.zk.errors import BrokerIdAlreadyRegisteredError, ZooKeeperClientError
+from kafkaclone.zk.znodes import BrokerId, BrokerIdZNode, BrokerInfo, ClusterIdZNode
+from kafkaclone.zk.znodes import EndPoint as RegisteredEndPoint
+
+logger = logging.getLogger(__name__)
+
+BROKER_INFO_HANDLER: Final = "broker-info"
+
+
+class BrokerStartupError(Exception):
+    """The broker cannot start; the message is the one-line reason."""
+
+
+class ControllerLike(ControllerService, Protocol):
+    """What the broker needs of its controller besides the handlers' view."""
+
+    async def startup(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+ControllerFactory = Callable[[KafkaConfig, KafkaZkClient, int, int, Any], ControllerLike]
+"""(config, zk_client, broker_id, broker_epoch, reactor) -> a controller not started yet."""
+
+
+class _NoController:
+    """Stands in while kafkaclone.controller has no KafkaController: never active."""
+
+    is_active = False
+    epoch = -1
+
+    async def startup(self) -> None:
+        logger.warning("kafkaclone.controller.KafkaController is not available: this broker "
+                       "is no controller candidate")
+
+    async def shutdown(self) -> None:
+        return None
+
+    async def controlled_shutdown(self, broker_id: int,
+                                  broker_epoch: int) -> set[TopicPartition]:
+        raise NotControllerError("no controller on this broker")
+
+
+def default_controller_factory(config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
+                               broker_epoch: int, reactor: Any) -> ControllerLike:
+    """kafkaclone.controller.KafkaController, imported when first needed (a broker
+    without it still runs, as no controller candidate)."""
+    controller_class: Any = None
+    for module_name in ("kafkaclone.controller", "kafkaclone.controller.controller"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        controller_class = getattr(module, "KafkaController", None)
+        if controller_class is not None:
+            break
+    if controller_class is None:
+        return _NoController()
+    controller: ControllerLike = controller_class(config, zk_client, broker_id, broker_epoch,
+                                                  reactor)
+    return controller
+
+
+class _Step(Service):
+    """One child of the broker: an async start and stop."""
+
+    def __init__(self, name: str, start: Callable[[], Awaitable[None]],
+                 stop: Callable[[], Awaitable[None]]) -> None:
+        self.name = name
+        self._start = start
+        self._stop = stop
+
+    async def start(self) -> None:
+        await self._start()
+        self.running = 1
+
+    async def stop(self) -> None:
+        self.running = 0
+        await self._stop()
+
+
+class _SessionHandler(StateChangeHandler):
+    def __init__(self, broker: KafkaBroker) -> None:
+        super().__init__(BROKER_INFO_HANDLER)
+        self._broker = broker
+
+    def before_initializing_session(self) -> None:
+        logger.info("ZooKeeper session expired: broker %d is no longer registered",
+                    self._broker.broker_id)
+
+    def after_initializing_session(self) -> None:
+        Deferred.fromCoroutine(self._broker.reregister()).addErrback(
+            _log_failure, "re-registering the broker after a ZooKeeper session expiry")
+
+
+class KafkaBroker(MultiService):
+    """A broker (kafkaclone.server.services.BrokerServices for its handlers)."""
+
+    def __init__(self, config: KafkaConfig, reactor: Any, *,
+                 controller_factory: ControllerFactory | None = None) -> None:
+        MultiService.__init__(self)  # type: ignore[no-untyped-call]
+        self.config = config
+        self.reactor = reactor
+        self.broker_id: int = config.broker_id
+        self.cluster_id: str | None = None
+        self.broker_epoch: int = -1
+        self.auto_create_topics_enable: bool = config.auto_create_topics_enable
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.request_handler = RequestHandler(broker=self)
+        self._controller_factory = controller_factory or default_controller_factory
+        self._zk_client: KafkaZkClient | None = None
+        self._admin_zk: AdminZkClient | None = None
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self._controller: ControllerLike | None = None
+        self._controller_epoch = 0
+        self._ports: dict[str, Any] = {}
+        self._factories: list[KafkaServerFactory] = []
+        self.registered_endpoints: tuple[RegisteredEndPoint, ...] = ()
+        self._started: list[_Step] = []
+        self._startup: Deferred[None] | None = None
+        self._shutdown: Deferred[None] | None = None
+        for step in (
+            _Step("zookeeper", self._start_zookeeper, self._stop_zookeeper),
+            _Step("log-manager", self._start_log_manager, self._stop_log_manager),
+            _Step("replica-manager", self._start_replica_manager, self._stop_replica_manager),
+            _Step("socket-server", self._start_socket_server, self._stop_socket_server),
+            _Step("registration", self._register, self._deregister),
+            _Step("controller", self._start_controller, self._stop_controller),
+        ):
+            self.addService(step)  # type: ignore[no-untyped-call]
+
+    # -- BrokerServices ----------------------------------------------------------------------
+
+    @property
+    def zk_client(self) -> KafkaZkClient:
+        if self._zk_client is None:
+            raise RuntimeError("the broker's ZooKeeper session is not started")
+        return self._zk_client
+
+    @property
+    def admin_zk(self) -> AdminZkClient:
+        if self._admin_zk is None:
+            raise RuntimeError("the broker's ZooKeeper session is not started")
+        return self._admin_zk
+
+    @property
+    def controller(self) -> ControllerLike:
+        return self._controller if self._controller is not None else _NoController()
+
+    @property
+    def controller_epoch(self) -> int:
+        """The highest controller epoch seen in a controller request (kept by the
+        ReplicaManager, as in Kafka, once it exists)."""
+        if self.replica_manager is not None:
+            return self.replica_manager.controller_epoch
+        return self._controller_epoch
+
+    @controller_epoch.setter
+    def controller_epoch(self, epoch: int) -> None:
+        self._controller_epoch = epoch
+        if self.replica_manager is not None:
+            self.replica_manager.controller_epoch = epoch
+
+    async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
+        """Create topics a Metadata request named (Kafka's ``autoTopicCreation``): plain
+        topics with ``num.partitions`` x ``default.replication.factor``, the internal ones
+        with their own settings. LEADER_NOT_AVAILABLE once creation is under way (or
+        another request created it first), the creation's error otherwise."""
+        errors: dict[str, int] = {}
+        for name in names:
+            try:
+                await self._create_topic(name)
+                errors[name] = LeaderNotAvailableError.code
+            except TopicAlreadyExistsError:
+                errors[name] = LeaderNotAvailableError.code
+            except KafkaError as exc:
+                logger.info("Auto-creation of topic %s failed: %s", name, exc)
+                errors[name] = exc.code if exc.code != NONE else UnknownServerError.code
+            except ZooKeeperClientError as exc:
+                logger.warning("Auto-creation of topic %s failed: %s", name, exc)
+                errors[name] = UnknownServerError.code
+        return errors
+
+    async def _create_topic(self, name: str) -> None:
+        config = self.config
+        if name == GROUP_METADATA_TOPIC_NAME:
+            await self._create_internal_topic(
+                name, config.offsets_topic_num_partitions,
+                config.offsets_topic_replication_factor,
+                {"cleanup.policy": "compact", "compression.type": "producer",
+                 "segment.bytes": str(config.offsets_topic_segment_bytes)})
+        elif name == TRANSACTION_STATE_TOPIC_NAME:
+            await self._create_internal_topic(
+                name, config.transaction_state_log_num_partitions,
+                config.transaction_state_log_replication_factor,
+                {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                 "min.insync.replicas": str(config.transaction_state_log_min_isr),
+                 "segment.bytes": str(config.transaction_state_log_segment_bytes),
+                 "unclean.leader.election.enable": "false"})
+        else:
+            await self.admin_zk.create_topic(name, config.num_partitions,
+                                             config.default_replication_factor)
+
+    async def _create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                                     configs: dict[str, str]) -> None:
+        live = len(await self.admin_zk.get_broker_ids())
+        if live < replication_factor:
+            # Kafka: the internal topic waits for enough brokers; clients retry.
+            raise CoordinatorNotAvailableError(
+                f"Number of alive brokers '{live}' does not meet the required replication "
+                f"factor '{replication_factor}' for the internal topic {name}")
+        await self.admin_zk.create_topic(name, partitions, replication_factor, configs)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def startService(self) -> Deferred[None]:
+        """Start every step in order (see :meth:`startup`)."""
+        Service.startService(self)  # type: ignore[no-untyped-call]
+        return Deferred.fromCoroutine(self.startup())
+
+    def stopService(self) -> Deferred[None]:
+        """Shut down (see :meth:`shutdown`)."""
+        Service.stopService(self)  # type: ignore[no-untyped-call]
+        return Deferred.fromCoroutine(self.shutdown())
+
+    async def startup(self) -> None:
+        """Start the steps in order. BrokerStartupError (one-line reason) if one fails;
+        the steps already started keep running until :meth:`shutdown`."""
+        for step in self:
+            assert isinstance(step, _Step)
+            if step in self._started:
+                continue
+            logger.debug("starting %s", step.name)
+            await step.start()
+            self._started.append(step)
+        logger.info("[KafkaServer id=%d] started", self.broker_id)
+
+    async def shutdown(self) -> None:
+        """Controlled shutdown (if this broker registered), then stop the started steps in
+        reverse. Safe to call more than once."""
+        if self._shutdown is not None:
+            await _wait(self._shutdown)
+            return
+        self._shutdown = Deferred.fromCoroutine(self._shutdown_steps())
+        await _wait(self._shutdown)
+
+    async def _shutdown_steps(self) -> None:
+        logger.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if any(step.name == "registration" for step in self._started):
+            try:
+                await self.controlled_shutdown()
+            except Exception:
+                logger.exception("controlled shutdown failed")
+        while self._started:
+            step = self._started.pop()
+            try:
+                await step.stop()
+            except Exception:
+                logger.exception("error while stopping %s", step.name)
+        logger.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+    # -- steps -----------------------------------------------------------------------------------
+
+    async def _start_zookeeper(self) -> None:
+        config = self.config
+        connect = config.zookeeper_connect
+        timeout = config.zookeeper_connection_timeout_ms / 1000.0
+        logger.info("Connecting to zookeeper on %s", connect)
+        try:
+            await KafkaZkClient.create_chroot_if_necessary(connect, self.reactor, timeout)
+            client = KafkaZkClient.from_connect_string(
+                connect, self.reactor, session_timeout_ms=config.zookeeper_session_timeout_ms)
+            self._zk_client = client
+            await client.start(connection_timeout=timeout)
+        except ZooKeeperClientError as exc:
+            self._zk_client = None
+            raise BrokerStartupError(
+                f"Timed out waiting for connection to ZooKeeper at {connect}: {exc}") from exc
+        self._admin_zk = AdminZkClient(client)
+        await client.create_top_level_paths()
+        self.cluster_id = await client.create_or_get_cluster_id(ClusterIdZNode.generate())
+        logger.info("Cluster ID = %s", self.cluster_id)
+
+    async def _stop_zookeeper(self) -> None:
+        if self._zk_client is not None:
+            self._zk_client.unregister_state_change_handler(BROKER_INFO_HANDLER)
+            await self._zk_client.close()
+
+    async def _start_log_manager(self) -> None:
+        config = self.config
+        zk = self.zk_client
+        manager_config = LogManagerConfig.from_props(dict(config.originals))
+        if self.broker_id < 0:
+            self.broker_id = await self._generate_broker_id(manager_config)
+            self.metadata_cache = MetadataCache(self.broker_id)
+        manager_config = dataclasses.replace(manager_config, broker_id=self.broker_id)
+        topics = await zk.get_all_topics_in_cluster()
+        overrides = await zk.get_topic_configs(topics)
+        topic_configs: dict[str, LogConfig] = {}
+        for topic, props in overrides.items():
+            if props:
+                try:
+                    topic_configs[topic] = LogConfig.from_props(
+                        props, defaults=manager_config.default_log_config, ignore_unknown=True)
+                except KafkaError as exc:
+                    logger.error("Invalid config overrides of topic %s: %s", topic, exc)
+        manager = LogManager(manager_config, clock=self.reactor, topic_configs=topic_configs,
+                             cluster_id=self.cluster_id)
+        try:
+            manager.startup()
+        except InconsistentClusterIdError as exc:
+            raise BrokerStartupError(exc.message) from exc
+        except KafkaStorageError as exc:
+            raise BrokerStartupError(exc.message) from exc
+        self.log_manager = manager
+
+    async def _generate_broker_id(self, manager_config: LogManagerConfig) -> int:
+        """broker.id=-1: the id in meta.properties, else a new one above
+        reserved.broker.max.id from /brokers/seqid (Kafka's getOrGenerateBrokerId)."""
+        for directory in manager_config.log_dirs:
+            props = BrokerMetadataCheckpoint(Path(directory) / META_PROPERTIES).read()
+            if props is not None and "broker.id" in props:
+                return int(props["broker.id"])
+        if not self.config.broker_id_generation_enable:
+            raise BrokerStartupError("broker.id is not set and broker.id.generation.enable=false")
+        sequence = await self.zk_client.generate_broker_sequence_id()
+        return self.config.reserved_broker_max_id + sequence
+
+    async def _stop_log_manager(self) -> None:
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+
+    async def _start_replica_manager(self) -> None:
+        assert self.log_manager is not None
+        manager = ReplicaManager(self.broker_id, self.log_manager, self.zk_client)
+        manager.controller_epoch = self._controller_epoch
+        manager.startup()
+        self.replica_manager = manager
+
+    async def _stop_replica_manager(self) -> None:
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+
+    async def _start_socket_server(self) -> None:
+        config = self.config
+        for endpoint in config.listeners:
+            factory = KafkaServerFactory(self.request_handler, config.socket_request_max_bytes,
+                                         endpoint.listener_name)
+            try:
+                port = self.reactor.listenTCP(endpoint.port, factory,
+                                              interface=endpoint.host or "")
+            except twisted_error.CannotListenError as exc:
+                raise BrokerStartupError(
+                    f"Socket server failed to bind to {endpoint.host or '0.0.0.0'}:"
+                    f"{endpoint.port}: {_bind_reason(exc)}.") from exc
+            self._ports[endpoint.listener_name] = port
+            self._factories.append(factory)
+            logger.info("Awaiting socket connections on %s:%d (%s)", endpoint.host or "0.0.0.0",
+                        port.getHost().port, endpoint.listener_name)
+
+    async def _stop_socket_server(self) -> None:
+        ports, self._ports = self._ports, {}
+        stopping = [port.stopListening() for port in ports.values()]
+        for factory in self._factories:
+            for connection in list(factory.connections):
+                transport: Any = connection.transport
+                if transport is not None:
+                    transport.loseConnection()
+        self._factories = []
+        for d in stopping:
+            if isinstance(d, Deferred):
+                await d
+
+    def bound_port(self, listener_name: str = "PLAINTEXT") -> int:
+        """The port a listener is bound to (what port 0 became)."""
+        return int(self._ports[listener_name.upper()].getHost().port)
+
+    def advertised_endpoints(self) -> tuple[RegisteredEndPoint, ...]:
+        """``advertised.listeners`` with port 0 replaced by the bound port and an empty host
+        by this machine's name, as Kafka registers them."""
+        return tuple(self._advertised(endpoint) for endpoint in self.config.advertised_listeners)
+
+    def _advertised(self, endpoint: ListenerEndPoint) -> RegisteredEndPoint:
+        port = endpoint.port
+        if port == 0 and endpoint.listener_name in self._ports:
+            port = self.bound_port(endpoint.listener_name)
+        host = endpoint.host if endpoint.host is not None else socket.getfqdn()
+        return RegisteredEndPoint(host, port, endpoint.listener_name,
+                                  endpoint.security_protocol.name)
+
+    async def _register(self) -> None:
+        zk = self.zk_client
+        self.registered_endpoints = self.advertised_endpoints()
+        info = self._broker_info()
+        try:
+            self.broker_epoch = await zk.register_broker(info)
+        except BrokerIdAlreadyRegisteredError as exc:
+            raise BrokerStartupError(str(exc)) from exc
+        zk.register_state_change_handler(_SessionHandler(self))
+
+    def _broker_info(self) -> BrokerInfo:
+        return BrokerInfo(BrokerId(self.broker_id), self.registered_endpoints,
+                          rack=self.config.broker_rack)
+
+    async def reregister(self) -> None:
+        """After a session expiry: register again (a new broker epoch), check the cluster id."""
+        zk = self.zk_client
+        self.broker_epoch = await zk.register_broker(self._broker_info())
+        cluster_id = await zk.get_cluster_id()
+        if cluster_id != self.cluster_id:
+            logger.error("/cluster/id is now %s, this broker joined cluster %s", cluster_id,
+                         self.cluster_id)
+
+    async def _deregister(self) -> None:
+        zk = self._zk_client
+        if zk is None or not zk.connected:
+            return
+        zk.unregister_state_change_handler(BROKER_INFO_HANDLER)
+        found = await zk.get_data_and_stat(BrokerIdZNode.path(self.broker_id))
+        if found is not None and int(found[1].ephemeralOwner) == zk.session_id:
+            await zk.delete_path(BrokerIdZNode.path(self.broker_id))
+
+    async def _start_controller(self) -> None:
+        controller = self._controller_factory(self.config, self.zk_client, self.broker_id,
+                                              self.broker_epoch, self.reactor)
+        self._controller = controller
+        await controller.startup()
+
+    async def _stop_controller(self) -> None:
+        if self._controller is not None:
+            await self._controller.shutdown()
+
+    # -- controlled shutdown ---------------------------------------------------------------------
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership away from this broker (Kafka's
+        ``KafkaServer.controlledShutdown``); whether it succeeded. Never raises for the
+        controller's answers: after the last attempt the broker shuts down uncleanly."""
+        config = self.config
+        if not config.controlled_shutdown_enable:
+            return False
+        remaining_retries = config.controlled_shutdown_max_retries
+        while remaining_retries > 0:
+            remaining_retries -= 1
+            try:
+                if await self._controlled_shutdown_attempt():
+                    logger.info("Controlled shutdown request returned successfully")
+                    return True
+            except Exception as exc:  # a network or ZooKeeper failure: retry, as Kafka
+                logger.warning("Error during controlled shutdown, possibly because leader "
+                               "movement took longer than the configured "
+                               "controller.socket.timeout.ms and/or request.timeout.ms: %s",
+                               exc)
+            if remaining_retries > 0:
+                await _sleep(self.reactor, config.controlled_shutdown_retry_backoff_ms / 1000.0)
+                logger.info("Retrying controlled shutdown (%d retries remaining)",
+                            remaining_retries)
+        logger.warning("Proceeding to do an unclean shutdown as all the controlled shutdown "
+                       "attempts failed")
+        return False
+
+    async def _controlled_shutdown_attempt(self) -> bool:
+        zk = self.zk_client
+        controller_id = await zk.get_controller_id()
+        if controller_id is None:
+            logger.info("No controller registered in ZooKeeper")
+            return False
+        controller = await zk.get_broker(controller_id)
+        endpoint = None if controller is None else controller.endpoint(
+            self.config.inter_broker_listener_name)
+        if endpoint is None or endpoint.host is None:
+            logger.info("Controller %d has no endpoint on listener %s", controller_id,
+                        self.config.inter_broker_listener_name)
+            return False
+        error_code, remaining = await send_controlled_shutdown(
+            self.reactor, endpoint.host, endpoint.port, self.broker_id, self.broker_epoch,
+            timeout_s=self.config.request_timeout_ms / 1000.0)
+        if error_code == NONE and not remaining:
+            return True
+        if remaining:
+            logger.info("Remaining partitions to move: %s",
+                        ",".join(str(tp) for tp in sorted(remaining)))
+        logger.info("Error from controller: %s", error_code)
+        return False
+
+
+def _bind_reason(exc: twisted_error.CannotListenError) -> str:
+    cause = exc.socketError
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    return str(cause)
+
+
+async def _sleep(reactor: Any, seconds: float) -> None:
+    d: Deferred[None] = Deferred()
+    reactor.callLater(seconds, d.callback, None)
+    await d
+
+
+async def _wait(d: Deferred[None]) -> None:
+    """Await a Deferred that others may await too (without consuming its result)."""
+    waiter: Deferred[None] = Deferred()
+
+    def fire(result: Any) -> Any:
+        if isinstance(result, Failure):
+            waiter.errback(result)
+        else:
+            waiter.callback(None)
+        return None
+
+    d.addBoth(fire)
+    await waiter
+
+
+def _log_failure(failure: Failure, what: str) -> None:
+    logger.error("%s failed: %s", what, failure.getErrorMessage())
