@@ -85,11 +85,14 @@ class FileRecords:
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write ``data`` at the end; returns the bytes written."""
-        view = memoryview(data)
-        total = len(view)
-        written = 0
-        while written < total:
-            written += os.pwrite(self._fd, view[written:], self._size + written)
+        total = len(data)
+        written = os.pwrite(self._fd, data, self._size)
+        if written < total:
+            # A short write (a signal, a full disk): write the rest. Slicing only here
+            # keeps the usual one-call append free of a new memoryview.
+            view = memoryview(data)
+            while written < total:
+                written += os.pwrite(self._fd, view[written:], self._size + written)
         self._size += total
         return total
 
