@@ -333,8 +333,10 @@ class TimeIndex(_Index):
                 return
         elif timestamp <= NO_TIMESTAMP:
             return
+        if relative < 0 or relative > _INT32_MAX:
+            self._relative(offset)  # raises
         timestamps.append(timestamp)
-        offsets.append(self._relative(offset))
+        offsets.append(relative)
 
     def _drop_from(self, keep: int) -> None:
         del self._timestamps[keep:]

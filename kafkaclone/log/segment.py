@@ -187,15 +187,14 @@ class LogSegment:
     def append(self, records: bytes | bytearray | memoryview) -> None:
         """Append whole batches (offsets already assigned) and index them. The batches are
         written first, so a failed write leaves the indexes as they were."""
-        view = memoryview(records)
-        if not view:
+        if not records:
             return
-        batches = []  # (position in view, size, last offset, max timestamp)
+        batches = []  # (position in records, size, last offset, max timestamp)
         position = 0
-        end = len(view)
+        end = len(records)
         unpack = _INDEX_FIELDS.unpack_from
         while position < end:
-            base_offset, length, last_offset_delta, max_timestamp = unpack(view, position)
+            base_offset, length, last_offset_delta, max_timestamp = unpack(records, position)
             size = length + LOG_OVERHEAD
             batches.append((position, size, base_offset + last_offset_delta, max_timestamp))
             position += size
@@ -205,22 +204,21 @@ class LogSegment:
                 f"Offset {last_offset} cannot be stored in the segment at {self.base_offset}"
             )
         physical_position = self.log.size
-        self.log.append(view)
+        self.log.append(records)
         if physical_position == 0:
             self._rolling_based_timestamp = batches[0][3]
         interval = self.index_interval_bytes
-        indexes_full = self._indexes_full()
         for position, size, batch_last_offset, max_timestamp in batches:
             if max_timestamp > self._max_timestamp_so_far:
                 self._max_timestamp_so_far = max_timestamp
                 self._offset_of_max_timestamp_so_far = batch_last_offset
-            if self._bytes_since_last_index_entry > interval and not indexes_full:
+            # Fullness is asked only when an entry is due: it changes only when one is added.
+            if self._bytes_since_last_index_entry > interval and not self._indexes_full():
                 self.offset_index.append(batch_last_offset, physical_position + position)
                 self.time_index.maybe_append(
                     self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
                 )
                 self._bytes_since_last_index_entry = 0
-                indexes_full = self._indexes_full()
             self._bytes_since_last_index_entry += size
         self._next_offset = last_offset + 1
 
