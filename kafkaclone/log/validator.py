@@ -116,6 +116,9 @@ def analyze_records(
     With ``leader_config``, also make the leader's per-batch checks (LogValidator's
     validateBatch and the timestamp checks against ``now``) in the same pass."""
     batches: list[tuple[int, BatchHeader]] = []
+    # Decided once per append rather than once per batch.
+    is_client = origin is AppendOrigin.CLIENT
+    timestamp_difference = None if leader_config is None else _timestamp_difference(leader_config)
     end = len(view)
     position = 0
     while position < end:
@@ -152,7 +155,7 @@ def analyze_records(
                 f"allowed overhead {RECORD_BATCH_OVERHEAD})"
             )
         header: BatchHeader = _unpack_header(view, position)
-        if origin is AppendOrigin.CLIENT and header[0] != 0:
+        if is_client and header[0] != 0:
             raise InvalidRecordError(
                 f"The baseOffset of the record batch in the append should be 0, but it is "
                 f"{header[0]}"
@@ -165,17 +168,16 @@ def analyze_records(
         if crc32c(view[position + _ATTRIBUTES_OFFSET : position + size]) != header[4]:
             raise CorruptMessageError(f"Record is corrupt (stored crc = {header[4]})")
         if leader_config is not None:
-            _validate_batch(header, origin)
-            _validate_batch_timestamps(header, now, leader_config)
+            if is_client:
+                _validate_batch(header)
+            _validate_batch_timestamps(header, now, timestamp_difference)
         batches.append((position, header))
         position += size
     return AnalyzedRecords(batches, position)
 
 
-def _validate_batch(header: BatchHeader, origin: AppendOrigin) -> None:
-    """Kafka's LogValidator.validateBatch for magic 2."""
-    if origin is not AppendOrigin.CLIENT:
-        return
+def _validate_batch(header: BatchHeader) -> None:
+    """Kafka's LogValidator.validateBatch for magic 2 (a client's batch)."""
     base_offset, last_offset_delta, count = header[0], header[6], header[12]
     last_offset = base_offset + last_offset_delta
     if last_offset_delta + 1 <= 0:
@@ -198,26 +200,38 @@ def _validate_batch(header: BatchHeader, origin: AppendOrigin) -> None:
 
 
 def _validate_timestamp(timestamp: int, now: int, config: LogConfig) -> None:
-    if config.log_append_time or timestamp == NO_TIMESTAMP:
-        return
-    max_difference = config.message_timestamp_difference_max_ms
-    if abs(timestamp - now) > max_difference:
+    if not config.log_append_time:
+        _check_timestamp(timestamp, now, config.message_timestamp_difference_max_ms)
+
+
+def _check_timestamp(timestamp: int, now: int, max_difference: int) -> None:
+    if timestamp != NO_TIMESTAMP and abs(timestamp - now) > max_difference:
         raise InvalidTimestampError(
             f"Timestamp {timestamp} of message is out of range. The timestamp should be "
             f"within [{now - max_difference}, {now + max_difference}]"
         )
 
 
-def _validate_batch_timestamps(header: BatchHeader, now: int, config: LogConfig) -> None:
-    """The per-record timestamp checks, made on the batch's base and max timestamps."""
+def _timestamp_difference(config: LogConfig) -> int | None:
+    """The largest difference from now a batch's timestamps may have, or None if they are
+    not checked (LogAppendTime, or message.timestamp.difference.max.ms is unlimited)."""
+    if config.log_append_time or config.message_timestamp_difference_max_ms >= LONG_MAX:
+        return None
+    return config.message_timestamp_difference_max_ms
+
+
+def _validate_batch_timestamps(header: BatchHeader, now: int, max_difference: int | None
+                               ) -> None:
+    """The per-record timestamp checks, made on the batch's base and max timestamps, if
+    ``max_difference`` (from ``_timestamp_difference``) is not None."""
     if header[5] & _TIMESTAMP_TYPE_MASK:
         raise InvalidTimestampError(
             "Invalid timestamp type in the record batch. Producer should not set timestamp "
             "type to LogAppendTime."
         )
-    if config.message_timestamp_difference_max_ms < LONG_MAX:
-        _validate_timestamp(header[7], now, config)
-        _validate_timestamp(header[8], now, config)
+    if max_difference is not None:
+        _check_timestamp(header[7], now, max_difference)
+        _check_timestamp(header[8], now, max_difference)
 
 
 def target_codec(config: LogConfig, header: BatchHeader) -> Codec:
