@@ -375,7 +375,7 @@ class Log:
         view, info = validate_and_assign_offsets(
             view,
             analyzed,
-            next_offset=self.log_end_offset,
+            next_offset=self._next_offset_metadata.message_offset,
             leader_epoch=leader_epoch,
             now=now,
             config=config,
@@ -457,10 +457,10 @@ class Log:
             self.flush()
 
     def _maybe_roll(self, messages_size: int, info: LogAppendInfo, now: int) -> LogSegment:
-        segment = self.active_segment
+        segment = self._segments[-1]
         config = self.config
         max_segment_ms = config.segment_ms
-        if config.compact and config.max_compaction_lag_ms < max_segment_ms:
+        if config.max_compaction_lag_ms < max_segment_ms and config.compact:
             max_segment_ms = config.max_compaction_lag_ms
         if segment.should_roll(
             max_segment_bytes=config.segment_bytes,
