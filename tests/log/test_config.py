@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from kafkaclone.config_def import ConfigError
 from kafkaclone.log.config import (
+    BROKER_CONFIG_VARIANTS,
     LOG_CONFIG_KEYS,
     LONG_MAX,
+    TOPIC_CONFIG_SYNONYMS,
     LogConfig,
     LogManagerConfig,
     config_docs,
@@ -135,3 +138,44 @@ def test_docs_table_lists_every_key() -> None:
     docs = config_docs()
     for key in LOG_CONFIG_KEYS:
         assert f"| {key.name} |" in docs
+
+
+def test_synonyms_are_the_tables_server_default_column() -> None:
+    assert TOPIC_CONFIG_SYNONYMS["segment.ms"] == "log.roll.ms"
+    assert TOPIC_CONFIG_SYNONYMS["max.message.bytes"] == "message.max.bytes"
+    assert list(TOPIC_CONFIG_SYNONYMS) == [
+        key.name for key in LOG_CONFIG_KEYS if key.server_default_config is not None
+    ]
+    assert "leader.replication.throttled.replicas" not in TOPIC_CONFIG_SYNONYMS
+    assert set(BROKER_CONFIG_VARIANTS) <= set(TOPIC_CONFIG_SYNONYMS.values())
+
+
+def test_broker_props_flush_ms_falls_back_to_the_scheduler_interval() -> None:
+    assert LogConfig.from_broker_props({"log.flush.scheduler.interval.ms": "100"}).flush_ms == 100
+    both = {"log.flush.scheduler.interval.ms": "100", "log.flush.interval.ms": "7"}
+    assert LogConfig.from_broker_props(both).flush_ms == 7
+    jitter = LogConfig.from_broker_props({"log.roll.jitter.hours": "1"})
+    assert jitter.segment_jitter_ms == 3_600_000
+
+
+def test_a_bad_broker_variant_names_it() -> None:
+    with pytest.raises(ConfigError) as raised:
+        LogConfig.from_broker_props({"log.retention.hours": "a week"})
+    assert raised.value.key == "log.retention.hours"
+    assert raised.value.code == 40
+    with pytest.raises(ConfigError) as raised:
+        LogConfig.from_broker_props({"log.segment.bytes": "13"})
+    assert raised.value.key == "segment.bytes"
+
+
+def test_invalid_values_are_config_errors_saying_what_is_allowed() -> None:
+    with pytest.raises(ConfigError) as raised:
+        LogConfig.from_props({"segment.bytes": "13"})
+    assert str(raised.value) == (
+        "Invalid value '13' for configuration segment.bytes: must be at least 14"
+    )
+
+
+def test_log_manager_log_dirs_are_split_and_trimmed() -> None:
+    assert LogManagerConfig.from_props({"log.dirs": " /a , /b ,"}).log_dirs == ("/a", "/b")
+    assert LogManagerConfig.from_props({"log.dirs": " , ", "log.dir": "/c"}).log_dirs == ("/c",)

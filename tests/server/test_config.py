@@ -13,6 +13,7 @@ from kafkaclone.cluster.endpoint import (
     parse_listeners,
     parse_security_protocol_map,
 )
+from kafkaclone.log.config import LOG_MANAGER_CONFIG_KEYS, LogConfig
 from kafkaclone.protocol.errors import InvalidConfigError
 from kafkaclone.server.config import (
     BROKER_CONFIG,
@@ -661,3 +662,36 @@ def test_a_typed_attribute_for_a_missing_or_mistyped_key_fails_at_class_creation
         config_module._Bool("num.partitions").__set_name__(KafkaConfig, "x")
     with pytest.raises(TypeError, match=r"broker\.rack may be null"):
         config_module._Str("broker.rack").__set_name__(KafkaConfig, "x")
+
+
+def test_broker_defaults_of_topic_configs_are_the_topic_defaults() -> None:
+    defaults = LogConfig()
+    assert config().log_config_props() == {
+        topic_config: defaults.get(topic_config) for topic_config in TOPIC_CONFIG_SYNONYMS
+    }
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {},
+        {"log.retention.minutes": "30", "log.roll.hours": "1", "message.max.bytes": "2000",
+         "log.cleanup.policy": "compact", "log.flush.scheduler.interval.ms": "500"},
+        {"log.retention.ms": "5", "log.retention.hours": "1", "log.roll.jitter.hours": "2",
+         "log.segment.bytes": "4096", "compression.type": "zstd"},
+    ],
+)
+def test_log_layer_and_broker_agree_on_topic_defaults(props: dict[str, str]) -> None:
+    from_broker = LogConfig.from_broker_props(props)
+    assert LogConfig.from_props(config(**{
+        name.replace(".", "__"): value for name, value in props.items()
+    }).log_config_props()) == from_broker
+
+
+def test_log_manager_rows_are_placed_in_the_broker_table() -> None:
+    for key in LOG_MANAGER_CONFIG_KEYS:
+        assert BROKER_CONFIG[key.name].doc == key.doc, key.name
+        assert BROKER_CONFIG[key.name].default == key.default, key.name
+        assert BROKER_CONFIG[key.name].group, key.name
+    assert BROKER_CONFIG["broker.id"].group == "General"
+    assert BROKER_CONFIG["replica.high.watermark.checkpoint.interval.ms"].group == "Replication"
