@@ -136,7 +136,8 @@ def test_duplicate_broker_id_is_refused_with_one_line(make_broker: BrokerFactory
 def test_cluster_id_mismatch_is_refused(make_broker: BrokerFactory, tmp_path: Path) -> None:
     log_dir = tmp_path / "data"
     log_dir.mkdir()
-    (log_dir / "meta.properties").write_text("version=0\nbroker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n")
+    (log_dir / "meta.properties").write_text(
+        "version=0\nbroker.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\n")
     broker = make_broker(1, log_dir=log_dir)
     with pytest.raises(BrokerStartupError) as info:
         run(broker.startup(), timeout=30)

@@ -1,0 +1,250 @@
+"""ReplicaManager through the dispatcher: LeaderAndIsr, StopReplica, ControlledShutdown
+requests encoded as the controller sends them, answered by the handlers.
+
+Topic config overrides come from ZooKeeper (/config/topics/<t>) in the test's chroot.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.log.config import LogManagerConfig
+from kafkaclone.log.manager import LogManager
+from kafkaclone.network.socket_server import KafkaServerFactory
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import NotControllerError, StaleBrokerEpochError
+from kafkaclone.server.metadata_cache import MetadataCache
+from kafkaclone.server.replica_manager import ReplicaManager
+from kafkaclone.server.request_handler import RequestHandler
+from kafkaclone.testing.reactor import run, run_until
+from kafkaclone.zk.client import KafkaZkClient
+
+LEADER_AND_ISR = api.APIS[ApiKey.LEADER_AND_ISR].request
+STOP_REPLICA = api.APIS[ApiKey.STOP_REPLICA].request
+CONTROLLED_SHUTDOWN = api.APIS[ApiKey.CONTROLLED_SHUTDOWN].request
+TOPIC_ID = uuid.UUID("0b9f8f49-a1c2-4d36-9b0b-0e3f4a5b6c7d")
+
+NONE, UNKNOWN_TOPIC_OR_PARTITION, STALE_CONTROLLER_EPOCH = 0, 3, 11
+NOT_CONTROLLER, FENCED_LEADER_EPOCH, STALE_BROKER_EPOCH = 41, 74, 77
+
+
+class Controller:
+    def __init__(self, active: bool) -> None:
+        self.is_active = active
+        self.epoch = 3
+        self.calls: list[tuple[int, int]] = []
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[TopicPartition]:
+        if not self.is_active:
+            raise NotControllerError("moved")
+        if broker_epoch != -1 and broker_epoch < 10:  # -1: v0-1 carry no epoch
+            raise StaleBrokerEpochError("old")
+        self.calls.append((broker_id, broker_epoch))
+        return {TopicPartition("demo", 1)}
+
+
+@dataclass
+class Broker:
+    replica_manager: ReplicaManager
+    controller: Controller
+    broker_id: int = 1
+    broker_epoch: int = 100
+    metadata_cache: MetadataCache = field(default_factory=lambda: MetadataCache(1))
+
+
+@pytest.fixture
+def log_manager(tmp_path: Path) -> Iterator[LogManager]:
+    manager = LogManager(LogManagerConfig.from_props({"log.dirs": str(tmp_path / "logs"),
+                                                      "broker.id": "1"}), clock=Clock())
+    manager.startup()
+    yield manager
+    manager.shutdown()
+
+
+@pytest.fixture
+def broker(log_manager: LogManager, zk_client: KafkaZkClient) -> Broker:
+    return Broker(ReplicaManager(1, log_manager, zk_client), Controller(active=True))
+
+
+@pytest.fixture
+def dispatcher(broker: Broker) -> RequestHandler:
+    return RequestHandler(broker=broker)
+
+
+def call(dispatcher: RequestHandler, key: ApiKey, version: int, body: Any) -> Any:
+    payload = api.encode_request(key, version, 7, "controller", body)
+    conn = KafkaServerFactory(dispatcher).buildProtocol(None)
+    transport = StringTransport()
+    conn.makeConnection(transport)
+    conn.dataReceived(struct.pack(">i", len(payload)) + payload)
+    run_until(lambda: bool(transport.value()), timeout=10)  # topic configs come from ZooKeeper
+    data = transport.value()
+    return api.decode_response(key, version, data[4:])[1]
+
+
+def leader_and_isr(version: int = 5, *, controller_epoch: int = 1, leader_epoch: int = 0,
+                   leaders: tuple[int, ...] = (1, 2, 1), replicas: tuple[int, ...] = (1, 2, 3),
+                   broker_epoch: int = 100, topic: str = "demo") -> Any:
+    s = LEADER_AND_ISR.structs
+    states = [
+        s["LeaderAndIsrPartitionState"](
+            topic_name=topic, partition_index=p, controller_epoch=controller_epoch,
+            leader=leader, leader_epoch=leader_epoch, isr=list(replicas), zk_version=4,
+            replicas=list(replicas), is_new=True)
+        for p, leader in enumerate(leaders)
+    ]
+    return LEADER_AND_ISR(
+        controller_id=2, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+        ungrouped_partition_states=states,
+        topic_states=[s["LeaderAndIsrTopicState"](topic_name=topic, topic_id=TOPIC_ID,
+                                                  partition_states=states)],
+        live_leaders=[s["LeaderAndIsrLiveLeader"](broker_id=b, host_name="127.0.0.1",
+                                                  port=9091 + b) for b in (1, 2)])
+
+
+def errors_of(response: Any, version: int) -> dict[tuple[str, int], int]:
+    if version < 5:
+        return {(e.topic_name, e.partition_index): e.error_code for e in response.partition_errors}
+    assert [t.topic_id for t in response.topics] == [TOPIC_ID]
+    return {("demo", e.partition_index): e.error_code
+            for t in response.topics for e in t.partition_errors}
+
+
+@pytest.mark.parametrize("version", range(6))
+def test_leader_and_isr_makes_leaders_and_followers_with_logs(
+        broker: Broker, dispatcher: RequestHandler, log_manager: LogManager,
+        zk_client: KafkaZkClient, version: int) -> None:
+    run(zk_client.set_or_create_entity_configs("topics", "demo", {"retention.ms": "1234"}))
+    response = call(dispatcher, ApiKey.LEADER_AND_ISR, version, leader_and_isr(version))
+    assert response.error_code == NONE
+    assert errors_of(response, version) == {("demo", 0): 0, ("demo", 1): 0, ("demo", 2): 0}
+    rm = broker.replica_manager
+    assert rm.controller_epoch == 1
+    leaders = sorted(p.partition_id for p in rm.leader_partitions())
+    assert leaders == [0, 2]
+    follower = rm.get_partition(TopicPartition("demo", 1))
+    assert follower is not None and follower.leader_id == 2 and follower.isr == (1, 2, 3)
+    assert follower.zk_version == 4 and follower.replicas == (1, 2, 3)
+    for p in range(3):
+        log = log_manager.get_log(TopicPartition("demo", p))
+        assert log is not None and log.config.retention_ms == 1234
+    leader_log = log_manager.get_log(TopicPartition("demo", 0))
+    assert leader_log is not None
+    assert [(e.epoch, e.start_offset) for e in leader_log.leader_epoch_cache.epoch_entries] == [
+        (0, 0)]
+    assert (leader_log.dir / "leader-epoch-checkpoint").read_text().splitlines()[-1] == "0 0"
+
+
+def test_stale_controller_epoch_refuses_the_whole_request(broker: Broker,
+                                                          dispatcher: RequestHandler) -> None:
+    call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(controller_epoch=3))
+    response = call(dispatcher, ApiKey.LEADER_AND_ISR, 5,
+                    leader_and_isr(controller_epoch=2, leader_epoch=9, leaders=(2, 2, 2)))
+    assert response.error_code == STALE_CONTROLLER_EPOCH
+    assert set(errors_of(response, 5).values()) == {STALE_CONTROLLER_EPOCH}
+    partition = broker.replica_manager.get_partition(TopicPartition("demo", 0))
+    assert partition is not None and partition.is_leader and partition.leader_epoch == 0
+
+
+def test_leader_epoch_not_newer_is_refused_per_partition(broker: Broker,
+                                                         dispatcher: RequestHandler) -> None:
+    call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(leader_epoch=4))
+    same = call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(leader_epoch=4))
+    older = call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(leader_epoch=3))
+    assert set(errors_of(same, 5).values()) == {STALE_CONTROLLER_EPOCH}
+    assert set(errors_of(older, 5).values()) == {STALE_CONTROLLER_EPOCH}
+    newer = call(dispatcher, ApiKey.LEADER_AND_ISR, 5,
+                 leader_and_isr(leader_epoch=5, leaders=(2, 2, 2)))
+    assert set(errors_of(newer, 5).values()) == {NONE}
+    assert broker.replica_manager.leader_partitions() == []
+
+
+def test_not_a_replica_is_unknown_topic_or_partition(broker: Broker,
+                                                     dispatcher: RequestHandler) -> None:
+    response = call(dispatcher, ApiKey.LEADER_AND_ISR, 5,
+                    leader_and_isr(leaders=(2, 2, 2), replicas=(2, 3)))
+    assert set(errors_of(response, 5).values()) == {UNKNOWN_TOPIC_OR_PARTITION}
+    assert broker.replica_manager.all_partitions == {}
+
+
+def test_stale_broker_epoch_is_refused(broker: Broker, dispatcher: RequestHandler) -> None:
+    response = call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(broker_epoch=99))
+    assert response.error_code == STALE_BROKER_EPOCH
+    assert broker.replica_manager.all_partitions == {}
+
+
+@pytest.mark.parametrize("version", range(4))
+def test_stop_replica_deletes_logs_when_asked(broker: Broker, dispatcher: RequestHandler,
+                                              log_manager: LogManager, version: int) -> None:
+    call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(leader_epoch=2))
+    s = STOP_REPLICA.structs
+    body = STOP_REPLICA(
+        controller_id=2, controller_epoch=1, broker_epoch=100, delete_partitions=True,
+        ungrouped_partitions=[s["StopReplicaPartitionV0"](topic_name="demo", partition_index=0)],
+        topics=[s["StopReplicaTopicV1"](name="demo", partition_indexes=[0])],
+        topic_states=[s["StopReplicaTopicState"](topic_name="demo", partition_states=[
+            s["StopReplicaPartitionState"](partition_index=0, leader_epoch=3,
+                                           delete_partition=True)])])
+    response = call(dispatcher, ApiKey.STOP_REPLICA, version, body)
+    assert response.error_code == NONE
+    assert [(e.topic_name, e.partition_index, e.error_code)
+            for e in response.partition_errors] == [("demo", 0, NONE)]
+    assert log_manager.get_log(TopicPartition("demo", 0)) is None
+    assert broker.replica_manager.get_partition(TopicPartition("demo", 0)) is None
+    assert log_manager.get_log(TopicPartition("demo", 1)) is not None
+
+
+def test_stop_replica_fenced_leader_epoch_and_stale_controller(
+        broker: Broker, dispatcher: RequestHandler, log_manager: LogManager) -> None:
+    call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(leader_epoch=2,
+                                                              controller_epoch=2))
+    s = STOP_REPLICA.structs
+
+    def stop(controller_epoch: int, leader_epoch: int) -> Any:
+        return call(dispatcher, ApiKey.STOP_REPLICA, 3, STOP_REPLICA(
+            controller_id=2, controller_epoch=controller_epoch, broker_epoch=100,
+            topic_states=[s["StopReplicaTopicState"](topic_name="demo", partition_states=[
+                s["StopReplicaPartitionState"](partition_index=0, leader_epoch=leader_epoch,
+                                               delete_partition=True)])]))
+
+    assert stop(1, 5).error_code == STALE_CONTROLLER_EPOCH
+    fenced = stop(2, 2)
+    assert [e.error_code for e in fenced.partition_errors] == [FENCED_LEADER_EPOCH]
+    assert log_manager.get_log(TopicPartition("demo", 0)) is not None
+    during_delete = stop(2, -2)
+    assert [e.error_code for e in during_delete.partition_errors] == [NONE]
+    assert log_manager.get_log(TopicPartition("demo", 0)) is None
+
+
+@pytest.mark.parametrize("version", range(4))
+def test_controlled_shutdown_on_the_controller(broker: Broker, dispatcher: RequestHandler,
+                                               version: int) -> None:
+    response = call(dispatcher, ApiKey.CONTROLLED_SHUTDOWN, version,
+                    CONTROLLED_SHUTDOWN(broker_id=3, broker_epoch=55))
+    assert response.error_code == NONE
+    assert [(p.topic_name, p.partition_index) for p in response.remaining_partitions] == [
+        ("demo", 1)]
+    assert broker.controller.calls == [(3, 55 if version >= 2 else -1)]
+
+
+def test_controlled_shutdown_elsewhere_is_not_controller(broker: Broker,
+                                                         dispatcher: RequestHandler) -> None:
+    broker.controller.is_active = False
+    response = call(dispatcher, ApiKey.CONTROLLED_SHUTDOWN, 3,
+                    CONTROLLED_SHUTDOWN(broker_id=3, broker_epoch=55))
+    assert response.error_code == NOT_CONTROLLER
+    broker.controller.is_active = True
+    stale = call(dispatcher, ApiKey.CONTROLLED_SHUTDOWN, 3,
+                 CONTROLLED_SHUTDOWN(broker_id=3, broker_epoch=5))
+    assert stale.error_code == STALE_BROKER_EPOCH
