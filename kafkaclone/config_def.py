@@ -244,8 +244,7 @@ def parse_integer(text: str) -> int | None:
 
 def parse_csv_list(text: str) -> list[str]:
     """Kafka's ``CoreUtils.parseCsvList``: comma-separated, whitespace around commas and
-    empty items dropped. (``kafkaclone.cluster.endpoint`` has the same for listeners; this
-    one keeps the config layer below the cluster package.)"""
+    empty items dropped."""
     return [item for item in re.split(r"\s*,\s*", text.strip()) if item]
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from kafkaclone.config_def import parse_csv_list
+
 
 class SecurityProtocol(enum.IntEnum):
     """Kafka's security protocols, with the ids UpdateMetadata v0..v3 carry on the wire."""
@@ -107,12 +109,6 @@ class EndPoint:
 
     def __str__(self) -> str:
         return self.connection_string
-
-
-def parse_csv_list(text: str) -> list[str]:
-    """Kafka's ``CoreUtils.parseCsvList``: comma-separated, whitespace around commas and
-    empty items dropped."""
-    return [item for item in re.split(r"\s*,\s*", text.strip()) if item]
 
 
 def parse_security_protocol_map(text: str) -> dict[str, SecurityProtocol]:
