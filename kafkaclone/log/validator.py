@@ -321,17 +321,18 @@ def validate_and_assign_offsets(
     if log_append_time:
         max_timestamp = now
         offset_of_max_timestamp = offset - 1
+    # Positional: keywords double the cost of making this 10-field tuple, once per append.
     info = LogAppendInfo(
-        first_offset=next_offset,
-        last_offset=offset - 1,
-        max_timestamp=max_timestamp,
-        offset_of_max_timestamp=offset_of_max_timestamp,
-        log_append_time=now if log_append_time else NO_TIMESTAMP,
-        log_start_offset=log_start_offset,
-        record_count=offset - next_offset,
-        batch_count=len(analyzed.batches),
-        valid_bytes=analyzed.valid_bytes,
-        last_leader_epoch=leader_epoch,
+        next_offset,  # first_offset
+        offset - 1,  # last_offset
+        max_timestamp,
+        offset_of_max_timestamp,
+        now if log_append_time else NO_TIMESTAMP,  # log_append_time
+        log_start_offset,
+        offset - next_offset,  # record_count
+        len(analyzed.batches),  # batch_count
+        analyzed.valid_bytes,
+        leader_epoch,  # last_leader_epoch
     )
     return view, info
 
