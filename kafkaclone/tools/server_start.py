@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -119,15 +120,29 @@ def run_broker(config: KafkaConfig) -> int:
                                                      "startup: %s", reason)
         print(reason.splitlines()[0] if reason else type(error).__name__, file=sys.stderr)
         exit_code[0] = 1
-        the_reactor.stop()
+        stop_once()
 
     def start() -> None:
         broker.startService().addErrback(failed)
 
+    stopping = [False]
+
+    def stop_once() -> None:  # a second SIGTERM while shutting down changes nothing
+        if not stopping[0]:
+            stopping[0] = True
+            the_reactor.stop()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        logging.getLogger("kafkaclone.server").info(
+            "Received %s, shutting down", signal.Signals(signum).name)
+        the_reactor.callFromThread(stop_once)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     the_reactor.addSystemEventTrigger("before", "shutdown", broker.stopService)
     the_reactor.callWhenRunning(start)
     try:
-        the_reactor.run()
+        the_reactor.run(installSignalHandlers=False)
     finally:
         if pid_file:
             try:
