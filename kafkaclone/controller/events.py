@@ -116,7 +116,9 @@ class ControllerEventManager:
             return
         self._queue.append(event)
         if self._draining is None:
-            self._draining = Deferred.fromCoroutine(self._drain())
+            draining = Deferred.fromCoroutine(self._drain())
+            # _drain may have finished synchronously (and reset _draining) already.
+            self._draining = None if draining.called else draining
 
     def clear_and_put(self, event: ControllerEvent) -> None:
         """Drop what is queued (a session expiry makes it moot), then queue ``event``."""
