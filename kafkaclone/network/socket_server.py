@@ -140,12 +140,14 @@ class KafkaServerProtocol(Int32StringReceiver):
             end = offset + 4 + length
             if len(buffer) < end:
                 break
-            frame = bytes(buffer[offset + 4:end])
+            # A bytearray slice: the one copy out of the receive buffer, and writable, so
+            # the log can assign offsets in the produced batches in place.
+            frame = buffer[offset + 4:end]
             offset = end
             self.stringReceived(frame)
         del buffer[:offset]
 
-    def stringReceived(self, string: bytes) -> None:
+    def stringReceived(self, string: bytes) -> None:  # a bytearray, from dataReceived
         assert self.info is not None
         self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string))
 
