@@ -44,7 +44,8 @@ class ConnectionInfo:
 
 
 class RequestDispatcher(Protocol):
-    def dispatch(self, connection: ConnectionInfo, frame: bytes) -> Deferred[bytes | None]:
+    def dispatch(self, connection: ConnectionInfo,
+                 frame: bytes | bytearray) -> Deferred[bytes | None]:
         """Handle one request frame; fire with the response frame or None (no response)."""
 
 
@@ -147,7 +148,7 @@ class KafkaServerProtocol(Int32StringReceiver):
             self.stringReceived(frame)
         del buffer[:offset]
 
-    def stringReceived(self, string: bytes) -> None:  # a bytearray, from dataReceived
+    def stringReceived(self, string: bytes | bytearray) -> None:
         assert self.info is not None
         self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string))
 

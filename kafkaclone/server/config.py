@@ -47,7 +47,6 @@ from kafkaclone.cluster.endpoint import (
     EndPoint,
     SecurityProtocol,
     normalise_listener_name,
-    parse_csv_list,
     parse_listeners,
     parse_security_protocol_map,
 )
@@ -56,6 +55,7 @@ from kafkaclone.config_def import (
     EachOneOf,
     OneOf,
     Validator,
+    parse_csv_list,
     parse_integer,
 )
 

@@ -43,7 +43,8 @@ class RequestHandler:
         self.broker = broker
         self.handlers = load_handlers() if handlers is None else handlers
 
-    def dispatch(self, connection: ConnectionInfo, frame: bytes) -> Deferred[bytes | None]:
+    def dispatch(self, connection: ConnectionInfo,
+                 frame: bytes | bytearray) -> Deferred[bytes | None]:
         try:
             key, version, correlation_id = protocol_api.peek_request_header(frame)
             header, target, body_pos = protocol_api.decode_request_header(frame)
