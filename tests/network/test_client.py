@@ -1,0 +1,147 @@
+"""KafkaClientConnection and the controller's channel over real TCP to a tiny in-test
+broker (kafkaclone's own socket server with a recording dispatcher)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, succeed
+
+from kafkaclone.controller.channel_manager import (
+    UM,
+    UPDATE_METADATA_VERSION,
+    ControllerChannelManager,
+)
+from kafkaclone.network.client import KafkaClientConnection
+from kafkaclone.network.socket_server import ConnectionInfo, KafkaServerFactory
+from kafkaclone.protocol.api import APIS, decode_request, encode_response
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import NetworkExceptionError, RequestTimedOutError
+from kafkaclone.testing.reactor import run, run_until
+from kafkaclone.testing.zookeeper import free_port
+from kafkaclone.zk.znodes import BrokerId, BrokerInfo, EndPoint
+
+R: Any = reactor
+
+
+class TinyBroker:
+    """Answers UpdateMetadata with success; leaves StopReplica unanswered."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.received: list[tuple[int, Any]] = []
+        self.factory = KafkaServerFactory(self)
+        self.listening = R.listenTCP(port, self.factory, interface="127.0.0.1")
+        self.port: int = self.listening.getHost().port
+
+    def dispatch(self, connection: ConnectionInfo,
+                 frame: bytes | bytearray) -> Deferred[bytes | None]:
+        request = decode_request(frame)
+        self.received.append((request.api.key, request.body))
+        if request.api.key == ApiKey.STOP_REPLICA:
+            return Deferred()
+        body = APIS[request.api.key].response(error_code=0)
+        return succeed(encode_response(request.api.key, request.api_version,
+                                       request.correlation_id, body))
+
+    def stop(self) -> None:
+        for connection in list(self.factory.connections):
+            transport: Any = connection.transport
+            transport.abortConnection()
+        run(Deferred.fromCoroutine(_await(self.listening.stopListening())))
+
+
+async def _await(d: Any) -> None:
+    if isinstance(d, Deferred):
+        await d
+
+
+@pytest.fixture
+def broker() -> Iterator[TinyBroker]:
+    server = TinyBroker()
+    yield server
+    server.stop()
+
+
+def update_metadata() -> Any:
+    return UM(controller_id=1, controller_epoch=1, broker_epoch=5, ungrouped_partition_states=[],
+              topic_states=[], live_brokers=[])
+
+
+def test_requests_are_answered_in_order(broker: TinyBroker) -> None:
+    client = KafkaClientConnection(R, "127.0.0.1", broker.port, client_id="test")
+    try:
+        pending = [Deferred.fromCoroutine(client.send(ApiKey.UPDATE_METADATA,
+                                                      UPDATE_METADATA_VERSION, update_metadata()))
+                   for _ in range(3)]
+        for d in pending:
+            assert run(d).error_code == 0
+        assert [key for key, _ in broker.received] == [ApiKey.UPDATE_METADATA] * 3
+        assert broker.received[0][1].broker_epoch == 5
+    finally:
+        client.close()
+
+
+def test_a_request_times_out_and_the_connection_is_dropped(broker: TinyBroker) -> None:
+    client = KafkaClientConnection(R, "127.0.0.1", broker.port, request_timeout=0.3)
+    SR = APIS[ApiKey.STOP_REPLICA].request
+    body = SR(controller_id=1, controller_epoch=1, broker_epoch=5, delete_partitions=False,
+              ungrouped_partitions=[], topics=[], topic_states=[])
+    try:
+        with pytest.raises(RequestTimedOutError):
+            run(client.send(ApiKey.STOP_REPLICA, 3, body))
+        assert not client.connected
+        assert run(client.send(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                               update_metadata())).error_code == 0
+    finally:
+        client.close()
+
+
+def test_reconnects_with_backoff() -> None:
+    port = free_port()
+    client = KafkaClientConnection(R, "127.0.0.1", port, reconnect_backoff=0.05,
+                                   reconnect_backoff_max=0.2)
+    try:
+        with pytest.raises(NetworkExceptionError):
+            run(client.connect())
+        with pytest.raises(NetworkExceptionError):
+            run(client.connect())
+        assert client.current_backoff == pytest.approx(0.1)
+        server = TinyBroker(port)
+        try:
+            run(client.connect())
+            assert client.connected and client.current_backoff == 0
+        finally:
+            server.stop()
+    finally:
+        client.close()
+
+
+def test_controller_channel_retries_until_the_broker_answers() -> None:
+    port = free_port()
+    channel = ControllerChannelManager(R, 1, "PLAINTEXT", request_timeout=2.0,
+                                       retry_backoff=0.05)
+    info = BrokerInfo(BrokerId(2), (EndPoint("127.0.0.1", port, "PLAINTEXT", "PLAINTEXT"),))
+    answers: list[Any] = []
+    try:
+        channel.add_broker(info)
+        channel.send_request(2, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                             update_metadata(), answers.append)
+        deadline = time.monotonic() + 0.3
+        run_until(lambda: time.monotonic() > deadline)  # a few failed attempts
+        assert channel.queue_size(2) == 1  # nobody listens yet: kept for retry
+        server = TinyBroker(port)
+        try:
+            run_until(lambda: bool(answers), timeout=10)
+            assert answers[0].error_code == 0
+            assert [key for key, _ in server.received] == [ApiKey.UPDATE_METADATA]
+            channel.send_request(3, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                                 update_metadata())  # not live: dropped
+            assert channel.queue_size(3) == 0
+        finally:
+            server.stop()
+    finally:
+        channel.shutdown()
