@@ -8,7 +8,7 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export LOG_DIR="$repo_root/.cluster/logs"
 for pid_file in $(ls -r "$LOG_DIR"/kafka-server-*.pid 2>/dev/null); do
     pid=$(tr -dc '0-9' <"$pid_file")
-    if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
+    if [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" |
         grep -q "kafkaclone.tools.server_start"; then
         echo "Stopping broker $(basename "$pid_file" .pid | sed 's/kafka-server-//') (pid $pid)"
         kill -TERM "$pid"

@@ -14,7 +14,7 @@ is_running() { # pid_file marker
     local pid
     [ -f "$1" ] || return 1
     pid=$(tr -dc '0-9' <"$1" 2>/dev/null || true)
-    [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$2"
+    [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q "$2"
 }
 
 if is_running "$LOG_DIR/zookeeper.pid" ZooKeeperServerMain; then

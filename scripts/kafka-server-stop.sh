@@ -15,7 +15,7 @@ for dir in "${dirs[@]}"; do
     for pid_file in "$dir"/kafka-server-*.pid; do
         [ -f "$pid_file" ] || continue
         pid=$(tr -dc '0-9' <"$pid_file")
-        if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
+        if [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" |
             grep -q "kafkaclone.tools.server_start"; then
             kill -TERM "$pid" && pids+=("$pid")
         else

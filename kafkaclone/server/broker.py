@@ -478,6 +478,8 @@ class KafkaBroker(MultiService):
         """After a session expiry: register again (a new broker epoch), check the cluster id."""
         zk = self.zk_client
         self.broker_epoch = await zk.register_broker(self._broker_info())
+        if self._controller is not None and hasattr(self._controller, "broker_epoch"):
+            self._controller.broker_epoch = self.broker_epoch  # its own registration, now
         cluster_id = await zk.get_cluster_id()
         if cluster_id != self.cluster_id:
             logger.error("/cluster/id is now %s, this broker joined cluster %s", cluster_id,
