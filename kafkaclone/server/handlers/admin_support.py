@@ -1,0 +1,346 @@
+"""What the admin handlers share (Kafka 2.8's ZkAdminManager and ConfigHelper, ZooKeeper mode).
+
+- waiting, on the broker's reactor clock, for the metadata cache to show a change the
+  controller is making (Kafka's DelayedCreatePartitions / DelayedDeleteTopics);
+- config entries as DescribeConfigs and CreateTopics v5+ report them: the value, its
+  source and its synonyms, from the topic's overrides (``/config/topics/<t>``), this
+  broker's dynamic configs (``/config/brokers/<id>``), the cluster-wide dynamic defaults
+  (``/config/brokers/<default>``), server.properties and the built-in defaults;
+- the checks Kafka makes before writing dynamic broker configs.
+
+This module registers no handler (the registry imports it like the others, harmlessly).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from twisted.internet.task import deferLater
+
+from kafkaclone.config_def import ConfigError, ConfigKey
+from kafkaclone.log.config import LOG_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, LogConfig
+from kafkaclone.protocol.errors import (
+    InvalidRequestError,
+    KafkaError,
+    NotControllerError,
+    UnknownServerError,
+)
+from kafkaclone.server.config import BROKER_CONFIG, broker_config_synonyms
+from kafkaclone.server.services import BrokerServices
+from kafkaclone.zk.znodes import ConfigEntityZNode, ConfigType
+
+NO_NUM_PARTITIONS: Final = -1
+NO_REPLICATION_FACTOR: Final = -1
+POLL_INTERVAL_S: Final = 0.02
+"""How often a waiting admin request looks at the metadata cache again."""
+
+
+class ResourceType(enum.IntEnum):
+    """Kafka's ConfigResource.Type ids."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    """Kafka's DescribeConfigsResponse.ConfigSource ids."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+# Kafka 2.8's DynamicBrokerConfig.AllDynamicConfigs, limited to the keys kafkaclone declares:
+# the broker defaults of topic configs (DynamicLogConfig, but not the message format
+# version), the thread pools, the log cleaner, the socket server limits and the listeners.
+_THREAD_POOLS: Final = ("num.io.threads", "num.network.threads", "num.replica.fetchers",
+                        "num.recovery.threads.per.data.dir", "background.threads")
+_LOG_CLEANER: Final = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+                       "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
+                       "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms")
+_SOCKET_SERVER: Final = ("max.connections.per.ip", "max.connections.per.ip.overrides",
+                         "max.connections", "max.connection.creation.rate")
+PER_BROKER_CONFIGS: Final = frozenset(name for name in (
+    "listeners", "advertised.listeners", "listener.security.protocol.map")
+    if name in BROKER_CONFIG)
+"""Dynamic configs that only a single broker may have (never the cluster default)."""
+DYNAMIC_BROKER_CONFIGS: Final = frozenset(
+    name for name in (
+        *(set(TOPIC_CONFIG_SYNONYMS.values()) - {"log.message.format.version"}),
+        *_THREAD_POOLS, *_LOG_CLEANER, *_SOCKET_SERVER, *PER_BROKER_CONFIGS,
+    ) if name in BROKER_CONFIG
+)
+
+
+def error_of(exc: BaseException) -> tuple[int, str | None]:
+    """(error code, message) to answer with for a failure; an unexpected exception is
+    UNKNOWN_SERVER_ERROR without its message (it might say too much)."""
+    if isinstance(exc, KafkaError):
+        return exc.code, exc.message
+    return UnknownServerError.code, None
+
+
+def is_active_controller(broker: BrokerServices) -> bool:
+    controller = getattr(broker, "controller", None)
+    return controller is not None and bool(controller.is_active)
+
+
+NOT_CONTROLLER: Final = NotControllerError.code
+
+
+def _clock(broker: BrokerServices) -> Any:
+    clock = getattr(broker, "reactor", None)
+    if clock is None:
+        from twisted.internet import reactor as clock
+    return clock
+
+
+async def wait_until(broker: BrokerServices, done: Callable[[], bool], timeout_ms: int) -> bool:
+    """Whether ``done()`` held within ``timeout_ms`` on the broker's clock (it is looked at
+    every POLL_INTERVAL_S, as the controller's UpdateMetadata requests arrive)."""
+    clock = _clock(broker)
+    deadline = clock.seconds() + timeout_ms / 1000.0
+    while not done():
+        remaining = deadline - clock.seconds()
+        if remaining <= 0:
+            return False
+        await deferLater(clock, min(POLL_INTERVAL_S, remaining), lambda: None)
+    return True
+
+
+def partitions_have_leaders(broker: BrokerServices, topic: str,
+                            partitions: Iterable[int]) -> bool:
+    """Kafka's DelayedCreatePartitions test: every partition is in the metadata cache with
+    a leader."""
+    cache = broker.metadata_cache
+    for partition in partitions:
+        state = cache.partition_state(topic, partition)
+        if state is None or state.leader < 0:
+            return False
+    return True
+
+
+# --- config entries --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+    config_type: int
+    documentation: str | None
+    synonyms: list[Synonym] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BrokerConfigLayers:
+    """The broker-level config sources, highest priority first."""
+
+    dynamic_broker: Mapping[str, str]
+    dynamic_default: Mapping[str, str]
+    static: Mapping[str, str | None]
+    defaults: Mapping[str, str | None]
+
+    def by_source(self) -> list[tuple[ConfigSource, Mapping[str, str | None]]]:
+        return [(ConfigSource.DYNAMIC_BROKER_CONFIG, self.dynamic_broker),
+                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, self.dynamic_default),
+                (ConfigSource.STATIC_BROKER_CONFIG, self.static),
+                (ConfigSource.DEFAULT_CONFIG, self.defaults)]
+
+    def effective_broker_props(self) -> dict[str, object]:
+        """server.properties with the dynamic configs on top (what the broker runs with once
+        it has applied them)."""
+        props: dict[str, object] = {k: v for k, v in self.static.items() if v is not None}
+        props.update(self.dynamic_default)
+        props.update(self.dynamic_broker)
+        return props
+
+
+def _string(key: ConfigKey | None, value: object) -> str | None:
+    if value is None:
+        return None
+    if key is None or isinstance(value, str):
+        return str(value)
+    return key.format(value)  # type: ignore[arg-type]
+
+
+async def broker_config_layers(broker: BrokerServices) -> BrokerConfigLayers:
+    zk = broker.zk_client
+    dynamic_broker = await zk.get_entity_configs(ConfigType.BROKER, str(broker.broker_id))
+    dynamic_default = await zk.get_entity_configs(ConfigType.BROKER,
+                                                  ConfigEntityZNode.DEFAULT_ENTITY_NAME)
+    config = broker.config
+    static = {name: _string(BROKER_CONFIG.get(name), value)
+              for name, value in config.originals.items()}
+    # Kafka's staticDefaultConfigs leave out the keys whose default is null.
+    defaults = {key.name: key.format(key.default) for key in BROKER_CONFIG
+                if key.default is not None}
+    return BrokerConfigLayers(dynamic_broker, dynamic_default, static, defaults)
+
+
+def _config_synonyms(layers: BrokerConfigLayers, name: str, chain: Iterable[str],
+                     sensitive: bool, *, per_broker: bool = True) -> list[Synonym]:
+    """Kafka's ConfigHelper.configSynonyms: every source holding one of ``chain``, by source
+    then chain order, starting at the first entry for ``name`` itself."""
+    found: list[Synonym] = []
+    chain = list(chain)
+    for source, values in layers.by_source():
+        found.extend(Synonym(synonym, None if sensitive else values[synonym], source)
+                     for synonym in chain if synonym in values)
+    while found and found[0].name != name:
+        found.pop(0)
+    if not per_broker:
+        found = [s for s in found if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+    return found
+
+
+def topic_log_config(layers: BrokerConfigLayers, topic_props: Mapping[str, str]) -> LogConfig:
+    """A topic's LogConfig: its overrides over the broker's topic defaults. Unknown override
+    names are ignored here (they were refused when written)."""
+    defaults = LogConfig.from_broker_props(layers.effective_broker_props())
+    return LogConfig.from_props(topic_props, defaults=defaults, ignore_unknown=True)
+
+
+def topic_config_entries(layers: BrokerConfigLayers, topic_props: Mapping[str, str],
+                         keys: Iterable[str] | None = None, *,
+                         include_synonyms: bool = False,
+                         include_documentation: bool = False) -> list[ConfigEntry]:
+    """Kafka's ConfigHelper.createTopicConfigEntry for every topic config (or ``keys``)."""
+    log_config = topic_log_config(layers, topic_props)
+    wanted = None if keys is None else set(keys)
+    entries: list[ConfigEntry] = []
+    for key in LOG_CONFIG_KEYS:
+        if wanted is not None and key.name not in wanted:
+            continue
+        sensitive = key.sensitive
+        value = None if sensitive else key.format(log_config.get(key.name))
+        broker_name = TOPIC_CONFIG_SYNONYMS.get(key.name)
+        synonyms = ([] if broker_name is None else
+                    _config_synonyms(layers, broker_name, broker_config_synonyms(broker_name),
+                                     sensitive))
+        if key.name in topic_props:
+            synonyms.insert(0, Synonym(key.name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(
+            name=key.name, value=value, source=source, read_only=False,
+            is_sensitive=sensitive, config_type=int(key.type),
+            documentation=key.doc if include_documentation else None,
+            synonyms=synonyms if include_synonyms else []))
+    return entries
+
+
+def broker_config_entries(layers: BrokerConfigLayers, config: Any, *, per_broker: bool,
+                          keys: Iterable[str] | None = None, include_synonyms: bool = False,
+                          include_documentation: bool = False) -> list[ConfigEntry]:
+    """Kafka's ConfigHelper.createBrokerConfigEntry: for a broker id every broker config;
+    for the cluster default (empty name) only the dynamic default configs."""
+    wanted = None if keys is None else set(keys)
+    if per_broker:
+        names = [key.name for key in BROKER_CONFIG]
+    else:
+        names = list(layers.dynamic_default)
+    entries: list[ConfigEntry] = []
+    for name in names:
+        if wanted is not None and name not in wanted:
+            continue
+        key = BROKER_CONFIG.get(name)
+        sensitive = key is not None and key.sensitive
+        synonyms = _config_synonyms(layers, name, broker_config_synonyms(name), sensitive,
+                                    per_broker=per_broker)
+        if synonyms and synonyms[0].name == name:
+            value = synonyms[0].value
+        elif per_broker and key is not None:
+            value = config.string_value(name)
+        else:
+            value = layers.dynamic_default.get(name)
+        entries.append(ConfigEntry(
+            name=name, value=None if sensitive else value,
+            source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
+            read_only=name not in DYNAMIC_BROKER_CONFIGS, is_sensitive=sensitive,
+            config_type=0 if key is None else int(key.type),
+            documentation=(key.doc if include_documentation and key is not None else None),
+            synonyms=synonyms if include_synonyms else []))
+    return entries
+
+
+# --- validation --------------------------------------------------------------------------------
+
+
+def validate_topic_configs(props: Mapping[str, str]) -> None:
+    """Kafka's LogConfig.validate: InvalidConfigError for an unknown name, ConfigError (a kind
+    of InvalidConfigError) for a bad value."""
+    LogConfig.from_props(props)
+
+
+class BrokerConfigRejectedError(InvalidRequestError):
+    """Broker configs that may not be set dynamically (Kafka's ConfigException there)."""
+
+
+def validate_dynamic_broker_configs(props: Mapping[str, str], per_broker: bool) -> None:
+    """Kafka's DynamicBrokerConfig.validateConfigs; ConfigError for what may not be set."""
+    static_only = sorted(n for n in props if n in BROKER_CONFIG and n not in
+                         DYNAMIC_BROKER_CONFIGS)
+    if static_only:
+        raise BrokerConfigRejectedError(
+            f"Cannot update these configs dynamically: {', '.join(static_only)}")
+    for name, value in props.items():
+        key = BROKER_CONFIG.get(name)
+        if key is not None:
+            key.parse(value)
+    if not per_broker:
+        per_broker_only = sorted(n for n in props if n in PER_BROKER_CONFIGS)
+        if per_broker_only:
+            raise BrokerConfigRejectedError(
+                "Cannot update these configs at default cluster level, broker id must be "
+                f"specified: {', '.join(per_broker_only)}")
+
+
+def broker_id_of_resource(broker: BrokerServices, name: str) -> int | None:
+    """The broker a BROKER resource names (None: the cluster-wide default); a resource
+    naming another broker is INVALID_REQUEST, as in Kafka."""
+    if not name:
+        return None
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
+    if broker_id != broker.broker_id:
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {broker.broker_id} or empty string, but "
+            f"received {name}")
+    return broker_id
+
+
+def alter_config_error(exc: BaseException, resource_type: int,
+                       resource_name: str) -> tuple[int, str | None]:
+    """Kafka's answer to a failed config alteration: a bad value (ConfigException) is
+    INVALID_REQUEST naming the resource; other errors keep their code."""
+    if isinstance(exc, ConfigError | BrokerConfigRejectedError):
+        try:
+            type_name = ResourceType(resource_type).name
+        except ValueError:
+            type_name = str(resource_type)
+        return (InvalidRequestError.code,
+                f"Invalid config value for resource ConfigResource(type={type_name}, "
+                f"name='{resource_name}'): {exc.message}")
+    return error_of(exc)
+

@@ -1,0 +1,35 @@
+"""DescribeCluster (key 60), v0 (KIP-700): the live brokers on the listener the request
+came in on, the controller and the cluster id, from the metadata cache, as Kafka 2.8's
+KafkaApis.handleDescribeCluster answers (with no authorizer every operation is allowed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import NONE
+from kafkaclone.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.services import BrokerServices
+
+_RESPONSE = APIS[ApiKey.DESCRIBE_CLUSTER].response
+_Broker = _RESPONSE.structs["DescribeClusterBroker"]
+
+
+@handler(ApiKey.DESCRIBE_CLUSTER, versions=(0, 0))
+async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    cache = broker.metadata_cache
+    controller_id = cache.controller_id
+    return _RESPONSE(
+        error_code=NONE,
+        error_message=None,
+        cluster_id=broker.cluster_id or "",
+        controller_id=-1 if controller_id is None else controller_id,
+        brokers=[_Broker(broker_id=b.id, host=ep.host, port=ep.port, rack=b.rack)
+                 for b, ep in cache.alive_endpoints(ctx.connection.listener_name)],
+        cluster_authorized_operations=(CLUSTER_OPERATIONS
+                                       if request.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
+    )
