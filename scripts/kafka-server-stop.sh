@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops the brokers started from this checkout with kafka-server-start.sh -daemon (SIGTERM:
 # a clean, controlled shutdown), like Apache Kafka's bin/kafka-server-stop.sh. Only the
-# processes named by the pid files in $LOG_DIR (default logs/) and .cluster/logs that are
+# processes named by the pid files in $LOG_DIR (if unset: logs/ and .cluster/logs) that are
 # kafkaclone brokers are signalled; nothing else is.
 #   scripts/kafka-server-stop.sh [--wait]     --wait: until they have exited (at most 60s)
 set -euo pipefail
@@ -9,8 +9,11 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 wait_for_exit=false
 [ "${1:-}" = "--wait" ] && wait_for_exit=true
 pids=()
-dirs=("${LOG_DIR:-$repo_root/logs}")
-[ "$(cd "${dirs[0]}" 2>/dev/null && pwd)" = "$repo_root/.cluster/logs" ] || dirs+=("$repo_root/.cluster/logs")
+if [ -n "${LOG_DIR:-}" ]; then
+    dirs=("$LOG_DIR")
+else
+    dirs=("$repo_root/logs" "$repo_root/.cluster/logs")
+fi
 for dir in "${dirs[@]}"; do
     for pid_file in "$dir"/kafka-server-*.pid; do
         [ -f "$pid_file" ] || continue
