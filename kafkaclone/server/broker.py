@@ -296,14 +296,22 @@ class KafkaBroker(MultiService):
         return Deferred.fromCoroutine(self.shutdown())
 
     async def startup(self) -> None:
-        """Start the steps in order. BrokerStartupError (one-line reason) if one fails;
-        the steps already started keep running until :meth:`shutdown`."""
+        """Start the steps in order. BrokerStartupError (one-line reason) if one fails: what
+        that step did is undone, the steps started before it run until :meth:`shutdown`."""
         for step in self:
             assert isinstance(step, _Step)
             if step in self._started:
                 continue
             logger.debug("starting %s", step.name)
-            await step.start()
+            try:
+                await step.start()
+            except BaseException:
+                # Undo what the step did before it failed (a session opened, ports bound).
+                try:
+                    await step.stop()
+                except Exception:
+                    logger.exception("error while undoing the failed start of %s", step.name)
+                raise
             self._started.append(step)
         logger.info("[KafkaServer id=%d] started", self.broker_id)
 

@@ -265,3 +265,16 @@ def test_auto_create_writes_the_topic_to_zookeeper(make_broker: BrokerFactory,
     started(broker_rf3)
     assert run(broker_rf3.auto_create_topics(["toowide"])) == {"toowide": 38}
     assert zk.exists("/brokers/topics/toowide") is None
+
+
+def test_unreachable_zookeeper_is_refused_within_the_connection_timeout(
+        make_broker: BrokerFactory) -> None:
+    from kafkaclone.testing.zookeeper import free_port
+
+    broker = make_broker(1, zookeeper_connect=f"127.0.0.1:{free_port()}",
+                         zookeeper_connection_timeout_ms=1000)
+    start = time.monotonic()
+    with pytest.raises(BrokerStartupError) as info:
+        run(broker.startup(), timeout=20)
+    assert time.monotonic() - start < 10
+    assert str(info.value).startswith("Timed out waiting for connection to ZooKeeper at 127.0.0.1:")
