@@ -120,7 +120,9 @@ def default_controller_factory(config: KafkaConfig, zk_client: KafkaZkClient, br
     for module_name in ("kafkaclone.controller", "kafkaclone.controller.controller"):
         try:
             module = importlib.import_module(module_name)
-        except ImportError:
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:  # the controller is there but broken: say so
+                raise
             continue
         controller_class = getattr(module, "KafkaController", None)
         if controller_class is not None:
@@ -189,7 +191,6 @@ class KafkaBroker(MultiService):
         self._factories: list[KafkaServerFactory] = []
         self.registered_endpoints: tuple[RegisteredEndPoint, ...] = ()
         self._started: list[_Step] = []
-        self._startup: Deferred[None] | None = None
         self._shutdown: Deferred[None] | None = None
         for step in (
             _Step("zookeeper", self._start_zookeeper, self._stop_zookeeper),
