@@ -25,6 +25,7 @@ from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from kafkaclone.server.request_handler import RequestHandler
+from kafkaclone.testing.reactor import run
 from kafkaclone.zk.admin import AdminZkClient
 from kafkaclone.zk.client import KafkaZkClient
 
@@ -93,8 +94,13 @@ class SimulatedController:
         self.broker.metadata_cache.update_metadata(request, 7)
 
     async def _tick(self) -> None:
-        if not self.paused:
+        if self.paused:
+            return
+        try:
             await self.sync()
+        except Exception:
+            if self._loop.running:
+                raise  # a stopped controller's last sync may meet a closed ZooKeeper client
 
     async def sync(self) -> None:
         zk = self.broker.zk_client
@@ -149,6 +155,8 @@ def admin_cluster(zk_client: KafkaZkClient, zk_connect: str,
     """The body of a fixture: a started simulated cluster, stopped afterwards."""
     broker = AdminBroker(make_config(zk_connect, **config), zk_client, AdminZkClient(zk_client))
     controller = SimulatedController(broker)
+    for broker_id in controller.live:  # what AdminZkClient places replicas on
+        run(zk_client.create_recursive(f"/brokers/ids/{broker_id}", b"{}"))
     controller.start()
     try:
         yield AdminCluster(broker, controller, RequestHandler(broker=broker))

@@ -1,0 +1,459 @@
+"""AdminClient: topic and config administration over the Kafka protocol, synchronous.
+
+A subset of Kafka's Admin API: create, delete, list and describe topics; create
+partitions; describe, alter and incrementally alter configs; describe the cluster; the API
+versions of each broker. It bootstraps from ``bootstrap_servers`` with Metadata, sends
+controller-only requests (CreateTopics, DeleteTopics, CreatePartitions) to the controller
+named by Metadata (refreshing and retrying on NOT_CONTROLLER), a broker's own config
+requests to that broker, and everything else to any broker.
+
+Per-topic / per-resource outcomes come back as ``KafkaError | None`` (None: success), so a
+caller can report each one; a request that cannot be made at all raises.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kafkaclone.clients.connection import DEFAULT_REQUEST_TIMEOUT_MS, BrokerConnection
+from kafkaclone.cluster.topic import is_internal
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import (
+    NONE,
+    KafkaError,
+    NetworkExceptionError,
+    NotControllerError,
+    raise_for_code,
+)
+
+DEFAULT_API_TIMEOUT_MS: Final = 60000
+TOPIC: Final = 2
+BROKER: Final = 4
+
+
+def _error(code: int, message: str | None) -> KafkaError | None:
+    if code == NONE:
+        return None
+    try:
+        raise_for_code(code, message or None)
+    except KafkaError as exc:
+        return exc
+    return None
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[PartitionInfo]
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller: Node | None
+    nodes: list[Node]
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    type: int
+    """TOPIC (2) or BROKER (4), Kafka's ConfigResource.Type ids."""
+    name: str
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    is_default: bool
+    is_sensitive: bool
+    read_only: bool
+    synonyms: list[ConfigSynonym] = field(default_factory=list)
+    config_type: int = 0
+    documentation: str | None = None
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    name: str
+    value: str | None
+    op: int = 0
+    """SET 0, DELETE 1, APPEND 2, SUBTRACT 3."""
+
+
+SET: Final = 0
+DELETE: Final = 1
+APPEND: Final = 2
+SUBTRACT: Final = 3
+
+
+def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` -> [("h1", 9092), ("h2", 9093)]."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    parsed = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"Invalid url in bootstrap.servers: {item}")
+        parsed.append((host.strip("[]") or "localhost", int(port)))
+    if not parsed:
+        raise ValueError("No resolvable bootstrap urls given in bootstrap.servers")
+    return parsed
+
+
+class AdminClient:
+    def __init__(self, bootstrap_servers: str | Sequence[str], *,
+                 client_id: str = "kafkaclone-admin",
+                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+                 default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.default_api_timeout_ms = default_api_timeout_ms
+        self._connections: dict[int, BrokerConnection] = {}
+        self._bootstrap_connection: BrokerConnection | None = None
+        self._nodes: dict[int, Node] = {}
+        self._controller_id: int | None = None
+        self._cluster_id: str | None = None
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+        if self._bootstrap_connection is not None:
+            self._bootstrap_connection.close()
+            self._bootstrap_connection = None
+
+    # --- connections and metadata ----------------------------------------------------------
+
+    def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
+        return BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
+                                request_timeout_ms=self.request_timeout_ms)
+
+    def _any_connection(self) -> BrokerConnection:
+        for conn in self._connections.values():
+            if conn.connected:
+                return conn
+        if self._bootstrap_connection is not None and self._bootstrap_connection.connected:
+            return self._bootstrap_connection
+        failures = []
+        for node in self._nodes.values():
+            try:
+                return self._connection(node.id)
+            except NetworkExceptionError as exc:
+                failures.append(str(exc))
+        for host, port in self.bootstrap:
+            conn = self._new_connection(host, port, None)
+            try:
+                conn.connect()
+            except NetworkExceptionError as exc:
+                failures.append(str(exc))
+                continue
+            self._bootstrap_connection = conn
+            return conn
+        raise NetworkExceptionError("No broker is reachable: " + "; ".join(failures))
+
+    def _connection(self, node_id: int) -> BrokerConnection:
+        conn = self._connections.get(node_id)
+        if conn is None:
+            if node_id not in self._nodes:
+                self.refresh_metadata()
+            node = self._nodes.get(node_id)
+            if node is None:
+                raise NetworkExceptionError(f"Broker {node_id} is not in the cluster metadata")
+            conn = self._new_connection(node.host, node.port, node_id)
+            self._connections[node_id] = conn
+        conn.connect()
+        return conn
+
+    def _metadata(self, topics: list[str] | None) -> Any:
+        conn = self._any_connection()
+        request_cls = APIS[ApiKey.METADATA].request
+        topic_cls = request_cls.structs["MetadataRequestTopic"]
+        body = request_cls(
+            topics=None if topics is None else [topic_cls(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False)
+        version = conn.version_for(ApiKey.METADATA)
+        if version == 0 and topics is None:
+            body.topics = []
+        _, response = conn.request(ApiKey.METADATA, body, version)
+        self._nodes = {b.node_id: Node(b.node_id, b.host, b.port, b.rack)
+                       for b in response.brokers}
+        controller_id = getattr(response, "controller_id", -1)
+        self._controller_id = None if controller_id is None or controller_id < 0 else controller_id
+        self._cluster_id = getattr(response, "cluster_id", None)
+        for node_id, existing in list(self._connections.items()):
+            node = self._nodes.get(node_id)
+            if node is None or (node.host, node.port) != (existing.host, existing.port):
+                existing.close()
+                del self._connections[node_id]
+        return response
+
+    def refresh_metadata(self) -> None:
+        self._metadata([])
+
+    def _controller_connection(self) -> BrokerConnection:
+        self.refresh_metadata()
+        if self._controller_id is None:
+            raise NotControllerError("The cluster has no controller now")
+        return self._connection(self._controller_id)
+
+    def _to_controller(self, key: ApiKey, body: Any, results_of: Any,
+                       timeout_ms: int) -> Any:
+        """Send to the controller; on NOT_CONTROLLER for every entry, refresh and retry until
+        the API timeout."""
+        deadline = time.monotonic() + self.default_api_timeout_ms / 1000.0
+        while True:
+            _, response = self._controller_connection().request(key, body)
+            codes = [r.error_code for r in results_of(response)]
+            if not codes or any(c != NotControllerError.code for c in codes) or \
+                    time.monotonic() > deadline:
+                return response
+            time.sleep(0.1)
+
+    # --- cluster ----------------------------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterDescription:
+        conn = self._any_connection()
+        if ApiKey.DESCRIBE_CLUSTER in conn.api_versions:
+            request_cls = APIS[ApiKey.DESCRIBE_CLUSTER].request
+            _, response = conn.request(ApiKey.DESCRIBE_CLUSTER, request_cls(
+                include_cluster_authorized_operations=False))
+            raise_for_code(response.error_code, response.error_message)
+            nodes = [Node(b.broker_id, b.host, b.port, b.rack) for b in response.brokers]
+            by_id = {n.id: n for n in nodes}
+            return ClusterDescription(response.cluster_id, by_id.get(response.controller_id),
+                                      nodes)
+        self.refresh_metadata()
+        nodes = sorted(self._nodes.values(), key=lambda n: n.id)
+        controller = None if self._controller_id is None else self._nodes.get(
+            self._controller_id)
+        return ClusterDescription(self._cluster_id, controller, nodes)
+
+    def api_versions(self) -> dict[Node, dict[int, tuple[int, int]]]:
+        """Each broker's supported version range per API key."""
+        self.refresh_metadata()
+        result: dict[Node, dict[int, tuple[int, int]]] = {}
+        for node in sorted(self._nodes.values(), key=lambda n: n.id):
+            result[node] = dict(self._connection(node.id).api_versions)
+        return result
+
+    # --- topics -------------------------------------------------------------------------------
+
+    def list_topics(self, include_internal: bool = True) -> list[str]:
+        response = self._metadata(None)
+        return sorted(t.name for t in response.topics
+                      if t.error_code == NONE and (include_internal or not is_internal(t.name)))
+
+    def describe_topics(self, names: Iterable[str] | None = None
+                        ) -> dict[str, TopicDescription | KafkaError]:
+        """Each topic's description, or the error Metadata answered for it."""
+        response = self._metadata(None if names is None else list(names))
+        result: dict[str, TopicDescription | KafkaError] = {}
+        for t in response.topics:
+            error = _error(t.error_code, None)
+            if error is not None:
+                result[t.name] = error
+                continue
+            result[t.name] = TopicDescription(
+                name=t.name, topic_id=getattr(t, "topic_id", uuid.UUID(int=0)),
+                is_internal=bool(getattr(t, "is_internal", is_internal(t.name))),
+                partitions=sorted((PartitionInfo(
+                    partition=p.partition_index, leader=p.leader_id,
+                    replicas=list(p.replica_nodes), isr=list(p.isr_nodes),
+                    offline_replicas=list(getattr(p, "offline_replicas", []) or []),
+                    error=_error(p.error_code, None)) for p in t.partitions),
+                    key=lambda p: p.partition))
+        return result
+
+    def create_topics(self, new_topics: Sequence[NewTopic], *, validate_only: bool = False,
+                      timeout_ms: int | None = None) -> dict[str, KafkaError | None]:
+        request_cls = APIS[ApiKey.CREATE_TOPICS].request
+        s = request_cls.structs
+        topics = []
+        for t in new_topics:
+            assignment = t.replica_assignment
+            topics.append(s["CreatableTopic"](
+                name=t.name,
+                num_partitions=-1 if assignment else t.num_partitions,
+                replication_factor=-1 if assignment else t.replication_factor,
+                assignments=[s["CreatableReplicaAssignment"](partition_index=p,
+                                                             broker_ids=list(b))
+                             for p, b in sorted((assignment or {}).items())],
+                configs=[s["CreateableTopicConfig"](name=k, value=v)
+                         for k, v in t.configs.items()]))
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        body = request_cls(topics=topics, timeout_ms=timeout, validate_only=validate_only)
+        response = self._to_controller(ApiKey.CREATE_TOPICS, body, lambda r: r.topics, timeout)
+        return {r.name: _error(r.error_code, getattr(r, "error_message", None))
+                for r in response.topics}
+
+    def delete_topics(self, names: Sequence[str], *, timeout_ms: int | None = None
+                      ) -> dict[str, KafkaError | None]:
+        request_cls = APIS[ApiKey.DELETE_TOPICS].request
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        state = request_cls.structs["DeleteTopicState"]
+        body = request_cls(topic_names=list(names),
+                           topics=[state(name=n, topic_id=uuid.UUID(int=0)) for n in names],
+                           timeout_ms=timeout)
+        response = self._to_controller(ApiKey.DELETE_TOPICS, body, lambda r: r.responses,
+                                       timeout)
+        return {r.name: _error(r.error_code, getattr(r, "error_message", None))
+                for r in response.responses}
+
+    def create_partitions(self, new_partitions: Mapping[str, NewPartitions], *,
+                          validate_only: bool = False, timeout_ms: int | None = None
+                          ) -> dict[str, KafkaError | None]:
+        request_cls = APIS[ApiKey.CREATE_PARTITIONS].request
+        s = request_cls.structs
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        body = request_cls(topics=[
+            s["CreatePartitionsTopic"](
+                name=name, count=p.total_count,
+                assignments=None if p.new_assignments is None else [
+                    s["CreatePartitionsAssignment"](broker_ids=list(a))
+                    for a in p.new_assignments])
+            for name, p in new_partitions.items()], timeout_ms=timeout,
+            validate_only=validate_only)
+        response = self._to_controller(ApiKey.CREATE_PARTITIONS, body, lambda r: r.results,
+                                       timeout)
+        return {r.name: _error(r.error_code, r.error_message) for r in response.results}
+
+    # --- configs ------------------------------------------------------------------------------
+
+    def _config_connection(self, resource: ConfigResource) -> BrokerConnection:
+        if resource.type == BROKER and resource.name:
+            return self._connection(int(resource.name))
+        return self._any_connection()
+
+    def _grouped(self, resources: Iterable[ConfigResource]
+                 ) -> list[tuple[BrokerConnection, list[ConfigResource]]]:
+        groups: dict[int, tuple[BrokerConnection, list[ConfigResource]]] = {}
+        for resource in resources:
+            conn = self._config_connection(resource)
+            groups.setdefault(id(conn), (conn, []))[1].append(resource)
+        return list(groups.values())
+
+    def describe_configs(self, resources: Sequence[ConfigResource], *,
+                         include_synonyms: bool = False, include_documentation: bool = False,
+                         ) -> dict[ConfigResource, dict[str, ConfigEntry] | KafkaError]:
+        request_cls = APIS[ApiKey.DESCRIBE_CONFIGS].request
+        resource_cls = request_cls.structs["DescribeConfigsResource"]
+        result: dict[ConfigResource, dict[str, ConfigEntry] | KafkaError] = {}
+        for conn, group in self._grouped(resources):
+            body = request_cls(resources=[resource_cls(resource_type=r.type, resource_name=r.name,
+                                                       configuration_keys=None) for r in group],
+                               include_synonyms=include_synonyms,
+                               include_documentation=include_documentation)
+            version, response = conn.request(ApiKey.DESCRIBE_CONFIGS, body)
+            for r in response.results:
+                resource = ConfigResource(r.resource_type, r.resource_name)
+                error = _error(r.error_code, r.error_message)
+                if error is not None:
+                    result[resource] = error
+                    continue
+                entries = {}
+                for c in r.configs:
+                    source = c.config_source if version >= 1 else (5 if c.is_default else 0)
+                    entries[c.name] = ConfigEntry(
+                        name=c.name, value=c.value, source=source, is_default=source == 5,
+                        is_sensitive=c.is_sensitive, read_only=c.read_only,
+                        synonyms=[ConfigSynonym(s.name, s.value, s.source)
+                                  for s in (c.synonyms if version >= 1 else [])],
+                        config_type=c.config_type if version >= 3 else 0,
+                        documentation=c.documentation if version >= 3 else None)
+                result[resource] = entries
+        return result
+
+    def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *,
+                      validate_only: bool = False) -> dict[ConfigResource, KafkaError | None]:
+        """Replace each resource's dynamic configs with the given complete set."""
+        request_cls = APIS[ApiKey.ALTER_CONFIGS].request
+        s = request_cls.structs
+        result: dict[ConfigResource, KafkaError | None] = {}
+        for conn, group in self._grouped(configs):
+            body = request_cls(resources=[s["AlterConfigsResource"](
+                resource_type=r.type, resource_name=r.name,
+                configs=[s["AlterableConfig"](name=k, value=v) for k, v in configs[r].items()])
+                for r in group], validate_only=validate_only)
+            _, response = conn.request(ApiKey.ALTER_CONFIGS, body)
+            for r in response.responses:
+                result[ConfigResource(r.resource_type, r.resource_name)] = _error(
+                    r.error_code, r.error_message)
+        return result
+
+    def incremental_alter_configs(self, configs: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+                                  *, validate_only: bool = False
+                                  ) -> dict[ConfigResource, KafkaError | None]:
+        request_cls = APIS[ApiKey.INCREMENTAL_ALTER_CONFIGS].request
+        s = request_cls.structs
+        result: dict[ConfigResource, KafkaError | None] = {}
+        for conn, group in self._grouped(configs):
+            body = request_cls(resources=[s["AlterConfigsResource"](
+                resource_type=r.type, resource_name=r.name,
+                configs=[s["AlterableConfig"](name=op.name, config_operation=op.op,
+                                              value=op.value) for op in configs[r]])
+                for r in group], validate_only=validate_only)
+            _, response = conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+            for r in response.responses:
+                result[ConfigResource(r.resource_type, r.resource_name)] = _error(
+                    r.error_code, r.error_message)
+        return result

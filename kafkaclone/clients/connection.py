@@ -1,0 +1,230 @@
+"""One connection to one broker, for the project's synchronous clients (no reactor).
+
+A blocking-style API over a non-blocking socket and a selector, so every wait is bounded:
+``connect`` opens the socket and negotiates versions with ApiVersions (KIP-511: a broker
+that does not know our ApiVersions version answers v0 with its range, and we ask again at
+the highest version both know); ``request`` sends one request at the highest version both
+sides speak (or the one given), with the next correlation id, and waits at most
+``request_timeout_ms`` for its response. Failures raise Kafka's error classes
+(kafkaclone.protocol.errors): NetworkExceptionError when the broker cannot be reached or
+the connection breaks, RequestTimedOutError when no answer comes in time (the connection
+is then closed, as Kafka's clients do), UnsupportedVersionError when no common version
+exists. Responses carry their own error codes; callers turn them into exceptions with
+``raise_for_code``.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import struct
+import time
+from typing import Any, Final
+
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import (
+    NONE,
+    KafkaError,
+    NetworkExceptionError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+    raise_for_code,
+)
+
+DEFAULT_REQUEST_TIMEOUT_MS: Final = 30000
+MAX_RESPONSE_BYTES: Final = 512 * 1024 * 1024
+CLIENT_SOFTWARE_NAME: Final = "kafkaclone"
+CLIENT_SOFTWARE_VERSION: Final = "0.1"
+
+
+class BrokerConnection:
+    """A connection to ``host:port`` (broker ``node_id`` if known)."""
+
+    def __init__(self, host: str, port: int, *, node_id: int | None = None,
+                 client_id: str = "kafkaclone",
+                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        """The broker's version range for each API it serves (from ApiVersions)."""
+        self._sock: socket.socket | None = None
+        self._selector: selectors.BaseSelector | None = None
+        self._next_correlation_id = 1
+
+    def __repr__(self) -> str:
+        node = "" if self.node_id is None else f"node {self.node_id} "
+        return f"BrokerConnection({node}{self.host}:{self.port})"
+
+    def __enter__(self) -> BrokerConnection:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Open the connection and negotiate API versions (no-op when connected)."""
+        if self._sock is not None:
+            return
+        timeout = self.request_timeout_ms / 1000.0
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        except OSError as exc:
+            raise NetworkExceptionError(
+                f"Connection to {self._describe()} failed: {exc.strerror or exc}") from None
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self._selector = selectors.DefaultSelector()
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._selector is not None:
+            self._selector.close()
+            self._selector = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _describe(self) -> str:
+        node = "" if self.node_id is None else f"node {self.node_id} "
+        return f"{node}({self.host}:{self.port})"
+
+    # --- versions -----------------------------------------------------------------------------
+
+    def _negotiate(self) -> None:
+        ours = api.APIS[ApiKey.API_VERSIONS]
+        version = ours.max_version
+        body = ours.request(client_software_name=CLIENT_SOFTWARE_NAME,
+                            client_software_version=CLIENT_SOFTWARE_VERSION)
+        response = self._round_trip(ApiKey.API_VERSIONS, version, body)
+        if response.error_code == UnsupportedVersionError.code:
+            theirs = {k.api_key: k.max_version for k in response.api_keys}
+            version = min(version, theirs.get(ApiKey.API_VERSIONS, 0))
+            response = self._round_trip(ApiKey.API_VERSIONS, version, body)
+        raise_for_code(response.error_code, f"ApiVersions from {self._describe()}")
+        self.api_versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                             for k in response.api_keys}
+
+    def version_for(self, key: ApiKey, max_version: int | None = None) -> int:
+        """The highest version of ``key`` both sides speak (at most ``max_version``)."""
+        declared = api.APIS[key]
+        broker_range = self.api_versions.get(int(key))
+        if broker_range is None:
+            raise UnsupportedVersionError(
+                f"The broker {self._describe()} does not support {declared.name}")
+        high = min(declared.max_version, broker_range[1])
+        if max_version is not None:
+            high = min(high, max_version)
+        low = max(declared.min_version, broker_range[0])
+        if high < low:
+            raise UnsupportedVersionError(
+                f"The broker {self._describe()} supports {declared.name} "
+                f"v{broker_range[0]}-{broker_range[1]}, the client "
+                f"v{declared.min_version}-{declared.max_version}")
+        return high
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def request(self, key: ApiKey, body: Any, version: int | None = None, *,
+                max_version: int | None = None) -> tuple[int, Any]:
+        """Send ``body`` and wait for the answer: (the version used, the response body)."""
+        self.connect()
+        if version is None:
+            version = self.version_for(key, max_version)
+        return version, self._round_trip(key, version, body)
+
+    def _round_trip(self, key: ApiKey, version: int, body: Any) -> Any:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        payload = api.encode_request(key, version, correlation_id, self.client_id, body)
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        try:
+            self._write(struct.pack(">i", len(payload)) + payload, deadline)
+            (length,) = struct.unpack(">i", self._read(4, deadline))
+            if not 0 <= length <= MAX_RESPONSE_BYTES:
+                raise NetworkExceptionError(f"invalid response size {length}")
+            frame = self._read(length, deadline)
+            received_id, response = api.decode_response(key, version, frame)
+        except KafkaError:
+            self.close()
+            raise
+        if received_id != correlation_id:
+            self.close()
+            raise NetworkExceptionError(
+                f"Correlation id {received_id} from {self._describe()} does not match the "
+                f"request's {correlation_id}")
+        return response
+
+    def _wait(self, events: int, deadline: float, what: str) -> None:
+        assert self._sock is not None and self._selector is not None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RequestTimedOutError(
+                f"No response from {self._describe()} within {self.request_timeout_ms} ms "
+                f"({what})")
+        self._selector.register(self._sock, events)
+        try:
+            ready = self._selector.select(remaining)
+        finally:
+            self._selector.unregister(self._sock)
+        if not ready:
+            raise RequestTimedOutError(
+                f"No response from {self._describe()} within {self.request_timeout_ms} ms "
+                f"({what})")
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            if self._sock is None:
+                raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
+            try:
+                sent = self._sock.send(view)
+            except BlockingIOError:
+                self._wait(selectors.EVENT_WRITE, deadline, "sending")
+                continue
+            except OSError as exc:
+                raise NetworkExceptionError(
+                    f"Connection to {self._describe()} broke: {exc.strerror or exc}") from None
+            view = view[sent:]
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        chunks: list[bytes] = []
+        needed = n
+        while needed:
+            if self._sock is None:
+                raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
+            try:
+                chunk = self._sock.recv(min(needed, 1 << 20))
+            except BlockingIOError:
+                self._wait(selectors.EVENT_READ, deadline, "receiving")
+                continue
+            except OSError as exc:
+                raise NetworkExceptionError(
+                    f"Connection to {self._describe()} broke: {exc.strerror or exc}") from None
+            if not chunk:
+                raise NetworkExceptionError(
+                    f"Connection to {self._describe()} was closed by the broker")
+            chunks.append(chunk)
+            needed -= len(chunk)
+        return b"".join(chunks)
+
+
+def check(error_code: int, message: str | None = None) -> None:
+    """Raise the Kafka exception for a response's error code (nothing for NONE)."""
+    if error_code != NONE:
+        raise_for_code(error_code, message)
