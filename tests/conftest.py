@@ -22,9 +22,11 @@ def zk_server() -> Iterator[ZooKeeperServer]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def zk_root(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
-    """A blocking kazoo client on the server's root (test code only)."""
+    """A blocking kazoo client on the server's root (test code only). Per module, so its
+    threads are gone before unrelated modules run (Hypothesis warns when a background
+    thread touches the global ``random`` while it draws examples)."""
     client = KazooClient(hosts=zk_server.connect_string, timeout=10.0)
     client.start(timeout=10)
     yield client
