@@ -1,0 +1,301 @@
+"""kafka-configs: describe and change topic and broker configs, as Kafka 2.8's ConfigCommand.
+
+    kafka-configs.sh --bootstrap-server h:p | --zookeeper h:p[/chroot]
+        --entity-type topics|brokers (--entity-name N | --entity-default)
+        --describe [--all]
+        --alter [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]
+
+With ``--bootstrap-server``: topics are changed with IncrementalAlterConfigs, brokers with
+AlterConfigs (the complete new set of the broker's dynamic configs), and ``--describe``
+lists the dynamic configs (all of them with ``--all``) with their synonyms, sorted by name.
+With ``--zookeeper``: the ``/config/<type>/<name>`` znodes are read and written directly
+(with a change notification). Output is Kafka's; an error prints one line and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from typing import NoReturn, TextIO
+
+from kafkaclone.clients.admin import (
+    BROKER,
+    DELETE,
+    SET,
+    TOPIC,
+    AdminClient,
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResource,
+)
+from kafkaclone.cluster.topic import validate_topic_name
+from kafkaclone.protocol.errors import InvalidConfigError, KafkaError
+from kafkaclone.tools.topic_command import CommandError, UsageError, ZkSession
+
+ENTITY_TYPES = ("topics", "brokers")
+SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
+                5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kafka-configs.sh",
+                description="Add/Remove entity config for a topic or broker.")
+    p.add_argument("--bootstrap-server")
+    p.add_argument("--zookeeper")
+    p.add_argument("--command-config")
+    p.add_argument("--entity-type", action="append", default=[])
+    p.add_argument("--entity-name", action="append", default=[])
+    p.add_argument("--entity-default", action="store_true")
+    p.add_argument("--topic", help="Same as --entity-type topics --entity-name <topic>")
+    p.add_argument("--broker", help="Same as --entity-type brokers --entity-name <id>")
+    p.add_argument("--describe", action="store_true")
+    p.add_argument("--alter", action="store_true")
+    p.add_argument("--all", action="store_true")
+    p.add_argument("--add-config")
+    p.add_argument("--delete-config")
+    return p
+
+
+def parse_add_config(text: str | None) -> dict[str, str]:
+    """Kafka's parseConfigsToBeAdded: commas outside [] separate pairs; [] are dropped."""
+    if not text:
+        return {}
+    configs: dict[str, str] = {}
+    for item in re.split("," + _OUTSIDE_BRACKETS, text):
+        pair = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(pair) != 2:
+            raise CommandError("Invalid entity config: all configs to be added must be in the "
+                               "format \"key=val\".")
+        configs[pair[0].strip()] = re.sub(r"\[?\]?", "", pair[1]).strip()
+    return configs
+
+
+def parse_delete_config(text: str | None) -> list[str]:
+    return [] if not text else [k.strip() for k in text.split(",") if k.strip()]
+
+
+def resolve_entity(opts: argparse.Namespace) -> tuple[str, str | None]:
+    """(entity type, entity name: None for all, "" for the cluster default)."""
+    types = list(opts.entity_type)
+    names: list[str] = list(opts.entity_name)
+    if opts.topic:
+        types.append("topics")
+        names.append(opts.topic)
+    if opts.broker:
+        types.append("brokers")
+        names.append(opts.broker)
+    if len(types) != 1:
+        raise UsageError("Exactly one entity type (--entity-type topics|brokers) must be given")
+    entity_type = types[0]
+    if entity_type not in ENTITY_TYPES:
+        raise UsageError(f"--entity-type must be one of {', '.join(ENTITY_TYPES)}: "
+                         f"{entity_type} is not supported")
+    if opts.entity_default:
+        if entity_type != "brokers":
+            raise UsageError("--entity-default is only supported for brokers")
+        names.append("")
+    if len(names) > 1:
+        raise UsageError("Only one entity name may be given")
+    name = names[0] if names else None
+    if opts.alter and name is None:
+        raise UsageError("--entity-name or --entity-default must be specified with --alter")
+    if entity_type == "brokers" and name:
+        try:
+            int(name)
+        except ValueError:
+            raise CommandError(f"The entity name for {entity_type} must be a valid integer "
+                               f"broker id, found: {name}") from None
+    if entity_type == "topics" and name:
+        validate_topic_name(name)
+    return entity_type, name
+
+
+def check_args(opts: argparse.Namespace) -> None:
+    if bool(opts.describe) == bool(opts.alter):
+        raise UsageError("Command must include exactly one action: --describe, --alter")
+    if bool(opts.bootstrap_server) == bool(opts.zookeeper):
+        raise UsageError("Only one of --bootstrap-server or --zookeeper must be specified")
+    if opts.alter and not opts.add_config and not opts.delete_config:
+        raise UsageError("At least one of --add-config or --delete-config must be specified "
+                         "with --alter")
+    if opts.all and not (opts.describe and opts.bootstrap_server):
+        raise UsageError("--all can only be used with --describe and --bootstrap-server")
+
+
+# --- the AdminClient path ----------------------------------------------------------------------
+
+
+def _resource(entity_type: str, name: str) -> ConfigResource:
+    return ConfigResource(TOPIC if entity_type == "topics" else BROKER, name)
+
+
+def _dynamic_source(entity_type: str, name: str) -> int:
+    if entity_type == "topics":
+        return 1
+    return 3 if name == "" else 2
+
+
+def get_resource_config(admin: AdminClient, entity_type: str, name: str,
+                        include_synonyms: bool, describe_all: bool) -> list[ConfigEntry]:
+    resource = _resource(entity_type, name)
+    found = admin.describe_configs([resource], include_synonyms=include_synonyms)[resource]
+    if isinstance(found, KafkaError):
+        raise found
+    wanted = None if describe_all else _dynamic_source(entity_type, name)
+    return sorted((e for e in found.values() if wanted is None or e.source == wanted),
+                  key=lambda e: e.name)
+
+
+def describe_admin(admin: AdminClient, entity_type: str, name: str | None, describe_all: bool,
+                   out: TextIO) -> None:
+    if name is not None:
+        entities = [name]
+    elif entity_type == "topics":
+        entities = admin.list_topics(include_internal=True)
+    else:
+        entities = [str(n.id) for n in admin.describe_cluster().nodes] + [""]
+    for entity in entities:
+        if entity == "" and entity_type == "brokers":
+            out.write(f"Default configs for {entity_type} in the cluster are:\n")
+        else:
+            kind = "All" if describe_all else "Dynamic"
+            out.write(f"{kind} configs for {entity_type[:-1]} {entity} are:\n")
+        for entry in get_resource_config(admin, entity_type, entity, True, describe_all):
+            synonyms = ", ".join(f"{SOURCE_NAMES.get(s.source, s.source)}:{s.name}="
+                                 f"{_show(s.value)}" for s in entry.synonyms)
+            out.write(f"  {entry.name}={_show(entry.value)} "
+                      f"sensitive={'true' if entry.is_sensitive else 'false'} "
+                      f"synonyms={{{synonyms}}}\n")
+
+
+def _show(value: str | None) -> str:
+    return "null" if value is None else value
+
+
+def alter_admin(admin: AdminClient, entity_type: str, name: str, to_add: dict[str, str],
+                to_delete: list[str], out: TextIO) -> None:
+    old = {e.name: e for e in get_resource_config(admin, entity_type, name, False, False)}
+    invalid = [k for k in to_delete if k not in old]
+    if invalid:
+        raise InvalidConfigError(f"Invalid config(s): {','.join(invalid)}")
+    resource = _resource(entity_type, name)
+    if entity_type == "topics":
+        ops = [AlterConfigOp(k, v, SET) for k, v in to_add.items()]
+        ops += [AlterConfigOp(k, "", DELETE) for k in to_delete]
+        error = admin.incremental_alter_configs({resource: ops})[resource]
+    else:
+        entries: dict[str, str | None] = {k: e.value for k, e in old.items()}
+        entries.update(to_add)
+        for k in to_delete:
+            entries.pop(k, None)
+        sensitive = sorted(k for k, v in entries.items() if v is None)
+        if sensitive:
+            raise InvalidConfigError("All sensitive broker config entries must be specified "
+                                     f"for --alter, missing entries: {', '.join(sensitive)}")
+        complete = {k: v for k, v in entries.items() if v is not None}
+        error = admin.alter_configs({resource: complete})[resource]
+    if error is not None:
+        raise error
+    if name:
+        out.write(f"Completed updating config for {entity_type[:-1]} {name}.\n")
+    else:
+        out.write(f"Completed updating default config for {entity_type} in the cluster.\n")
+
+
+# --- the ZooKeeper path ----------------------------------------------------------------------
+
+
+def _entity_label(entity_type: str, name: str) -> str:
+    if name == "<default>":
+        return f"default {entity_type}"
+    return f"{'topic' if entity_type == 'topics' else entity_type} '{name}'"
+
+
+def describe_zk(session: ZkSession, entity_type: str, name: str | None, out: TextIO) -> None:
+    if name is None:
+        names = session.run(session.zk.get_all_entities_with_config(entity_type))
+    else:
+        names = [name or "<default>"]
+    for entity in names:
+        configs = session.run(session.admin.fetch_entity_config(entity_type, entity))
+        shown = ",".join(f"{k}={v}" for k, v in configs.items())
+        out.write(f"Configs for {_entity_label(entity_type, entity)} are {shown}\n")
+
+
+def alter_zk(session: ZkSession, entity_type: str, name: str, to_add: dict[str, str],
+             to_delete: list[str], out: TextIO) -> None:
+    entity = name or "<default>"
+    configs = session.run(session.admin.fetch_entity_config(entity_type, entity))
+    invalid = [k for k in to_delete if k not in configs]
+    if invalid:
+        raise InvalidConfigError(f"Invalid config(s): {','.join(invalid)}")
+    configs.update(to_add)
+    for key in to_delete:
+        configs.pop(key, None)
+    if entity_type == "topics":
+        session.run(session.admin.change_topic_config(entity, configs))
+    else:
+        session.run(session.admin.change_broker_config(int(name) if name else None, configs))
+    out.write(f"Completed updating config for entity: {_entity_label(entity_type, entity)}.\n")
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        opts = build_parser().parse_args(argv)
+        check_args(opts)
+    except UsageError as exc:
+        err.write(f"{exc}\n")
+        return 1
+    try:
+        entity_type, name = resolve_entity(opts)
+        to_add = parse_add_config(opts.add_config)
+        to_delete = parse_delete_config(opts.delete_config)
+        if opts.bootstrap_server:
+            with AdminClient(opts.bootstrap_server, client_id="kafka-configs") as admin:
+                if opts.describe:
+                    describe_admin(admin, entity_type, name, opts.all, out)
+                else:
+                    assert name is not None
+                    alter_admin(admin, entity_type, name, to_add, to_delete, out)
+        else:
+            session = ZkSession(opts.zookeeper)
+            try:
+                if opts.describe:
+                    describe_zk(session, entity_type, name, out)
+                else:
+                    assert name is not None
+                    alter_zk(session, entity_type, name, to_add, to_delete, out)
+            finally:
+                session.close()
+    except UsageError as exc:
+        err.write(f"{exc}\n")
+        return 1
+    except (CommandError, InvalidConfigError, ValueError) as exc:
+        err.write(f"{exc}\n")  # Kafka prints these messages alone
+        return 1
+    except KafkaError as exc:
+        args = " ".join(sys.argv[1:] if argv is None else argv)
+        err.write(f"Error while executing config command with args '{args}': "
+                  f"{exc.name}: {exc}\n")
+        return 1
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
