@@ -1,0 +1,76 @@
+"""kafka-topics.sh and kafka-configs.sh against a real local cluster (ZooKeeper and three
+broker processes from kafkaclone.testing.cluster): what a user would type."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from kafkaclone.testing.cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(3) as local:
+        yield local
+
+
+def script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / "scripts" / name), *args], capture_output=True,
+                          text=True, timeout=90, cwd="/")
+
+
+def test_topic_lifecycle_on_a_real_cluster(cluster):
+    b = ["--bootstrap-server", cluster.bootstrap_servers]
+    created = script("kafka-topics.sh", *b, "--create", "--topic", "demo", "--partitions", "6",
+                     "--replication-factor", "3", "--config", "retention.ms=86400000")
+    assert (created.returncode, created.stdout, created.stderr) == (0, "Created topic demo.\n", "")
+    described = script("kafka-topics.sh", *b, "--describe", "--topic", "demo").stdout
+    lines = described.splitlines()
+    assert re.fullmatch(r"Topic: demo\tTopicId: \S{22}\tPartitionCount: 6\tReplicationFactor: 3"
+                        r"\tConfigs: retention.ms=86400000", lines[0]), lines[0]
+    assert len(lines) == 7
+    for p, line in enumerate(lines[1:]):
+        m = re.fullmatch(rf"\tTopic: demo\tPartition: {p}\tLeader: (\d)\tReplicas: ([\d,]+)"
+                         r"\tIsr: ([\d,]+)", line)
+        assert m, line
+        assert sorted(m.group(2).split(",")) == ["1", "2", "3"]
+        assert m.group(1) == m.group(2).split(",")[0]
+    duplicate = script("kafka-topics.sh", *b, "--create", "--topic", "demo", "--partitions",
+                       "1")
+    assert duplicate.returncode == 1
+    assert duplicate.stdout == ("Error while executing topic command : Topic 'demo' already "
+                                "exists.\n")
+    too_many = script("kafka-topics.sh", *b, "--create", "--topic", "wide", "--partitions",
+                      "1", "--replication-factor", "4")
+    assert too_many.returncode == 1
+
+    zk_view = script("kafka-topics.sh", "--zookeeper", cluster.zookeeper_connect, "--describe",
+                     "--topic", "demo").stdout
+    assert zk_view.splitlines()[1:] == lines[1:]
+
+    assert script("kafka-topics.sh", *b, "--alter", "--topic", "demo", "--partitions",
+                  "8").returncode == 0
+    altered = script("kafka-configs.sh", *b, "--entity-type", "topics", "--entity-name", "demo",
+                     "--alter", "--add-config", "cleanup.policy=compact")
+    assert altered.stdout == "Completed updating config for topic demo.\n"
+    zk = KazooClient(hosts=cluster.zookeeper_connect)
+    zk.start(timeout=10)
+    try:
+        assert json.loads(zk.get("/config/topics/demo")[0]) == {
+            "version": 1, "config": {"retention.ms": "86400000", "cleanup.policy": "compact"}}
+        assert len(json.loads(zk.get("/brokers/topics/demo")[0])["partitions"]) == 8
+    finally:
+        zk.stop()
+        zk.close()
+    deleted = script("kafka-topics.sh", *b, "--delete", "--topic", "demo")
+    assert deleted.returncode == 0
+    assert script("kafka-topics.sh", *b, "--list").stdout == "\n"
