@@ -258,11 +258,19 @@ class AdminClient:
 
     def _to_controller(self, key: ApiKey, body: Any, results_of: Any,
                        timeout_ms: int) -> Any:
-        """Send to the controller; on NOT_CONTROLLER for every entry, refresh and retry until
-        the API timeout."""
+        """Send to the controller. When every entry answers NOT_CONTROLLER, or the
+        controller cannot be reached, refresh the metadata and retry until the API timeout
+        (``default_api_timeout_ms``), as Kafka's admin client does."""
         deadline = time.monotonic() + self.default_api_timeout_ms / 1000.0
         while True:
-            _, response = self._controller_connection().request(key, body)
+            try:
+                _, response = self._controller_connection().request(
+                    key, body, broker_wait_ms=timeout_ms)
+            except (NetworkExceptionError, NotControllerError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
             codes = [r.error_code for r in results_of(response)]
             if not codes or any(c != NotControllerError.code for c in codes) or \
                     time.monotonic() > deadline:

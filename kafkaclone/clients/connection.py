@@ -141,18 +141,20 @@ class BrokerConnection:
     # --- requests -----------------------------------------------------------------------------
 
     def request(self, key: ApiKey, body: Any, version: int | None = None, *,
-                max_version: int | None = None) -> tuple[int, Any]:
-        """Send ``body`` and wait for the answer: (the version used, the response body)."""
+                max_version: int | None = None, broker_wait_ms: int = 0) -> tuple[int, Any]:
+        """Send ``body`` and wait for the answer: (the version used, the response body).
+        ``broker_wait_ms``: how long the broker may hold the request by design (an admin
+        request's own timeout), waited for on top of ``request_timeout_ms``."""
         self.connect()
         if version is None:
             version = self.version_for(key, max_version)
-        return version, self._round_trip(key, version, body)
+        return version, self._round_trip(key, version, body, broker_wait_ms)
 
-    def _round_trip(self, key: ApiKey, version: int, body: Any) -> Any:
+    def _round_trip(self, key: ApiKey, version: int, body: Any, broker_wait_ms: int = 0) -> Any:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         payload = api.encode_request(key, version, correlation_id, self.client_id, body)
-        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        deadline = time.monotonic() + (self.request_timeout_ms + max(0, broker_wait_ms)) / 1000.0
         try:
             self._write(struct.pack(">i", len(payload)) + payload, deadline)
             (length,) = struct.unpack(">i", self._read(4, deadline))

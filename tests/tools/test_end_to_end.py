@@ -74,3 +74,37 @@ def test_topic_lifecycle_on_a_real_cluster(cluster):
     deleted = script("kafka-topics.sh", *b, "--delete", "--topic", "demo")
     assert deleted.returncode == 0
     assert script("kafka-topics.sh", *b, "--list").stdout == "\n"
+
+
+def test_confluent_kafka_and_kafka_python_admins_on_a_real_cluster(cluster):
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from confluent_kafka.admin import ConfigResource as CkResource
+    from confluent_kafka.admin import NewTopic as CkNewTopic
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    ck = ConfluentAdmin({"bootstrap.servers": cluster.bootstrap_servers,
+                         "socket.timeout.ms": 10000})
+    ck.create_topics([CkNewTopic("ck-topic", 4, 3)], operation_timeout=20)["ck-topic"].result(30)
+    metadata = ck.list_topics(timeout=20)
+    assert sorted(metadata.topics["ck-topic"].partitions) == [0, 1, 2, 3]
+    assert all(len(p.isrs) == 3 for p in metadata.topics["ck-topic"].partitions.values())
+    (future,) = ck.describe_configs([CkResource("topic", "ck-topic")]).values()
+    assert future.result(30)["cleanup.policy"].value == "delete"
+    ck.delete_topics(["ck-topic"], operation_timeout=20)["ck-topic"].result(30)
+    assert "ck-topic" not in ck.list_topics(timeout=20).topics
+
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=20000)
+    try:
+        kp.create_topics([KpNewTopic("kp-topic", 2, 2)], timeout_ms=20000)
+        assert "kp-topic" in kp.list_topics()
+        (described,) = kp.describe_topics(["kp-topic"])
+        assert len(described["partitions"]) == 2
+        configs = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, "kp-topic")],
+                                      config_filter="all")
+        assert "retention.ms" in configs["topic"]["kp-topic"]
+        kp.delete_topics(["kp-topic"], timeout_ms=20000)
+        assert "kp-topic" not in kp.list_topics()
+    finally:
+        kp.close()
