@@ -98,12 +98,14 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
 
     validate_only = version >= 1 and bool(request.validate_only)
     created: dict[str, set[int]] = {}
-    layers = await broker_config_layers(broker) if version >= 5 else None
+    layers = None
     for topic in request.topics:
         result = results[topic.name]
         if counts[topic.name] > 1:
             continue
         try:
+            if version >= 5 and layers is None:
+                layers = await broker_config_layers(broker)
             assignment = await _prepare(broker, topic)
             configs = {c.name: c.value for c in topic.configs}
             await broker.admin_zk.validate_topic_create(topic.name, assignment, configs)

@@ -81,13 +81,15 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     include_synonyms = version >= 1 and bool(request.include_synonyms)
     include_documentation = version >= 3 and bool(request.include_documentation)
-    layers = await broker_config_layers(broker)
+    layers: BrokerConfigLayers | None = None
     results = []
     for resource in request.resources:
         result = _Result(error_code=NONE, error_message=None,
                          resource_type=resource.resource_type,
                          resource_name=resource.resource_name, configs=[])
         try:
+            if layers is None:
+                layers = await broker_config_layers(broker)
             entries = await _describe(broker, layers, resource, include_synonyms,
                                       include_documentation)
         except Exception as exc:
