@@ -54,6 +54,8 @@ class BrokerServices(Protocol):
     replica_manager: Any
     """The broker's ReplicaManager (kafkaclone.server.replica_manager)."""
     controller: ControllerService
+    reactor: Any
+    """The Twisted reactor the broker runs on (timers for delayed operations)."""
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         """Create topics a Metadata request named; the error code to report for each
