@@ -108,3 +108,75 @@ def test_confluent_kafka_and_kafka_python_admins_on_a_real_cluster(cluster):
         assert "kp-topic" not in kp.list_topics()
     finally:
         kp.close()
+
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "zk_schema"
+KAFKA_ZNODES = {
+    # Kafka 2.8's ZkData.PersistentZkPaths, plus what the controller and brokers write.
+    "/admin", "/admin/delete_topics", "/brokers", "/brokers/ids", "/brokers/seqid",
+    "/brokers/topics", "/cluster", "/cluster/id", "/config", "/config/brokers",
+    "/config/changes", "/config/clients", "/config/topics", "/config/users", "/consumers",
+    "/controller", "/controller_epoch", "/isr_change_notification",
+    "/latest_producer_id_block", "/log_dir_event_notification",
+}
+
+
+def test_zookeeper_holds_kafkas_znodes_with_kafkas_json(cluster):
+    from jsonschema import Draft202012Validator
+
+    def check(schema: str, data: bytes) -> None:
+        document = json.loads((SCHEMAS / f"{schema}.schema.json").read_text())
+        Draft202012Validator(document).validate(json.loads(data))
+
+    b = ["--bootstrap-server", cluster.bootstrap_servers]
+    assert script("kafka-topics.sh", *b, "--create", "--topic", "zk-tree", "--partitions", "2",
+                  "--replication-factor", "3").returncode == 0
+    zk = KazooClient(hosts=cluster.zookeeper_connect)
+    zk.start(timeout=10)
+    try:
+        paths: dict[str, bytes] = {}
+
+        def walk(path: str) -> None:
+            data, _ = zk.get(path)
+            paths[path] = data
+            for child in zk.get_children(path):
+                walk(f"{path.rstrip('/')}/{child}")
+
+        walk("/")
+        topic_paths = {p for p in paths if p.startswith("/brokers/topics/")
+                       or p.startswith("/config/topics/")}
+        broker_paths = {p for p in paths if p.startswith("/brokers/ids/")}
+        other = set(paths) - topic_paths - broker_paths - {"/"}
+        other = {p for p in other if not p.startswith("/zookeeper")}
+        # Topic config changes leave sequential notifications, as in Kafka.
+        other = {p for p in other if not p.startswith("/config/changes/config_change_")}
+        assert other == KAFKA_ZNODES
+        assert broker_paths == {"/brokers/ids/1", "/brokers/ids/2", "/brokers/ids/3"}
+        assert {p for p in topic_paths if "zk-tree" in p} == {
+            "/brokers/topics/zk-tree", "/config/topics/zk-tree",
+            "/brokers/topics/zk-tree/partitions",
+            "/brokers/topics/zk-tree/partitions/0", "/brokers/topics/zk-tree/partitions/1",
+            "/brokers/topics/zk-tree/partitions/0/state",
+            "/brokers/topics/zk-tree/partitions/1/state"}
+        for path in broker_paths:
+            check("broker_id.v5", paths[path])
+        check("topic.v3", paths["/brokers/topics/zk-tree"])
+        check("config_entity.v1", paths["/config/topics/zk-tree"])
+        for p in (0, 1):
+            check("topic_partition_state.v1",
+                  paths[f"/brokers/topics/zk-tree/partitions/{p}/state"])
+        check("controller.v1", paths["/controller"])
+        check("cluster_id.v1", paths["/cluster/id"])
+        assert int(paths["/controller_epoch"]) >= 1
+    finally:
+        zk.stop()
+        zk.close()
+
+    # zookeeper-shell.sh reads them as Kafka's does.
+    shell = subprocess.run([str(REPO / "scripts" / "zookeeper-shell.sh"),
+                            cluster.zookeeper_connect, "get",
+                            "/brokers/topics/zk-tree/partitions/0/state"],
+                           capture_output=True, text=True, timeout=60, cwd="/")
+    assert shell.returncode == 0, shell.stderr
+    state = json.loads(shell.stdout.strip().splitlines()[-1])
+    assert sorted(state["isr"]) == [1, 2, 3] and state["leader"] in (1, 2, 3)
