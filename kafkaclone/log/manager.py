@@ -17,6 +17,7 @@ removed after ``file.delete.delay.ms``.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -108,6 +109,11 @@ class LogManager:
 
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
+
+    def update_default_config(self, config: LogConfig) -> None:
+        """The broker's log defaults changed (dynamic broker configs): new logs get them;
+        the caller re-applies each topic's overrides on top (``update_topic_config``)."""
+        self.config = dataclasses.replace(self.config, default_log_config=config)
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """A topic's configs changed: apply them to its live logs."""

@@ -63,6 +63,7 @@ from kafkaclone.protocol.errors import (
 )
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
+from kafkaclone.server.dynamic_config import DynamicConfigManager
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_manager import ReplicaManager
 from kafkaclone.server.request_handler import RequestHandler
@@ -185,6 +186,7 @@ class KafkaBroker(MultiService):
         self._admin_zk: AdminZkClient | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.dynamic_config_manager: DynamicConfigManager | None = None
         self._controller: ControllerLike | None = None
         self._controller_epoch = 0
         self._ports: dict[str, Any] = {}
@@ -196,6 +198,7 @@ class KafkaBroker(MultiService):
             _Step("zookeeper", self._start_zookeeper, self._stop_zookeeper),
             _Step("log-manager", self._start_log_manager, self._stop_log_manager),
             _Step("replica-manager", self._start_replica_manager, self._stop_replica_manager),
+            _Step("dynamic-config", self._start_dynamic_config, self._stop_dynamic_config),
             _Step("socket-server", self._start_socket_server, self._stop_socket_server),
             _Step("registration", self._register, self._deregister),
             _Step("controller", self._start_controller, self._stop_controller),
@@ -421,6 +424,18 @@ class KafkaBroker(MultiService):
     async def _stop_replica_manager(self) -> None:
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+
+    async def _start_dynamic_config(self) -> None:
+        assert self.log_manager is not None
+        manager = DynamicConfigManager(self.broker_id, self.zk_client, self.log_manager,
+                                       self.config.originals, self.reactor)
+        await manager.startup()
+        self.dynamic_config_manager = manager
+
+    async def _stop_dynamic_config(self) -> None:
+        if self.dynamic_config_manager is not None:
+            self.dynamic_config_manager.shutdown()
+            self.dynamic_config_manager = None
 
     async def _start_socket_server(self) -> None:
         config = self.config
