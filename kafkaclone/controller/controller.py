@@ -34,6 +34,7 @@ from kafkaclone.controller.context import (
 )
 from kafkaclone.controller.election import ElectionStrategy
 from kafkaclone.controller.events import (
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
@@ -42,6 +43,7 @@ from kafkaclone.controller.events import (
     Expire,
     IsrChangeNotification,
     PartitionModifications,
+    PreferredReplicaLeaderElection,
     Reelect,
     Startup,
     TopicChange,
@@ -63,6 +65,7 @@ from kafkaclone.zk.znodes import (
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
+    PreferredReplicaElectionZNode,
     TopicsZNode,
     TopicZNode,
 )
@@ -82,6 +85,9 @@ class ControllerConfig:
     delete_topic_enable: bool = True
     controller_socket_timeout_ms: int = 30000
     listener_name: str = "PLAINTEXT"
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: int = 300
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ControllerConfig:
@@ -94,6 +100,11 @@ class ControllerConfig:
             delete_topic_enable=config.get_bool("delete.topic.enable"),
             controller_socket_timeout_ms=config.get_int("controller.socket.timeout.ms"),
             listener_name=str(listener),
+            auto_leader_rebalance_enable=config.get_bool("auto.leader.rebalance.enable"),
+            leader_imbalance_per_broker_percentage=config.get_int(
+                "leader.imbalance.per.broker.percentage"),
+            leader_imbalance_check_interval_seconds=config.get_int(
+                "leader.imbalance.check.interval.seconds"),
         )
 
 
@@ -136,6 +147,15 @@ class _PartitionModificationsHandler(ZNodeChangeHandler):
         self._events.put(PartitionModifications(self._topic))
 
 
+class _PreferredReplicaElectionHandler(ZNodeChangeHandler):
+    def __init__(self, events: ControllerEventManager) -> None:
+        super().__init__(PreferredReplicaElectionZNode.PATH)
+        self._events = events
+
+    def handle_creation(self) -> None:
+        self._events.put(PreferredReplicaLeaderElection())
+
+
 class _SessionHandler(StateChangeHandler):
     def __init__(self, events: ControllerEventManager) -> None:
         super().__init__("controller-state-change-handler")
@@ -176,6 +196,8 @@ class KafkaController:
             _ChildHandler(IsrChangeNotificationZNode.PATH, self.events, IsrChangeNotification),
         ]
         self._partition_modification_handlers: dict[str, _PartitionModificationsHandler] = {}
+        self._preferred_election_handler = _PreferredReplicaElectionHandler(self.events)
+        self._auto_rebalance_call: Any = None
         self._started = False
 
     # -- ControllerService -------------------------------------------------------------------
@@ -270,6 +292,13 @@ class KafkaController:
             await self._process_topic_deletion()
         elif isinstance(event, IsrChangeNotification):
             await self._process_isr_change_notification()
+        elif isinstance(event, PreferredReplicaLeaderElection):
+            await self._process_preferred_replica_election()
+        elif isinstance(event, AutoPreferredReplicaLeaderElection):
+            try:
+                await self._check_and_trigger_auto_leader_rebalance()
+            finally:
+                self._schedule_auto_leader_rebalance()
         else:
             await self._process_stop_replica_deletion_response(event)
 
@@ -322,6 +351,10 @@ class KafkaController:
         for path in list(self._partition_modification_handlers):
             self.zk_client.unregister_znode_change_handler(path)
         self._partition_modification_handlers.clear()
+        self.zk_client.unregister_znode_change_handler(PreferredReplicaElectionZNode.PATH)
+        if self._auto_rebalance_call is not None and self._auto_rebalance_call.active():
+            self._auto_rebalance_call.cancel()
+        self._auto_rebalance_call = None
         if self.channel is not None:
             self.channel.shutdown()
             logger.info("Resigned as the controller (epoch %s)", self.context.epoch)
@@ -375,6 +408,13 @@ class KafkaController:
         await self.partition_state_machine.startup()
         logger.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
         await self._resume_deletions()
+        if await zk.register_znode_change_handler_and_check_existence(
+                self._preferred_election_handler):
+            self.events.put(PreferredReplicaLeaderElection())
+        if self.config.auto_leader_rebalance_enable:
+            logger.info("Starting the controller scheduler")
+            self._schedule_auto_leader_rebalance(
+                delay=min(5.0, self.config.leader_imbalance_check_interval_seconds))
 
     async def _assign_missing_topic_ids(self, assignments: dict[str, Any]) -> None:
         for topic, assignment in assignments.items():
@@ -709,6 +749,103 @@ class KafkaController:
                                                                  ctx.epoch_zk_version)
 
     # -- controlled shutdown ----------------------------------------------------------------------
+
+    # -- preferred replica election ----------------------------------------------------------
+
+    async def _process_preferred_replica_election(self) -> None:
+        """Elect the preferred replica of each partition named in
+        /admin/preferred_replica_election, then delete the znode (Kafka's
+        ReplicaLeaderElection with ZkTriggered)."""
+        ctx = self.context
+        requested = await self.zk_client.get_preferred_replica_election()
+        valid = {tp for tp in requested
+                 if tp.topic in ctx.all_topics
+                 and tp.partition in ctx.partition_assignments.get(tp.topic, {})}
+        for tp in sorted(requested - valid):
+            logger.warning("Skipping preferred replica election for %s: it does not exist", tp)
+        try:
+            await self._on_replica_election(valid, "ZkTriggered")
+        finally:
+            await self.zk_client.delete_preferred_replica_election(ctx.epoch_zk_version)
+
+    async def _on_replica_election(self, partitions: Iterable[TopicPartition],
+                                   trigger: str) -> dict[TopicPartition, Any]:
+        """Move leadership to the preferred replica where it is not the leader yet, is live
+        and in the ISR; partitions of topics being deleted are skipped."""
+        ctx = self.context
+        deleting = sorted(tp for tp in partitions if ctx.is_topic_queued_up_for_deletion(tp.topic))
+        if deleting:
+            logger.warning("Skipping preferred replica election for partitions %s since the "
+                           "respective topics are being deleted", deleting)
+        candidates = []
+        for tp in sorted(partitions):
+            if ctx.is_topic_queued_up_for_deletion(tp.topic):
+                continue
+            preferred = ctx.partition_replica_assignment(tp)[:1]
+            info = ctx.partition_leadership_info.get(tp)
+            if not preferred or info is None:
+                continue
+            if info.leader_and_isr.leader == preferred[0]:
+                logger.info("Partition %s is already led by its preferred replica %d", tp,
+                            preferred[0])
+                continue
+            candidates.append(tp)
+        if not candidates:
+            return {}
+        logger.info("Starting replica leader election (PREFERRED) for partitions %s "
+                    "triggered by %s", candidates, trigger)
+        return await self._psm.handle_state_changes(candidates, PartitionState.ONLINE,
+                                                    ElectionStrategy.PREFERRED)
+
+    def _schedule_auto_leader_rebalance(self, delay: float | None = None) -> None:
+        if not self.is_active or not self.config.auto_leader_rebalance_enable:
+            return
+        if self._auto_rebalance_call is not None and self._auto_rebalance_call.active():
+            return
+        seconds = (self.config.leader_imbalance_check_interval_seconds
+                   if delay is None else delay)
+        self._auto_rebalance_call = self.reactor.callLater(
+            seconds, self.events.put, AutoPreferredReplicaLeaderElection())
+
+    def leader_imbalance(self) -> dict[int, tuple[list[TopicPartition], int]]:
+        """Per live broker: the partitions it is the preferred replica of but does not
+        lead, and how many it is the preferred replica of (topics being deleted aside)."""
+        ctx = self.context
+        preferred_of: dict[int, list[TopicPartition]] = {}
+        for topic, assignment in ctx.partition_assignments.items():
+            if ctx.is_topic_queued_up_for_deletion(topic):
+                continue
+            for partition, replicas in assignment.items():
+                if replicas.replicas:
+                    preferred_of.setdefault(replicas.replicas[0], []).append(
+                        TopicPartition(topic, partition))
+        result = {}
+        for broker_id, tps in preferred_of.items():
+            if broker_id not in ctx.live_broker_ids:
+                continue
+            not_led = [tp for tp in tps
+                       if (info := ctx.partition_leadership_info.get(tp)) is not None
+                       and info.leader_and_isr.leader != broker_id]
+            result[broker_id] = (sorted(not_led), len(tps))
+        return result
+
+    async def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: for each broker whose share of
+        partitions not led by it (of those it is preferred for) is above
+        leader.imbalance.per.broker.percentage, elect it where it is live and in the ISR."""
+        ctx = self.context
+        threshold = self.config.leader_imbalance_per_broker_percentage / 100.0
+        for broker_id, (not_led, total) in sorted(self.leader_imbalance().items()):
+            ratio = len(not_led) / total if total else 0.0
+            logger.debug("Leader imbalance ratio for broker %d is %.3f", broker_id, ratio)
+            if ratio <= threshold:
+                continue
+            eligible = [tp for tp in not_led
+                        if broker_id not in ctx.shutting_down_broker_ids
+                        and (info := ctx.partition_leadership_info.get(tp)) is not None
+                        and broker_id in info.leader_and_isr.isr]
+            if eligible:
+                await self._on_replica_election(eligible, "AutoTriggered")
 
     async def _process_controlled_shutdown(self, broker_id: int,
                                            broker_epoch: int) -> set[TopicPartition]:

@@ -70,6 +70,16 @@ class IsrChangeNotification:
 
 
 @dataclass(frozen=True)
+class PreferredReplicaLeaderElection:
+    """/admin/preferred_replica_election was created (kafka-preferred-replica-election.sh)."""
+
+
+@dataclass(frozen=True)
+class AutoPreferredReplicaLeaderElection:
+    """The periodic leader-imbalance check (auto.leader.rebalance.enable) is due."""
+
+
+@dataclass(frozen=True)
 class TopicDeletionStopReplicaResponseReceived:
     broker_id: int
     error_code: int
@@ -88,6 +98,7 @@ class ControlledShutdown:
 ControllerEvent = (
     Startup | ControllerChange | Reelect | Expire | BrokerChange | TopicChange
     | PartitionModifications | TopicDeletion | IsrChangeNotification
+    | PreferredReplicaLeaderElection | AutoPreferredReplicaLeaderElection
     | TopicDeletionStopReplicaResponseReceived | ControlledShutdown
 )
 

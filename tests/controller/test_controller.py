@@ -34,11 +34,16 @@ class Cluster:
         self.brokers: dict[int, KafkaZkClient] = {}
 
     def controller(self, broker_id: int = 1, *, unclean: bool = False,
-                   client: KafkaZkClient | None = None) -> KafkaController:
+                   client: KafkaZkClient | None = None,
+                   rebalance_interval_s: int | None = None) -> KafkaController:
         zk_client = client or self.make_client()
+        config = ControllerConfig(
+            broker_id, unclean_leader_election_enable=unclean,
+            auto_leader_rebalance_enable=rebalance_interval_s is not None,
+            leader_imbalance_check_interval_seconds=rebalance_interval_s or 300)
         controller = KafkaController(
-            ControllerConfig(broker_id, unclean_leader_election_enable=unclean), zk_client,
-            broker_id, -1, reactor, channel_factory=lambda _: FakeChannel(self.sent))
+            config, zk_client, broker_id, -1, reactor,
+            channel_factory=lambda _: FakeChannel(self.sent))
         self.controllers.append(controller)
         run(controller.startup())
         return controller
@@ -277,3 +282,87 @@ def test_failover_sends_metadata_and_leader_and_isr_for_every_partition(
         lai = of_kind(cluster.sent, ApiKey.LEADER_AND_ISR, broker)
         assert [p.partition_index for s in lai for _, p in partition_states(s)] == [0]
         assert all(s.body.controller_epoch == 2 and s.body.controller_id == 2 for s in lai)
+
+
+def _rejoin_in_sync(cluster: Cluster, zk: KazooClient, zk_client: KafkaZkClient,
+                    controller: KafkaController, broker_id: int) -> None:
+    """The broker comes back and catches up: its leader adds it to the ISR (a conditional
+    write of the state znode, announced under /isr_change_notification)."""
+    cluster.start_brokers(broker_id)
+    run_until(lambda: broker_id in controller.context.live_brokers)
+    settle(controller)
+    for tp in controller.context.all_partitions():
+        path = f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state"
+        data, stat = zk.get(path)
+        current = json.loads(data)
+        if broker_id not in current["isr"]:
+            current["isr"].append(broker_id)
+            zk.set(path, json.dumps(current).encode(), version=stat.version)
+    run(zk_client.propagate_isr_changes(controller.context.all_partitions()))
+    run_until(lambda: all(
+        broker_id in controller.context.partition_leadership_info[tp].leader_and_isr.isr
+        for tp in controller.context.all_partitions()))
+    settle(controller)
+
+
+def test_preferred_replica_election_from_zookeeper(
+        cluster: Cluster, zk: KazooClient, zk_client: KafkaZkClient) -> None:
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.controller(1)
+    create_topic(zk_client, {0: [3, 1, 2], 1: [1, 2, 3]})
+    t1 = TopicPartition("t", 1)
+    run_until(lambda: has_state(zk) and has_state(zk, t1))
+    cluster.kill(3)
+    run_until(lambda: state(zk)["leader"] == 1)
+    _rejoin_in_sync(cluster, zk, zk_client, controller, 3)
+    assert state(zk)["leader"] == 1 and sorted(state(zk)["isr"]) == [1, 2, 3]
+    epoch_before = state(zk)["leader_epoch"]
+    t1_before = state(zk, t1)
+    cluster.sent.clear()
+
+    run(zk_client.create_preferred_replica_election([T0, t1, TopicPartition("nope", 0)]))
+    run_until(lambda: state(zk)["leader"] == 3)
+    run_until(lambda: zk.exists("/admin/preferred_replica_election") is None)
+    settle(controller)
+    assert state(zk)["leader_epoch"] == epoch_before + 1
+    assert sorted(state(zk)["isr"]) == [1, 2, 3]
+    # Already led by its preferred replica: untouched.
+    assert state(zk, t1) == t1_before and t1_before["leader"] == 1
+    lai = of_kind(cluster.sent, ApiKey.LEADER_AND_ISR)
+    assert {s.broker_id for s in lai} == {1, 2, 3}
+    assert all(p.partition_index == 0 for s in lai for _, p in partition_states(s))
+
+
+def test_preferred_election_needs_the_preferred_replica_in_the_isr(
+        cluster: Cluster, zk: KazooClient, zk_client: KafkaZkClient) -> None:
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.controller(1)
+    create_topic(zk_client, {0: [3, 1, 2]})
+    run_until(lambda: has_state(zk))
+    cluster.kill(3)
+    run_until(lambda: state(zk)["leader"] == 1)
+    cluster.start_brokers(3)  # back, but not caught up: not in the ISR
+    run_until(lambda: 3 in controller.context.live_brokers)
+    settle(controller)
+    run(zk_client.create_preferred_replica_election([T0]))
+    run_until(lambda: zk.exists("/admin/preferred_replica_election") is None)
+    settle(controller)
+    assert state(zk)["leader"] == 1 and state(zk)["isr"] == [1, 2]
+
+
+def test_auto_leader_rebalance_restores_preferred_leaders(
+        cluster: Cluster, zk: KazooClient, zk_client: KafkaZkClient) -> None:
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.controller(1, rebalance_interval_s=1)
+    assignment = {p: [[1, 2, 3], [2, 3, 1], [3, 1, 2]][p % 3] for p in range(6)}
+    create_topic(zk_client, assignment)
+    parts = [TopicPartition("t", p) for p in range(6)]
+    run_until(lambda: all(has_state(zk, tp) for tp in parts))
+    cluster.kill(2)
+    run_until(lambda: all(state(zk, tp)["leader"] != 2 for tp in parts))
+    _rejoin_in_sync(cluster, zk, zk_client, controller, 2)
+    # Broker 2 is preferred for partitions 1 and 4 and leads neither: imbalance 100% > 10%.
+    run_until(lambda: all(state(zk, tp)["leader"] == assignment[tp.partition][0]
+                          for tp in parts), timeout=20)
+    settle(controller)
+    assert controller.leader_imbalance()[2] == ([], 2)
