@@ -45,6 +45,7 @@ from kafkaclone.controller.events import (
     PartitionModifications,
     PreferredReplicaLeaderElection,
     Reelect,
+    ReplicaLeaderElection,
     Startup,
     TopicChange,
     TopicDeletion,
@@ -52,7 +53,16 @@ from kafkaclone.controller.events import (
 )
 from kafkaclone.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
 from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import NotControllerError, StaleBrokerEpochError
+from kafkaclone.protocol.errors import (
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
+    InvalidTopicExceptionError,
+    KafkaError,
+    NotControllerError,
+    PreferredLeaderNotAvailableError,
+    StaleBrokerEpochError,
+    UnknownTopicOrPartitionError,
+)
 from kafkaclone.zk.client import (
     KafkaZkClient,
     StateChangeHandler,
@@ -71,6 +81,10 @@ from kafkaclone.zk.znodes import (
 )
 
 logger = logging.getLogger(__name__)
+
+ELECTION_TYPE_PREFERRED = 0
+ELECTION_TYPE_UNCLEAN = 1
+"""Kafka's ElectionType values (ElectLeaders v1+)."""
 
 ChannelFactory = Callable[["KafkaController"], ControllerChannel]
 """Builds the controller's channel to brokers at each failover (a fake in tests)."""
@@ -222,6 +236,18 @@ class KafkaController:
         self.events.put(event)
         return await event.result
 
+    async def elect_leaders(self, partitions: Iterable[TopicPartition] | None,
+                            election_type: int) -> dict[TopicPartition, KafkaError | int]:
+        """ElectLeaders (admin triggered): each partition's outcome, the new leader's id when
+        one was elected; ``partitions`` None means every partition. NotControllerError if this
+        broker is not the controller."""
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        event = ReplicaLeaderElection(None if partitions is None else frozenset(partitions),
+                                      election_type)
+        self.events.put(event)
+        return await event.result
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def startup(self) -> None:
@@ -255,10 +281,12 @@ class KafkaController:
         except ControllerMovedError as exc:
             logger.info("Controller moved to another broker when processing %s: %s", event, exc)
             await self._maybe_resign()
-            if isinstance(event, ControlledShutdown) and not event.result.called:
+            if (isinstance(event, ControlledShutdown | ReplicaLeaderElection)
+                    and not event.result.called):
                 event.result.errback(exc)
         except Exception as exc:
-            if isinstance(event, ControlledShutdown) and not event.result.called:
+            if (isinstance(event, ControlledShutdown | ReplicaLeaderElection)
+                    and not event.result.called):
                 event.result.errback(exc)
                 return
             raise
@@ -280,6 +308,15 @@ class KafkaController:
             result = await self._process_controlled_shutdown(event.broker_id, event.broker_epoch)
             if not event.result.called:
                 event.result.callback(result)
+        elif isinstance(event, ReplicaLeaderElection):
+            if not self.is_active:
+                event.result.errback(NotControllerError(
+                    f"broker {self.broker_id} is not the controller"))
+                return
+            outcome = await self._process_replica_leader_election(event.partitions,
+                                                                  event.election_type)
+            if not event.result.called:
+                event.result.callback(outcome)
         elif not self.is_active:
             return
         elif isinstance(event, BrokerChange):
@@ -796,6 +833,51 @@ class KafkaController:
                     "triggered by %s", candidates, trigger)
         return await self._psm.handle_state_changes(candidates, PartitionState.ONLINE,
                                                     ElectionStrategy.PREFERRED)
+
+    async def _process_replica_leader_election(
+        self, partitions: frozenset[TopicPartition] | None, election_type: int
+    ) -> dict[TopicPartition, KafkaError | int]:
+        """Kafka's processReplicaLeaderElection for an AdminClientTriggered election."""
+        ctx = self.context
+        wanted = set(ctx.all_partitions()) if partitions is None else set(partitions)
+        outcome: dict[TopicPartition, KafkaError | int] = {}
+        electable: list[TopicPartition] = []
+        unclean = election_type == ELECTION_TYPE_UNCLEAN
+        for tp in sorted(wanted):
+            if tp.topic not in ctx.all_topics or tp.partition not in ctx.partition_assignments.get(
+                    tp.topic, {}):
+                outcome[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            elif ctx.is_topic_queued_up_for_deletion(tp.topic):
+                outcome[tp] = InvalidTopicExceptionError("The topic is being deleted")
+            else:
+                info = ctx.partition_leadership_info.get(tp)
+                leader = -1 if info is None else info.leader_and_isr.leader
+                if unclean:
+                    needed = leader == -1 or leader not in ctx.live_broker_ids
+                else:
+                    needed = leader != ctx.partition_replica_assignment(tp)[0]
+                if needed:
+                    electable.append(tp)
+                else:
+                    outcome[tp] = ElectionNotNeededError(
+                        "Leader election not needed for topic partition.")
+        if electable:
+            strategy = (ElectionStrategy.OFFLINE_UNCLEAN if unclean
+                        else ElectionStrategy.PREFERRED)
+            logger.info("Starting replica leader election (%s) for partitions %s triggered "
+                        "by AdminClientTriggered", "UNCLEAN" if unclean else "PREFERRED",
+                        electable)
+            results = await self._psm.handle_state_changes(electable, PartitionState.ONLINE,
+                                                           strategy)
+            for tp in electable:
+                result = results.get(tp)
+                if result is None or isinstance(result, Exception):
+                    message = str(result) if result is not None else "no election was made"
+                    outcome[tp] = (EligibleLeadersNotAvailableError(message) if unclean
+                                   else PreferredLeaderNotAvailableError(message))
+                else:
+                    outcome[tp] = result.leader
+        return outcome
 
     def _schedule_auto_leader_rebalance(self, delay: float | None = None) -> None:
         if not self.is_active or not self.config.auto_leader_rebalance_enable:

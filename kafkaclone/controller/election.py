@@ -14,6 +14,8 @@ class ElectionStrategy(enum.Enum):
     """Why a partition needs a leader (Kafka's PartitionLeaderElectionStrategy)."""
 
     OFFLINE = "OfflinePartitionLeaderElectionStrategy"
+    OFFLINE_UNCLEAN = "OfflinePartitionLeaderElectionStrategy(allowUnclean=true)"
+    """An admin's unclean election (ElectLeaders with ElectionType.UNCLEAN)."""
     CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
     PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
 

@@ -17,7 +17,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import NotControllerError
+from kafkaclone.protocol.errors import KafkaError, NotControllerError
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,19 @@ class AutoPreferredReplicaLeaderElection:
     """The periodic leader-imbalance check (auto.leader.rebalance.enable) is due."""
 
 
+@dataclass(frozen=True, eq=False)
+class ReplicaLeaderElection:
+    """An admin asked for leader elections (ElectLeaders); ``result`` fires with each
+    partition's outcome: the elected leader's id, or the error to report."""
+
+    partitions: frozenset[TopicPartition] | None
+    """None: every partition."""
+    election_type: int
+    """ElectionType: 0 preferred, 1 unclean."""
+    result: Deferred[dict[TopicPartition, KafkaError | int]] = field(
+        default_factory=Deferred)
+
+
 @dataclass(frozen=True)
 class TopicDeletionStopReplicaResponseReceived:
     broker_id: int
@@ -98,7 +111,7 @@ class ControlledShutdown:
 ControllerEvent = (
     Startup | ControllerChange | Reelect | Expire | BrokerChange | TopicChange
     | PartitionModifications | TopicDeletion | IsrChangeNotification
-    | PreferredReplicaLeaderElection | AutoPreferredReplicaLeaderElection
+    | PreferredReplicaLeaderElection | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection
     | TopicDeletionStopReplicaResponseReceived | ControlledShutdown
 )
 
@@ -167,5 +180,5 @@ async def _quietly(d: Deferred[Any]) -> None:
 
 
 def _abandon(event: ControllerEvent) -> None:
-    if isinstance(event, ControlledShutdown) and not event.result.called:
+    if isinstance(event, ControlledShutdown | ReplicaLeaderElection) and not event.result.called:
         event.result.errback(NotControllerError("the controller is shutting down"))

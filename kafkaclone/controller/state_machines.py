@@ -284,6 +284,8 @@ class PartitionStateMachine:
             return finished, []
         if strategy == ElectionStrategy.OFFLINE:
             elections = await self._leader_for_offline(current)
+        elif strategy == ElectionStrategy.OFFLINE_UNCLEAN:
+            elections = await self._leader_for_offline(current, allow_unclean=True)
         elif strategy == ElectionStrategy.CONTROLLED_SHUTDOWN:
             elections = self._leader_for_controlled_shutdown(current)
         else:
@@ -323,8 +325,10 @@ class PartitionStateMachine:
         return result
 
     async def _leader_for_offline(
-        self, current: dict[TopicPartition, LeaderAndIsr]
+        self, current: dict[TopicPartition, LeaderAndIsr], allow_unclean: bool = False
     ) -> dict[TopicPartition, _ElectionResult]:
+        """The offline election; unclean where the topic allows it, or everywhere with
+        ``allow_unclean`` (an admin asked for it)."""
         live_replicas: dict[TopicPartition, list[int]] = {}
         needs_unclean_check: set[str] = set()
         for tp, lai in current.items():
@@ -333,7 +337,8 @@ class PartitionStateMachine:
             live_replicas[tp] = live
             if not any(r in lai.isr for r in live):
                 needs_unclean_check.add(tp.topic)
-        unclean = await self._unclean_enabled(needs_unclean_check)
+        unclean = ({topic: True for topic in needs_unclean_check} if allow_unclean
+                   else await self._unclean_enabled(needs_unclean_check))
         result = {}
         for tp, lai in current.items():
             assignment = self.context.partition_replica_assignment(tp)

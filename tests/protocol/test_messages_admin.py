@@ -1,5 +1,5 @@
 """Admin APIs (CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs) and the ZooKeeper-era inter-broker APIs (LeaderAndIsr,
+IncrementalAlterConfigs, ElectLeaders) and the ZooKeeper-era inter-broker APIs (LeaderAndIsr,
 UpdateMetadata, StopReplica, ControlledShutdown), at Kafka 2.8's versions.
 
 Every version of every message round-trips a hand-built message whose every field holds a
@@ -60,6 +60,7 @@ LEADER_AND_ISR = APIS[ApiKey.LEADER_AND_ISR]
 UPDATE_METADATA = APIS[ApiKey.UPDATE_METADATA]
 STOP_REPLICA = APIS[ApiKey.STOP_REPLICA]
 CONTROLLED_SHUTDOWN = APIS[ApiKey.CONTROLLED_SHUTDOWN]
+ELECT_LEADERS = APIS[ApiKey.ELECT_LEADERS]
 
 ORDERS_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
 BROKER_EPOCH = 0x1_0000_002A  # does not fit in 32 bits
@@ -76,6 +77,7 @@ KAFKA_2_8 = {
     ApiKey.ALTER_CONFIGS: ((0, 2), 2),
     ApiKey.CREATE_PARTITIONS: ((0, 3), 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ((0, 1), 1),
+    ApiKey.ELECT_LEADERS: ((0, 2), 2),
 }
 
 # --- one message per body, every field of every version set -------------------------------
@@ -166,6 +168,32 @@ def create_partitions_response() -> Any:
                 name="payments", error_code=37,
                 error_message="Topic currently has 4 partitions, which is higher than the "
                               "requested 2."),
+        ],
+    )
+
+
+def elect_leaders_request() -> Any:
+    m = classes(ELECT_LEADERS.request)
+    return m(
+        election_type=1,
+        topic_partitions=[m.TopicPartitions(topic="orders", partitions=[0, 2, 5]),
+                          m.TopicPartitions(topic="payments", partitions=[1])],
+        timeout_ms=15000,
+    )
+
+
+def elect_leaders_response() -> Any:
+    m = classes(ELECT_LEADERS.response)
+    return m(
+        throttle_time_ms=3,
+        error_code=41,
+        replica_election_results=[
+            m.ReplicaElectionResult(topic="orders", partition_result=[
+                m.PartitionResult(partition_id=0, error_code=0, error_message=None),
+                m.PartitionResult(partition_id=2, error_code=84,
+                                  error_message="Leader election not needed for topic "
+                                                "partition."),
+            ]),
         ],
     )
 
@@ -355,6 +383,8 @@ def controlled_shutdown_response() -> Any:
 
 
 FULL_MESSAGES: list[tuple[Message, Any]] = [
+    (ELECT_LEADERS.request, elect_leaders_request()),
+    (ELECT_LEADERS.response, elect_leaders_response()),
     (CREATE_TOPICS.request, create_topics_request()),
     (CREATE_TOPICS.response, create_topics_response()),
     (DELETE_TOPICS.request, delete_topics_request()),
@@ -391,6 +421,7 @@ KIO_MODULES = {
     ApiKey.DESCRIBE_CONFIGS: "describe_configs",
     ApiKey.ALTER_CONFIGS: "alter_configs",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
+    ApiKey.ELECT_LEADERS: "elect_leaders",
 }
 
 
@@ -477,6 +508,7 @@ def test_defaults_follow_kafka() -> None:
     assert STOP_REPLICA.request.cls().broker_epoch == -1
     assert classes(STOP_REPLICA.request).StopReplicaPartitionState().leader_epoch == -1
     assert CONTROLLED_SHUTDOWN.request.cls().broker_epoch == -1
+    assert ELECT_LEADERS.request.cls().timeout_ms == 60000
 
 
 # --- round trips ---------------------------------------------------------------------------
@@ -506,7 +538,8 @@ def test_kio_covers_the_expected_versions() -> None:
     expected = set()
     for name, versions in [("CreateTopics", range(2, 8)), ("DeleteTopics", range(1, 7)),
                            ("CreatePartitions", range(4)), ("DescribeConfigs", range(1, 5)),
-                           ("AlterConfigs", range(3)), ("IncrementalAlterConfigs", range(2))]:
+                           ("AlterConfigs", range(3)), ("IncrementalAlterConfigs", range(2)),
+                           ("ElectLeaders", range(3))]:
         for kind in ("Request", "Response"):
             expected |= {(name + kind, v) for v in versions}
     assert covered == expected
@@ -926,3 +959,17 @@ def test_decoder_refuses_a_null_non_nullable_array() -> None:
     frame = i32(1) + i32(7) + i64(9) + i32(-1) + array()
     with pytest.raises(DecodeError, match="non-nullable array topic_states is null"):
         LEADER_AND_ISR.request.decode_exact(frame, 2)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_elect_leaders_null_partitions_means_every_partition(version: int) -> None:
+    message = ELECT_LEADERS.request
+    obj = message.cls(election_type=0 if version == 0 else 1, topic_partitions=None,
+                      timeout_ms=5000)
+    encoded = message.encode(obj, version)
+    decoded, end = message.decode(memoryview(encoded), version, 0)
+    assert end == len(encoded)
+    assert decoded.topic_partitions is None and decoded.timeout_ms == 5000
+    kio_cls = kio_class("elect_leaders", version, "request", message.name)
+    assert kio_cls is not None
+    assert kio_decode(kio_cls, encoded).topic_partitions is None
