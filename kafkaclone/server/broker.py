@@ -65,7 +65,7 @@ from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.dynamic_config import DynamicConfigManager
 from kafkaclone.server.metadata_cache import MetadataCache
-from kafkaclone.server.replica_manager import ReplicaManager
+from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.server.services import ControllerService
 from kafkaclone.zk.admin import AdminZkClient
@@ -416,7 +416,11 @@ class KafkaBroker(MultiService):
 
     async def _start_replica_manager(self) -> None:
         assert self.log_manager is not None
-        manager = ReplicaManager(self.broker_id, self.log_manager, self.zk_client)
+        manager = ReplicaManager(self.broker_id, self.log_manager, self.zk_client,
+                                 clock=self.reactor,
+                                 config=ReplicaManagerConfig.from_kafka_config(self.config),
+                                 isr_zk_client=self.zk_client,
+                                 metadata_cache=self.metadata_cache)
         manager.controller_epoch = self._controller_epoch
         manager.startup()
         self.replica_manager = manager

@@ -16,9 +16,25 @@ Kafka 2.8's ``ReplicaManager`` in ZooKeeper mode, the parts the controller drive
 
 Requests are handled one at a time (Kafka's replicaStateChangeLock), on the reactor.
 
-The data path (produce, fetch, follower fetchers, high watermark, ISR shrink/expand) is
-issue 5: it plugs in where :meth:`_make_leaders` / :meth:`_make_followers` start and stop
-fetchers, and where the ``leadership_listeners`` are told (the group coordinator).
+The data path, leader side (Kafka's appendRecords / fetchMessages and their purgatories):
+
+- :meth:`ReplicaManager.append_records` appends each partition's batches on its leader
+  (:meth:`Partition.append_records_to_leader`); with acks=-1 the answer waits in a
+  :class:`DelayedProduce` until the high watermark passes the batches or ``timeout_ms``;
+- :meth:`ReplicaManager.fetch_messages` reads (KIP-74 byte limits), records a follower's
+  fetch position on the leader (ISR expand, high watermark), and waits in a
+  :class:`DelayedFetch` for ``min_bytes`` up to ``max_wait_ms``;
+- every append and high watermark move retries the delayed operations of its partition;
+- a periodic ``isr-expiration`` task (every replica.lag.time.max.ms / 2) shrinks the ISR
+  of lagging followers, written through :class:`ZkIsrManager` (a conditional update of the
+  state znode) and announced under ``/isr_change_notification`` by the periodic
+  ``isr-change-propagation`` task, batched as Kafka 2.8 does;
+- high watermarks are checkpointed to ``replication-offset-checkpoint`` by the
+  LogManager's periodic task and at shutdown.
+
+The follower side (replica fetchers) plugs in where :meth:`_make_leaders` /
+:meth:`_make_followers` start and stop fetchers, and where the ``leadership_listeners`` are
+told (the group coordinator).
 """
 
 from __future__ import annotations
@@ -27,23 +43,55 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
-from twisted.internet.defer import DeferredLock
+from twisted.internet.defer import Deferred, DeferredLock
 
-from kafkaclone.cluster.partition import Partition, PartitionState
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.cluster.partition import (
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    FetchIsolation,
+    Partition,
+    PartitionState,
+)
+from kafkaclone.cluster.topic import is_internal
+from kafkaclone.log.common import (
+    AppendOrigin,
+    Scheduler,
+    TimestampAndOffset,
+    TopicPartition,
+    now_ms,
+)
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.protocol.errors import (
     NONE,
     FencedLeaderEpochError,
+    InvalidRequiredAcksError,
+    InvalidTopicExceptionError,
     KafkaError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     StaleControllerEpochError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.server.delayed.delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsPartitionStatus,
+)
+from kafkaclone.server.delayed.fetch import (
+    UNKNOWN_OFFSET_METADATA,
+    DelayedFetch,
+    FetchParams,
+    LogReadResult,
+    PartitionFetchInfo,
+)
+from kafkaclone.server.delayed.produce import (
+    DelayedProduce,
+    ProducePartitionResult,
+    ProducePartitionStatus,
+)
+from kafkaclone.server.delayed.purgatory import DelayedOperationPurgatory
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +126,95 @@ class ReplicaManagerResult:
 LeadershipListener = Callable[[Sequence[Partition], Sequence[Partition]], None]
 """Told (new leaders, new followers) after each LeaderAndIsr (the group coordinator)."""
 
+ISR_CHANGE_PROPAGATION_INTERVAL_MS: Final = 2_500
+ISR_CHANGE_PROPAGATION_BLACKOUT_MS: Final = 5_000
+ISR_CHANGE_MAX_DELAY_MS: Final = 60_000
+"""Kafka 2.8's ReplicaManager.IsrChangePropagation*: a batch of ISR changes is announced
+once no change came for 5 s, or at the latest 60 s after the last announcement."""
+
+
+@dataclass(frozen=True)
+class ReplicaManagerConfig:
+    """The broker settings the data path uses (Kafka's names, Kafka's defaults)."""
+
+    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+    fetch_max_bytes: int = 57_671_680
+    replica_fetch_response_max_bytes: int = 10_485_760
+    producer_purgatory_purge_interval_requests: int = 1000
+    fetch_purgatory_purge_interval_requests: int = 1000
+
+    @classmethod
+    def from_kafka_config(cls, config: Any) -> ReplicaManagerConfig:
+        return cls(
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            fetch_max_bytes=config.fetch_max_bytes,
+            replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+            producer_purgatory_purge_interval_requests=(
+                config.producer_purgatory_purge_interval_requests),
+            fetch_purgatory_purge_interval_requests=(
+                config.fetch_purgatory_purge_interval_requests),
+        )
+
+
+class IsrZkClient(Protocol):
+    """The KafkaZkClient calls the leader's ISR changes need."""
+
+    async def conditional_update_partition_state(
+        self, tp: TopicPartition, leader_and_isr: Any, controller_epoch: int
+    ) -> tuple[bool, int]: ...
+
+    async def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str: ...
+
+
+class ZkIsrManager:
+    """Writes a leader's ISR changes to the partition state znode (conditional on its
+    zkVersion) and collects the changed partitions for ``/isr_change_notification``
+    (Kafka 2.8's ZkIsrManager)."""
+
+    def __init__(self, zk_client: IsrZkClient, clock: Scheduler) -> None:
+        self._zk = zk_client
+        self._clock = clock
+        self.pending_changes: set[TopicPartition] = set()
+        self.last_change_ms = 0
+        self.last_propagation_ms = now_ms(clock)
+
+    def submit(self, tp: TopicPartition, leader: int, leader_epoch: int, isr: tuple[int, ...],
+               zk_version: int, controller_epoch: int) -> Deferred[int | None]:
+        from kafkaclone.zk.znodes import LeaderAndIsr
+
+        async def write() -> int | None:
+            ok, new_version = await self._zk.conditional_update_partition_state(
+                tp, LeaderAndIsr(leader, leader_epoch, isr, zk_version), controller_epoch)
+            if not ok:
+                return None
+            self.pending_changes.add(tp)
+            self.last_change_ms = now_ms(self._clock)
+            return new_version
+
+        return Deferred.fromCoroutine(write())
+
+    def maybe_propagate(self) -> Deferred[None] | None:
+        """Announce the collected changes if none came for 5 s or the last announcement is
+        60 s old (Kafka's maybePropagateIsrChanges)."""
+        now = now_ms(self._clock)
+        if not self.pending_changes:
+            return None
+        if (self.last_change_ms + ISR_CHANGE_PROPAGATION_BLACKOUT_MS >= now
+                and self.last_propagation_ms + ISR_CHANGE_MAX_DELAY_MS >= now):
+            return None
+        changes = sorted(self.pending_changes)
+        self.pending_changes.clear()
+        self.last_propagation_ms = now
+
+        async def announce() -> None:
+            try:
+                await self._zk.propagate_isr_changes(changes)
+            except Exception as exc:  # ZooKeeper trouble: announce them with the next batch
+                logger.warning("Failed to announce ISR changes of %s: %s", changes, exc)
+                self.pending_changes.update(changes)
+
+        return Deferred.fromCoroutine(announce())
+
 
 class ReplicaManager:
     """The partitions hosted by one broker."""
@@ -87,10 +224,38 @@ class ReplicaManager:
         broker_id: int,
         log_manager: LogManager,
         topic_configs: TopicConfigSource | None = None,
+        *,
+        clock: Scheduler | None = None,
+        config: ReplicaManagerConfig | None = None,
+        isr_zk_client: IsrZkClient | None = None,
+        metadata_cache: Any = None,
     ) -> None:
+        """``clock``: the reactor (or a task.Clock); ``isr_zk_client``: where a leader
+        writes its ISR changes (without it they apply locally at once, for tests);
+        ``metadata_cache``: tells a partition this broker does not host (NOT_LEADER_OR_
+        FOLLOWER) from one that does not exist (UNKNOWN_TOPIC_OR_PARTITION)."""
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._topic_configs = topic_configs
+        if clock is None:
+            from twisted.internet import reactor
+
+            clock = reactor
+        assert clock is not None
+        self.clock: Scheduler = clock
+        self.config = config or ReplicaManagerConfig()
+        self.metadata_cache = metadata_cache
+        self.isr_manager = (ZkIsrManager(isr_zk_client, clock) if isr_zk_client is not None
+                            else None)
+        self.delayed_produce: DelayedOperationPurgatory[DelayedProduce] = (
+            DelayedOperationPurgatory(
+                "Produce", clock, self.config.producer_purgatory_purge_interval_requests))
+        self.delayed_fetch: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
+            "Fetch", clock, self.config.fetch_purgatory_purge_interval_requests)
+        self.delayed_delete_records: DelayedOperationPurgatory[DelayedDeleteRecords] = (
+            DelayedOperationPurgatory("DeleteRecords", clock))
+        self._tasks: dict[str, Any] = {}
+        self._running = False
         self.controller_epoch = INITIAL_CONTROLLER_EPOCH
         """The highest controller epoch seen in a controller request."""
         self.all_partitions: dict[TopicPartition, Partition] = {}
@@ -112,10 +277,42 @@ class ReplicaManager:
     # -- lifecycle -------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Nothing runs in the background yet (issue 5: ISR expiry, HW checkpoints)."""
+        """Start the periodic tasks: ISR expiry every replica.lag.time.max.ms / 2 and the
+        ISR change announcements every 2.5 s (high watermarks are checkpointed by the
+        LogManager's own task)."""
+        self._running = True
+        self._schedule("isr-expiration", self.config.replica_lag_time_max_ms / 2,
+                       self.maybe_shrink_isr)
+        if self.isr_manager is not None:
+            self._schedule("isr-change-propagation", ISR_CHANGE_PROPAGATION_INTERVAL_MS,
+                           self.isr_manager.maybe_propagate)
+
+    def _schedule(self, name: str, period_ms: float, function: Callable[[], Any]) -> None:
+        def run() -> None:
+            try:
+                function()
+            except Exception:
+                logger.exception("Uncaught exception in scheduled task '%s'", name)
+            if self._running:
+                self._tasks[name] = self.clock.callLater(period_ms / 1000.0, run)
+
+        self._tasks[name] = self.clock.callLater(period_ms / 1000.0, run)
 
     def shutdown(self) -> None:
-        """Forget the hosted partitions; the LogManager closes their logs."""
+        """Stop the periodic tasks, answer the waiting requests, checkpoint the high
+        watermarks, forget the hosted partitions; the LogManager closes their logs."""
+        self._running = False
+        for call in self._tasks.values():
+            if call.active():
+                call.cancel()
+        self._tasks.clear()
+        self.delayed_produce.shutdown()
+        self.delayed_fetch.shutdown()
+        self.delayed_delete_records.shutdown()
+        try:
+            self.log_manager.checkpoint_high_watermarks()
+        except (OSError, KafkaError) as exc:
+            logger.error("Error while checkpointing high watermarks at shutdown: %s", exc)
         self.all_partitions.clear()
 
     # -- LeaderAndIsr ----------------------------------------------------------------------
@@ -156,7 +353,7 @@ class ReplicaManager:
             tp = state.topic_partition
             partition = self.all_partitions.get(tp)
             if partition is None:
-                partition = Partition(tp, self.broker_id, self.log_manager)
+                partition = self.new_partition(tp)
             if state.leader_epoch > partition.leader_epoch:
                 if self.broker_id in state.replicas:
                     self.all_partitions[tp] = partition
@@ -191,7 +388,21 @@ class ReplicaManager:
                 listener(new_leaders, new_followers)
             except Exception:
                 logger.exception("leadership listener %r failed", listener)
+        # Requests waiting on a partition whose leadership changed answer now.
+        for partition, _ in accepted:
+            self.complete_delayed_requests(partition.topic_partition)
         return ReplicaManagerResult(NONE, errors)
+
+    def new_partition(self, tp: TopicPartition) -> Partition:
+        """A Partition wired to this manager's clock, ISR writer and purgatories."""
+        cache = self.metadata_cache
+        return Partition(
+            tp, self.broker_id, self.log_manager, clock=self.clock,
+            isr_manager=self.isr_manager,
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            on_high_watermark_change=self.complete_delayed_requests,
+            is_broker_alive=None if cache is None else cache.is_alive,
+        )
 
     async def _log_configs_for(self, topics: set[str]) -> dict[str, LogConfig]:
         """Each topic's LogConfig: its /config/topics overrides over the broker defaults."""
@@ -276,9 +487,12 @@ class ReplicaManager:
     ) -> ReplicaManagerResult:
         await self._state_change_lock.acquire()
         try:
-            return self._stop_replicas(controller_id, controller_epoch, partition_states)
+            result = self._stop_replicas(controller_id, controller_epoch, partition_states)
         finally:
             self._state_change_lock.release()
+        for tp in partition_states:
+            self.complete_delayed_requests(tp)
+        return result
 
     def _stop_replicas(
         self,
@@ -321,3 +535,248 @@ class ReplicaManager:
                               else exc.code)
         return ReplicaManagerResult(NONE, errors)
 
+
+    # -- the data path ---------------------------------------------------------------------
+
+    def get_partition_or_error(self, tp: TopicPartition) -> Partition:
+        """The hosted partition; NOT_LEADER_OR_FOLLOWER if it exists in the cluster but is
+        not hosted here, UNKNOWN_TOPIC_OR_PARTITION if it does not exist."""
+        partition = self.all_partitions.get(tp)
+        if partition is not None:
+            return partition
+        cache = self.metadata_cache
+        if cache is not None and cache.partition_state(tp.topic, tp.partition) is not None:
+            raise NotLeaderOrFollowerError(
+                f"Error while fetching partition state for {tp}: not hosted on broker "
+                f"{self.broker_id}")
+        raise UnknownTopicOrPartitionError(f"Partition {tp} does not exist on this broker")
+
+    def complete_delayed_requests(self, tp: TopicPartition) -> None:
+        """Retry the requests waiting on ``tp`` (its data, high watermark or leader moved)."""
+        self.delayed_fetch.check_and_complete(tp)
+        self.delayed_produce.check_and_complete(tp)
+        self.delayed_delete_records.check_and_complete(tp)
+
+    async def append_records(
+        self,
+        timeout_ms: int,
+        required_acks: int,
+        entries: Mapping[TopicPartition, bytes | bytearray | memoryview],
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        internal_topics_allowed: bool = False,
+    ) -> dict[TopicPartition, ProducePartitionResult]:
+        """Append each partition's batches on this broker's leader replica. acks 0 and 1
+        answer after the local append; acks -1 once the high watermark passed every
+        appended batch, or ``timeout_ms`` (REQUEST_TIMED_OUT). Any other acks value is
+        INVALID_REQUIRED_ACKS for every partition."""
+        if required_acks not in (0, 1, -1):
+            return {tp: ProducePartitionResult(InvalidRequiredAcksError.code)
+                    for tp in entries}
+        appended = self._append_to_local_log(entries, origin, internal_topics_allowed,
+                                             required_acks)
+        results = {tp: result for tp, (result, _) in appended.items()}
+        if required_acks != -1 or not any(r.error_code == NONE for r in results.values()):
+            return results
+        statuses = {tp: ProducePartitionStatus(required_offset, result)
+                    for tp, (result, required_offset) in appended.items()}
+        answered: Deferred[dict[TopicPartition, ProducePartitionResult]] = Deferred()
+        operation = DelayedProduce(timeout_ms, statuses, self, answered.callback)
+        self.delayed_produce.try_complete_else_watch(operation, list(statuses))
+        return await answered
+
+    def _append_to_local_log(
+        self,
+        entries: Mapping[TopicPartition, bytes | bytearray | memoryview],
+        origin: AppendOrigin,
+        internal_topics_allowed: bool,
+        required_acks: int,
+    ) -> dict[TopicPartition, tuple[ProducePartitionResult, int]]:
+        """Each partition's result and the offset acks=-1 waits for (its last offset + 1)."""
+        results: dict[TopicPartition, tuple[ProducePartitionResult, int]] = {}
+        for tp, records in entries.items():
+            try:
+                if is_internal(tp.topic) and not internal_topics_allowed:
+                    raise InvalidTopicExceptionError(
+                        f"Cannot append to internal topic {tp.topic}")
+                partition = self.get_partition_or_error(tp)
+                info, hw_moved = partition.append_records_to_leader(records, origin,
+                                                                    required_acks)
+            except KafkaError as exc:
+                logger.debug("Error processing append operation on partition %s: %s", tp, exc)
+                results[tp] = (ProducePartitionResult(exc.code, error_message=exc.message), -1)
+                continue
+            except Exception as exc:
+                logger.error("Error processing append operation on partition %s", tp,
+                             exc_info=exc)
+                results[tp] = (ProducePartitionResult(UnknownServerError.code), -1)
+                continue
+            results[tp] = (ProducePartitionResult(NONE, info.first_offset, info.log_append_time,
+                                                  info.log_start_offset),
+                           info.last_offset + 1)
+            # New data for followers' long polls; a moved high watermark for consumers'
+            # and acks=-1 producers.
+            if hw_moved:
+                self.complete_delayed_requests(tp)
+            else:
+                self.delayed_fetch.check_and_complete(tp)
+        return results
+
+    async def fetch_messages(
+        self,
+        params: FetchParams,
+        infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+    ) -> list[tuple[TopicPartition, LogReadResult]]:
+        """Read the partitions; answer at once if ``max_wait_ms`` <= 0, nothing was asked,
+        ``min_bytes`` are there or a partition failed, else wait in a DelayedFetch. A
+        follower's fetch records its position on the leader first."""
+        results = self.read_from_local_log(params, infos)
+        if params.is_from_follower:
+            results = self._update_follower_fetch_state(params.replica_id, results)
+        readable = sum(result.size for _, result in results)
+        if (params.max_wait_ms <= 0 or not infos or readable >= params.min_bytes
+                or any(result.error_code != NONE for _, result in results)):
+            return results
+        statuses = [(tp, info, result.fetch_offset_metadata)
+                    for (tp, info), (_, result) in zip(infos, results, strict=True)]
+        answered: Deferred[list[tuple[TopicPartition, LogReadResult]]] = Deferred()
+        operation = DelayedFetch(params.max_wait_ms, params, statuses, self, answered.callback)
+        self.delayed_fetch.try_complete_else_watch(operation, [tp for tp, _ in infos])
+        return await answered
+
+    def read_from_local_log(
+        self,
+        params: FetchParams,
+        infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+    ) -> list[tuple[TopicPartition, LogReadResult]]:
+        """Read each partition (Kafka's readFromLocalLog). KIP-74: the first batch is
+        returned whole even beyond the limits; then each partition gets at most its
+        partition_max_bytes and the request at most max_bytes."""
+        limit = params.max_bytes
+        min_one_message = True
+        results: list[tuple[TopicPartition, LogReadResult]] = []
+        fetch_time = now_ms(self.clock)
+        for tp, info in infos:
+            result = self._read_partition(params, tp, info, min(info.max_bytes, limit),
+                                          min_one_message, fetch_time)
+            size = result.size
+            if size > 0:
+                min_one_message = False
+            limit = max(0, limit - size)
+            results.append((tp, result))
+        return results
+
+    def _read_partition(self, params: FetchParams, tp: TopicPartition,
+                        info: PartitionFetchInfo, max_bytes: int, min_one_message: bool,
+                        fetch_time: int) -> LogReadResult:
+        try:
+            partition = self.get_partition_or_error(tp)
+            read = partition.read_records(
+                info.fetch_offset, info.current_leader_epoch, max_bytes, params.isolation,
+                params.fetch_only_from_leader, min_one_message,
+                last_fetched_epoch=info.last_fetched_epoch)
+        except KafkaError as exc:
+            logger.debug("Error processing fetch with max size %d from %s on partition %s "
+                         "at offset %d: %s", max_bytes, _fetcher_name(params.replica_id), tp,
+                         info.fetch_offset, exc)
+            return LogReadResult(exc.code, None, UNKNOWN_OFFSET_METADATA, -1, -1, -1, -1, -1,
+                                 -1)
+        except Exception as exc:
+            logger.error("Error processing fetch from %s on partition %s at offset %d",
+                         _fetcher_name(params.replica_id), tp, info.fetch_offset, exc_info=exc)
+            return LogReadResult(UnknownServerError.code, None, UNKNOWN_OFFSET_METADATA, -1, -1,
+                                 -1, -1, -1, -1)
+        data = read.fetched_data
+        return LogReadResult(NONE, data.records, data.fetch_offset_metadata,
+                             read.high_watermark, read.log_start_offset, read.log_end_offset,
+                             read.last_stable_offset, info.log_start_offset, fetch_time,
+                             read.diverging_epoch)
+
+    def _update_follower_fetch_state(
+        self, follower_id: int, results: list[tuple[TopicPartition, LogReadResult]]
+    ) -> list[tuple[TopicPartition, LogReadResult]]:
+        updated: list[tuple[TopicPartition, LogReadResult]] = []
+        for tp, result in results:
+            if result.error_code != NONE or result.diverging_epoch is not None:
+                updated.append((tp, result))
+                continue
+            partition = self.all_partitions.get(tp)
+            if partition is not None and partition.update_follower_fetch_state(
+                    follower_id, result.fetch_offset_metadata.message_offset,
+                    result.follower_log_start_offset, result.fetch_time_ms,
+                    result.log_end_offset):
+                updated.append((tp, result))
+                # The follower's new position may complete DeleteRecords waits.
+                self.delayed_delete_records.check_and_complete(tp)
+            else:
+                replicas = [] if partition is None else list(partition.replicas)
+                logger.warning(
+                    "Leader %d failed to record follower %d's position %d since the replica "
+                    "is not recognized to be one of the assigned replicas %s for partition "
+                    "%s. Empty records will be returned for this partition.", self.broker_id,
+                    follower_id, result.fetch_offset_metadata.message_offset, replicas, tp)
+                updated.append((tp, result._replace(records=None)))
+        return updated
+
+    def maybe_shrink_isr(self) -> None:
+        """The isr-expiration task: every leader drops its lagging followers."""
+        for partition in list(self.all_partitions.values()):
+            if partition.is_leader:
+                try:
+                    partition.maybe_shrink_isr()
+                except Exception:
+                    logger.exception("Error while shrinking the ISR of %s",
+                                     partition.topic_partition)
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(
+        self, tp: TopicPartition, timestamp: int, isolation_level: int | None,
+        current_leader_epoch: int, fetch_only_from_leader: bool,
+    ) -> TimestampAndOffset | None:
+        partition = self.get_partition_or_error(tp)
+        return partition.fetch_offset_for_timestamp(timestamp, isolation_level,
+                                                    current_leader_epoch,
+                                                    fetch_only_from_leader)
+
+    def legacy_fetch_offsets_for_timestamp(
+        self, tp: TopicPartition, timestamp: int, max_num_offsets: int,
+        is_from_consumer: bool, fetch_only_from_leader: bool,
+    ) -> list[int]:
+        partition = self.get_partition_or_error(tp)
+        return partition.legacy_fetch_offsets_before(timestamp, max_num_offsets,
+                                                     is_from_consumer, fetch_only_from_leader)
+
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int, fetch_only_from_leader: bool
+                                     ) -> tuple[int, int]:
+        partition = self.get_partition_or_error(tp)
+        return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch,
+                                                      fetch_only_from_leader)
+
+    async def delete_records(self, timeout_ms: int, offsets: Mapping[TopicPartition, int]
+                             ) -> dict[TopicPartition, DeleteRecordsPartitionStatus]:
+        """DeleteRecords: move each leader's log start offset, then wait until every live
+        replica's log start offset reached it (or ``timeout_ms``: REQUEST_TIMED_OUT)."""
+        statuses: dict[TopicPartition, DeleteRecordsPartitionStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                if is_internal(tp.topic):
+                    raise InvalidTopicExceptionError(
+                        f"Cannot delete records of internal topic {tp.topic}")
+                partition = self.get_partition_or_error(tp)
+                new_start = partition.delete_records_on_leader(offset)
+                statuses[tp] = DeleteRecordsPartitionStatus(new_start)
+            except KafkaError as exc:
+                statuses[tp] = DeleteRecordsPartitionStatus(-1, -1, exc.code, False)
+        answered: Deferred[dict[TopicPartition, DeleteRecordsPartitionStatus]] = Deferred()
+        operation = DelayedDeleteRecords(timeout_ms, statuses, self, answered.callback)
+        self.delayed_delete_records.try_complete_else_watch(operation, list(statuses))
+        return await answered
+
+
+def _fetcher_name(replica_id: int) -> str:
+    return f"replica {replica_id}" if replica_id >= 0 else "consumer"
+
+
+__all__ = ["FetchIsolation", "FetchParams", "PartitionFetchInfo", "ReplicaManager"]

@@ -1,1 +1,3 @@
-"""DelayedProduce and DelayedFetch (not built yet)."""
+"""Delayed operations on the reactor clock: the purgatory, DelayedProduce (acks=-1 waits
+for the high watermark), DelayedFetch (long polls woken by appends and high watermark moves)
+and DelayedDeleteRecords (waits for every replica's log start offset)."""

@@ -1,0 +1,134 @@
+"""DelayedFetch: a fetch waiting for ``min_bytes`` (Kafka's ``DelayedFetch``), and the
+types a fetch is described and answered with.
+
+A fetch that found fewer than ``min_bytes`` waits up to ``max_wait_ms``. It completes
+early when, for one of its partitions, this broker stopped being the leader, the leader
+epoch moved, the log was truncated below the fetch offset, the readable end (log end
+offset for followers, high watermark for consumers) moved to a later segment, or enough
+bytes accumulated; then the partitions are read again and answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from kafkaclone.cluster.partition import FetchIsolation
+from kafkaclone.log.common import UNKNOWN_OFFSET, LogOffsetMetadata, TopicPartition
+from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.server.delayed.purgatory import DelayedOperation
+
+
+class FetchParams(NamedTuple):
+    """A fetch request as the ReplicaManager needs it (Kafka's FetchParams)."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation
+    fetch_only_from_leader: bool = True
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class PartitionFetchInfo(NamedTuple):
+    fetch_offset: int
+    log_start_offset: int
+    """The follower's log start offset (-1 from consumers)."""
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+class LogReadResult(NamedTuple):
+    """One partition's read (Kafka's LogReadResult)."""
+
+    error_code: int
+    records: memoryview | None
+    fetch_offset_metadata: LogOffsetMetadata
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+    follower_log_start_offset: int
+    fetch_time_ms: int
+    diverging_epoch: tuple[int, int] | None = None
+
+    @property
+    def size(self) -> int:
+        return 0 if self.records is None else len(self.records)
+
+
+UNKNOWN_OFFSET_METADATA = LogOffsetMetadata(UNKNOWN_OFFSET)
+
+
+class FetchReader(Protocol):
+    def get_partition(self, tp: TopicPartition) -> Any: ...
+
+    def read_from_local_log(self, params: FetchParams,
+                            infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+                            ) -> list[tuple[TopicPartition, LogReadResult]]: ...
+
+
+class DelayedFetch(DelayedOperation):
+    """A long poll: waits until ``min_bytes`` are readable or something changed."""
+
+    def __init__(
+        self,
+        delay_ms: int,
+        params: FetchParams,
+        statuses: Sequence[tuple[TopicPartition, PartitionFetchInfo, LogOffsetMetadata]],
+        reader: FetchReader,
+        respond: Callable[[list[tuple[TopicPartition, LogReadResult]]], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.params = params
+        self.statuses = list(statuses)
+        self._reader = reader
+        self._respond = respond
+
+    def try_complete(self) -> bool:
+        params = self.params
+        accumulated = 0
+        for tp, info, start in self.statuses:
+            if start.message_offset == UNKNOWN_OFFSET:
+                continue
+            partition = self._reader.get_partition(tp)
+            if partition is None:
+                return self.force_complete()  # the partition went away
+            try:
+                partition.check_current_leader_epoch(info.current_leader_epoch)
+            except KafkaError:
+                return self.force_complete()
+            if params.fetch_only_from_leader and not partition.is_leader:
+                return self.force_complete()
+            log = partition.log
+            if log is None:
+                return self.force_complete()
+            if params.isolation is FetchIsolation.LOG_END:
+                end_offset = log.log_end_offset
+            else:
+                end_offset = log.high_watermark
+            if end_offset == start.message_offset:
+                continue
+            if end_offset < start.message_offset:
+                return self.force_complete()  # the log was truncated
+            if params.min_bytes <= 1:
+                return self.force_complete()
+            end = (log.log_end_offset_metadata if end_offset == log.log_end_offset
+                   else log.convert_to_offset_metadata(end_offset))
+            if start.segment_base_offset != end.segment_base_offset:
+                return self.force_complete()  # the readable end is in a later segment
+            accumulated += min(end.relative_position_in_segment
+                               - start.relative_position_in_segment, info.max_bytes)
+        if accumulated >= params.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        results = self._reader.read_from_local_log(
+            self.params, [(tp, info) for tp, info, _ in self.statuses])
+        self._respond(results)

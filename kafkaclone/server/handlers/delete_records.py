@@ -1,0 +1,57 @@
+"""DeleteRecords (key 21): move partitions' log start offsets up (Kafka 2.8's
+``KafkaApis.handleDeleteRecordsRequest``).
+
+Per partition the leader moves its log start offset to ``offset`` (-1: the high
+watermark), then the answer waits until every live replica's log start offset reached it
+(the low watermark), or ``timeout_ms`` (REQUEST_TIMED_OUT). Errors:
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE (past the high
+watermark, or negative), POLICY_VIOLATION (a compacted topic), INVALID_TOPIC_EXCEPTION (an
+internal topic).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import UnknownTopicOrPartitionError
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.services import BrokerServices
+
+_RESPONSE = APIS[ApiKey.DELETE_RECORDS].response
+_TopicResult = _RESPONSE.structs["DeleteRecordsTopicResult"]
+_PartitionResult = _RESPONSE.structs["DeleteRecordsPartitionResult"]
+
+
+@handler(ApiKey.DELETE_RECORDS, versions=(0, 2))
+async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    cache = broker.metadata_cache
+    offsets: dict[TopicPartition, int] = {}
+    unknown: set[TopicPartition] = set()
+    for topic in request.topics:
+        for partition in topic.partitions:
+            tp = TopicPartition(topic.name, partition.partition_index)
+            if cache.partition_state(tp.topic, tp.partition) is None:
+                unknown.add(tp)
+            else:
+                offsets[tp] = partition.offset
+    statuses = (await broker.replica_manager.delete_records(request.timeout_ms, offsets)
+                if offsets else {})
+    topics = []
+    for topic in request.topics:
+        results = []
+        for partition in topic.partitions:
+            tp = TopicPartition(topic.name, partition.partition_index)
+            if tp in unknown:
+                results.append(_PartitionResult(partition_index=tp.partition, low_watermark=-1,
+                                                error_code=UnknownTopicOrPartitionError.code))
+            else:
+                status = statuses[tp]
+                results.append(_PartitionResult(partition_index=tp.partition,
+                                                low_watermark=status.low_watermark,
+                                                error_code=status.error_code))
+        topics.append(_TopicResult(name=topic.name, partitions=results))
+    return _RESPONSE(throttle_time_ms=0, topics=topics)

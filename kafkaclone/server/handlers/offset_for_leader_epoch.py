@@ -1,0 +1,49 @@
+"""OffsetForLeaderEpoch (key 23): the end offset of a leader epoch (Kafka 2.8's
+``KafkaApis.handleOffsetForLeaderEpochRequest``), as followers use it to find where their log
+diverges from the leader's (KIP-101, KIP-279) and consumers to detect truncation (KIP-320).
+
+Per partition: the largest epoch <= the one asked for and the start offset of the next
+epoch (the log end offset for the latest epoch); -1/-1 for an epoch the log has no
+record of. Errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (only the leader
+answers), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against ``current_leader_epoch``
+(v2+), KAFKA_STORAGE_ERROR. A debugging client (replica id -2, v3+) may ask a follower.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import NONE, KafkaError
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.services import BrokerServices
+
+_RESPONSE = APIS[ApiKey.OFFSET_FOR_LEADER_EPOCH].response
+_TopicResult = _RESPONSE.structs["OffsetForLeaderTopicResult"]
+_EpochEndOffset = _RESPONSE.structs["EpochEndOffset"]
+
+DEBUGGING_REPLICA_ID: Final = -2
+
+
+@handler(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4))
+async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    fetch_only_from_leader = request.replica_id != DEBUGGING_REPLICA_ID
+    topics = []
+    for topic in request.topics:
+        results = []
+        for partition in topic.partitions:
+            tp = TopicPartition(topic.topic, partition.partition)
+            try:
+                epoch, end_offset = broker.replica_manager.last_offset_for_leader_epoch(
+                    tp, partition.current_leader_epoch, partition.leader_epoch,
+                    fetch_only_from_leader)
+                error = NONE
+            except KafkaError as exc:
+                epoch, end_offset, error = -1, -1, exc.code
+            results.append(_EpochEndOffset(error_code=error, partition=tp.partition,
+                                           leader_epoch=epoch, end_offset=end_offset))
+        topics.append(_TopicResult(topic=topic.topic, partitions=results))
+    return _RESPONSE(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,139 @@
+"""Produce (key 0): append record batches on partition leaders (Kafka 2.8's
+``KafkaApis.handleProduceRequest``).
+
+Versions 3-9 (magic 2 batches). Versions 0-2 carry legacy message sets (magic 0/1), which
+need conversion this broker does not do yet; they are not advertised.
+
+Per partition, as Kafka answers:
+
+- a topic or partition the cluster does not have: UNKNOWN_TOPIC_OR_PARTITION;
+- not exactly one magic 2 batch: INVALID_RECORD; a zstd batch before v7:
+  UNSUPPORTED_COMPRESSION_TYPE;
+- then the ReplicaManager's append (kafkaclone.server.replica_manager): NOT_LEADER_OR_FOLLOWER,
+  NOT_ENOUGH_REPLICAS, CORRUPT_MESSAGE (bad CRC; nothing is appended), MESSAGE_TOO_LARGE,
+  RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, and with acks=-1
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT;
+- acks other than 0, 1, -1: INVALID_REQUIRED_ACKS everywhere.
+
+acks=0 gets no response; if a partition failed the connection is closed instead, so the
+client refreshes its metadata (as Kafka does).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.network.socket_server import CloseConnection
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import (
+    NONE,
+    InvalidRecordError,
+    InvalidRequiredAcksError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+    UnsupportedCompressionTypeError,
+)
+from kafkaclone.protocol.records import Codec
+from kafkaclone.server.delayed.produce import ProducePartitionResult
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.services import BrokerServices
+
+log = logging.getLogger(__name__)
+
+_RESPONSE = APIS[ApiKey.PRODUCE].response
+_TopicResponse = _RESPONSE.structs["TopicProduceResponse"]
+_PartitionResponse = _RESPONSE.structs["PartitionProduceResponse"]
+
+_HEADER_SIZE_UP_TO_MAGIC: Final = 17
+_MAGIC_OFFSET: Final = 16
+_ATTRIBUTES_OFFSET: Final = 21
+_LOG_OVERHEAD: Final = 12
+
+
+def validate_records(version: int, records: Any) -> memoryview:
+    """Kafka's ProduceRequest.validateRecords: exactly one magic 2 batch (a trailing
+    partial batch is dropped, as Kafka's batch iterator drops it); the batch's bytes."""
+    view = memoryview(b"") if records is None else memoryview(records)
+    size = len(view)
+    first_size = (int.from_bytes(view[8:12], "big", signed=True) + _LOG_OVERHEAD
+                  if size >= _HEADER_SIZE_UP_TO_MAGIC else 0)
+    if size < _HEADER_SIZE_UP_TO_MAGIC or first_size > size or first_size < _LOG_OVERHEAD:
+        raise InvalidRecordError(
+            f"Produce requests with version {version} must have at least one record batch")
+    if view[_MAGIC_OFFSET] != 2:
+        raise InvalidRecordError(
+            f"Produce requests with version {version} are only allowed to contain record "
+            f"batches with magic version 2")
+    if (version < 7 and first_size > _ATTRIBUTES_OFFSET + 1
+            and view[_ATTRIBUTES_OFFSET + 1] & 0x07 == Codec.ZSTD):
+        raise UnsupportedCompressionTypeError(
+            f"Produce requests with version {version} are not allowed to use ZStandard "
+            f"compression")
+    rest = size - first_size
+    if rest >= _HEADER_SIZE_UP_TO_MAGIC:
+        second = int.from_bytes(view[first_size + 8:first_size + 12], "big", signed=True)
+        if second + _LOG_OVERHEAD <= rest:
+            raise InvalidRecordError(
+                f"Produce requests with version {version} are only allowed to contain "
+                f"exactly one record batch")
+    return view[:first_size] if rest else view
+
+
+def _partition_response(index: int, result: ProducePartitionResult) -> Any:
+    if result.error_code != NONE:
+        return _PartitionResponse(index=index, error_code=result.error_code, base_offset=-1,
+                                  log_append_time_ms=-1, log_start_offset=-1,
+                                  record_errors=[], error_message=result.error_message)
+    return _PartitionResponse(index=index, error_code=NONE, base_offset=result.base_offset,
+                              log_append_time_ms=result.log_append_time_ms,
+                              log_start_offset=result.log_start_offset, record_errors=[],
+                              error_message=None)
+
+
+@handler(ApiKey.PRODUCE, versions=(3, 9))
+async def handle_produce(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    version = ctx.api_version
+    cache = broker.metadata_cache
+    order: list[tuple[str, list[int]]] = []
+    results: dict[TopicPartition, ProducePartitionResult] = {}
+    entries: dict[TopicPartition, memoryview] = {}
+    for topic in request.topic_data:
+        indexes: list[int] = []
+        order.append((topic.name, indexes))
+        for data in topic.partition_data:
+            tp = TopicPartition(topic.name, data.index)
+            indexes.append(data.index)
+            if cache.partition_state(tp.topic, tp.partition) is None:
+                results[tp] = ProducePartitionResult(UnknownTopicOrPartitionError.code)
+                continue
+            try:
+                entries[tp] = validate_records(version, data.records)
+            except KafkaError as exc:
+                results[tp] = ProducePartitionResult(exc.code, error_message=exc.message)
+
+    acks = request.acks
+    if entries:
+        appended = await broker.replica_manager.append_records(
+            request.timeout_ms, acks, entries)
+        results.update(appended)
+    elif acks not in (0, 1, -1):
+        results = {tp: ProducePartitionResult(InvalidRequiredAcksError.code) for tp in results}
+
+    if acks == 0:
+        failed = [tp for tp, result in results.items() if result.error_code != NONE]
+        if failed:
+            raise CloseConnection(
+                f"Closing connection due to error during produce request with correlation id "
+                f"{ctx.correlation_id} from client id {ctx.client_id} with ack=0; errors on "
+                f"{', '.join(map(str, failed))}")
+        return None
+    return _RESPONSE(responses=[
+        _TopicResponse(name=name, partition_responses=[
+            _partition_response(index, results[TopicPartition(name, index)])
+            for index in indexes])
+        for name, indexes in order
+    ], throttle_time_ms=0)
