@@ -54,6 +54,7 @@ from kafkaclone.log.epoch_cache import LeaderEpochFileCache
 from kafkaclone.log.index import CorruptIndexError
 from kafkaclone.log.segment import LogSegment, log_file
 from kafkaclone.log.validator import (
+    IndexEntry,
     OffsetsOutOfOrderError,
     UnexpectedAppendOffsetError,
     analyze_records,
@@ -372,7 +373,7 @@ class Log:
         )
         if not analyzed.batches:
             return self._empty_append_info()
-        view, info = validate_and_assign_offsets(
+        view, info, entries = validate_and_assign_offsets(
             view,
             analyzed,
             next_offset=self._next_offset_metadata.message_offset,
@@ -384,7 +385,7 @@ class Log:
         self._check_append_size(len(view))
         if leader_epoch >= 0:
             self._maybe_assign_epoch_start_offset(leader_epoch, info.first_offset)
-        self._write(view, info, now)
+        self._write(view, info, now, entries)
         return info
 
     @_storage_errors
@@ -446,10 +447,11 @@ class Log:
         if latest is None or latest.epoch != epoch or start_offset < latest.start_offset:
             self.leader_epoch_cache.assign(epoch, start_offset)
 
-    def _write(self, view: memoryview, info: LogAppendInfo, now: int) -> None:
+    def _write(self, view: memoryview, info: LogAppendInfo, now: int,
+               entries: list[IndexEntry] | None = None) -> None:
         self._check_open()
         segment = self._maybe_roll(len(view), info, now)
-        segment.append(view)
+        segment.append(view, entries)
         end_offset = info.last_offset + 1
         self._next_offset_metadata = LogOffsetMetadata(end_offset, segment.base_offset,
                                                        segment.size)

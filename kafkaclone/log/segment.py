@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -184,20 +185,29 @@ class LogSegment:
 
     # -- append --
 
-    def append(self, records: bytes | bytearray | memoryview) -> None:
-        """Append whole batches (offsets already assigned) and index them. The batches are
-        written first, so a failed write leaves the indexes as they were."""
+    def append(self, records: bytes | bytearray | memoryview,
+               entries: Sequence[tuple[int, int, int, int]] | None = None) -> None:
+        """Append whole batches (offsets already assigned) and index them. ``entries``:
+        each batch's (position in ``records``, size, last offset, max timestamp) when the
+        caller has them already (the leader's append computed them while assigning
+        offsets); otherwise they are read from the batch headers. The batches are written
+        first, so a failed write leaves the indexes as they were."""
         if not records:
             return
-        batches = []  # (position in records, size, last offset, max timestamp)
-        position = 0
-        end = len(records)
-        unpack = _INDEX_FIELDS.unpack_from
-        while position < end:
-            base_offset, length, last_offset_delta, max_timestamp = unpack(records, position)
-            size = length + LOG_OVERHEAD
-            batches.append((position, size, base_offset + last_offset_delta, max_timestamp))
-            position += size
+        if entries:
+            batches = entries
+        else:
+            batches = []
+            position = 0
+            end = len(records)
+            unpack = _INDEX_FIELDS.unpack_from
+            while position < end:
+                base_offset, length, last_offset_delta, max_timestamp = unpack(records,
+                                                                               position)
+                size = length + LOG_OVERHEAD
+                batches.append((position, size, base_offset + last_offset_delta,
+                                max_timestamp))
+                position += size
         last_offset = batches[-1][2]
         if not self.can_convert_to_relative_offset(last_offset):
             raise ValueError(

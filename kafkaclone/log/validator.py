@@ -75,6 +75,11 @@ class UnexpectedAppendOffsetError(UnknownServerError):
         self.last_offset = last_offset
 
 
+IndexEntry = tuple[int, int, int, int]
+"""A batch as the segment indexes it: (position in the append, size, last offset, max
+timestamp)."""
+
+
 class AnalyzedRecords(NamedTuple):
     """The framing of an append: each batch's position and header, and the valid bytes."""
 
@@ -290,12 +295,13 @@ def validate_and_assign_offsets(
     now: int,
     config: LogConfig,
     log_start_offset: int,
-) -> tuple[memoryview, LogAppendInfo]:
+) -> tuple[memoryview, LogAppendInfo, list[IndexEntry]]:
     """Assign offsets from ``next_offset`` to batches that ``analyze_records`` checked
     with ``leader_config`` (recompressing first if compression.type says so).
 
     ``view`` must be writable. Returns the records to write (``view`` itself, or a new
-    buffer if batches were recompressed) and the append info.
+    buffer if batches were recompressed), the append info, and each batch's
+    (position, size, last offset, max timestamp) for the segment's indexes.
     """
     if config.compression_type != "producer" and any(
         target_codec(config, header) != header[5] & _COMPRESSION_CODEC_MASK
@@ -307,16 +313,24 @@ def validate_and_assign_offsets(
     offset = next_offset
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
+    entries: list[IndexEntry] = []
+    add_entry = entries.append
+    pack_offset = _INT64.pack_into
+    pack_epoch = _INT32.pack_into
     for position, header in analyzed.batches:
         last_offset = offset + header[6]
-        _INT64.pack_into(view, position, offset)
-        _INT32.pack_into(view, position + 12, leader_epoch)
+        size = header[1] + LOG_OVERHEAD
+        pack_offset(view, position, offset)
+        pack_epoch(view, position + 12, leader_epoch)
         if log_append_time:
-            size = header[1] + LOG_OVERHEAD
             RecordBatch(view[position : position + size]).set_max_timestamp(LOG_APPEND_TIME, now)
-        elif header[8] > max_timestamp:
-            max_timestamp = header[8]
-            offset_of_max_timestamp = last_offset
+            add_entry((position, size, last_offset, now))
+        else:
+            batch_max_timestamp = header[8]
+            add_entry((position, size, last_offset, batch_max_timestamp))
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp = batch_max_timestamp
+                offset_of_max_timestamp = last_offset
         offset = last_offset + 1
     if log_append_time:
         max_timestamp = now
@@ -334,7 +348,7 @@ def validate_and_assign_offsets(
         analyzed.valid_bytes,
         leader_epoch,  # last_leader_epoch
     )
-    return view, info
+    return view, info, entries
 
 
 def follower_append_info(analyzed: AnalyzedRecords, log_start_offset: int) -> LogAppendInfo:
