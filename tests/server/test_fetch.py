@@ -1,0 +1,253 @@
+"""Fetch through the dispatcher: consumers up to the high watermark, followers up to the log
+end offset (and what their fetches do on the leader: high watermark, ISR expand and
+shrink), KIP-74 byte limits, long polls, errors, fetch sessions, leader epochs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.protocol.api_keys import ApiKey
+from tests.server.data_path_helpers import (
+    DataPathBroker,
+    batch,
+    close_broker,
+    fetch_request,
+    fetched,
+    make_broker,
+    pending,
+    produce_request,
+    records_of,
+    settled,
+)
+
+NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 1, 3, 6
+FETCH_SESSION_ID_NOT_FOUND, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 70, 74, 75
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[DataPathBroker]:
+    b = make_broker(tmp_path)
+    yield b
+    close_broker(b)
+
+
+def produce(broker: DataPathBroker, topic: str, partition: int, *values: bytes) -> None:
+    response = broker.call(ApiKey.PRODUCE, 8, produce_request({(topic, partition): batch(*values)}))
+    assert response.responses[0].partition_responses[0].error_code == NONE
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_consumer_reads_up_to_the_high_watermark_follower_to_the_end(
+        broker: DataPathBroker, version: int) -> None:
+    broker.host("t", [0], replicas=(1, 2))
+    produce(broker, "t", 0, b"a", b"b")
+    consumer = fetched(broker.call(ApiKey.FETCH, version, fetch_request({("t", 0): 0})), "t", 0)
+    assert (consumer.error_code, consumer.high_watermark, records_of(consumer)) == (NONE, 0, [])
+    if version >= 5:
+        assert consumer.log_start_offset == 0
+    follower = fetched(broker.call(ApiKey.FETCH, version, fetch_request(
+        {("t", 0): 0}, replica_id=2, log_start_offset=0)), "t", 0)
+    assert records_of(follower) == [(0, b"a"), (1, b"b")]
+    # The follower's next fetch says it has both: the high watermark moves (the follower
+    # learns it from its next fetch, as in Kafka: a read reports the state it read).
+    follower = fetched(broker.call(ApiKey.FETCH, version, fetch_request(
+        {("t", 0): 2}, replica_id=2, log_start_offset=0)), "t", 0)
+    assert records_of(follower) == [] and follower.high_watermark == 0
+    assert broker.log("t").high_watermark == 2
+    follower = fetched(broker.call(ApiKey.FETCH, version, fetch_request(
+        {("t", 0): 2}, replica_id=2, log_start_offset=0)), "t", 0)
+    assert follower.high_watermark == 2
+    consumer = fetched(broker.call(ApiKey.FETCH, version, fetch_request({("t", 0): 0})), "t", 0)
+    assert records_of(consumer) == [(0, b"a"), (1, b"b")]
+    assert consumer.high_watermark == 2
+    if version >= 4:
+        assert consumer.last_stable_offset == 2 and consumer.aborted_transactions is None
+
+
+def test_read_committed_reads_to_the_last_stable_offset(broker: DataPathBroker) -> None:
+    broker.host("t", [0])
+    produce(broker, "t", 0, b"a")
+    data = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0},
+                                                               isolation_level=1)), "t", 0)
+    assert data.last_stable_offset == 1 and data.aborted_transactions == []
+    assert records_of(data) == [(0, b"a")]
+
+
+def test_offset_out_of_range_and_unknown_partitions(broker: DataPathBroker) -> None:
+    broker.host("t", [0])
+    broker.host("f", [0], leader=2, replicas=(2, 1))
+    produce(broker, "t", 0, b"a")
+    produce(broker, "t", 0, b"b")
+    response = broker.call(ApiKey.FETCH, 11, fetch_request(
+        {("t", 0): 3, ("missing", 0): 0, ("f", 0): 0}))
+    beyond = fetched(response, "t", 0)
+    assert (beyond.error_code, beyond.high_watermark, beyond.log_start_offset) == (
+        OFFSET_OUT_OF_RANGE, -1, -1)
+    assert bytes(beyond.records or b"") == b""
+    assert fetched(response, "missing", 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert fetched(response, "f", 0).error_code == NOT_LEADER_OR_FOLLOWER
+    # At the log end offset exactly: no error, no data.
+    at_end = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 2})), "t", 0)
+    assert (at_end.error_code, records_of(at_end)) == (NONE, [])
+    # Below the log start offset (after DeleteRecords) is out of range too.
+    broker.log("t").delete_records_before(1)
+    below = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0})), "t", 0)
+    assert below.error_code == OFFSET_OUT_OF_RANGE
+    fine = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 1})), "t", 0)
+    assert (fine.log_start_offset, records_of(fine)) == (1, [(1, b"b")])
+
+
+def test_kip74_first_batch_whole_then_limits(broker: DataPathBroker) -> None:
+    broker.host("t", [0, 1])
+    for _ in range(3):
+        produce(broker, "t", 0, b"x" * 500)
+        produce(broker, "t", 1, b"y" * 500)
+    one_batch = len(batch(b"x" * 500))
+    # partition_max_bytes far below one batch: the first batch still comes whole, and the
+    # request limit is then used up, so partition 1 gets nothing.
+    response = broker.call(ApiKey.FETCH, 11, fetch_request(
+        {("t", 0): 0, ("t", 1): 0}, partition_max_bytes=10, max_bytes=10))
+    assert [o for o, _ in records_of(fetched(response, "t", 0))] == [0]
+    assert records_of(fetched(response, "t", 1)) == []
+    # Per-partition limits of two batches, a request limit of three.
+    response = broker.call(ApiKey.FETCH, 11, fetch_request(
+        {("t", 0): 0, ("t", 1): 0}, partition_max_bytes=2 * one_batch,
+        max_bytes=3 * one_batch))
+    assert [o for o, _ in records_of(fetched(response, "t", 0))] == [0, 1]
+    assert [o for o, _ in records_of(fetched(response, "t", 1))] == [0]
+
+
+def test_long_poll_woken_by_an_append(broker: DataPathBroker) -> None:
+    broker.host("t", [0])
+    waiting = broker.send(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, max_wait_ms=5000))
+    assert pending(waiting)
+    broker.advance_ms(100)
+    assert pending(waiting)
+    produce(broker, "t", 0, b"wake")
+    assert records_of(fetched(settled(waiting), "t", 0)) == [(0, b"wake")]
+
+
+def test_long_poll_expires_empty(broker: DataPathBroker) -> None:
+    broker.host("t", [0])
+    waiting = broker.send(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, max_wait_ms=500))
+    broker.advance_ms(499)
+    assert pending(waiting)
+    broker.advance_ms(2)
+    data = fetched(settled(waiting), "t", 0)
+    assert (data.error_code, records_of(data)) == (NONE, [])
+    assert broker.replica_manager.delayed_fetch.delayed == 0
+
+
+def test_long_poll_min_bytes(broker: DataPathBroker) -> None:
+    broker.host("t", [0])
+    size = len(batch(b"z" * 100))
+    waiting = broker.send(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, max_wait_ms=5000,
+                                                          min_bytes=2 * size + 1))
+    produce(broker, "t", 0, b"z" * 100)
+    produce(broker, "t", 0, b"z" * 100)
+    assert pending(waiting)
+    produce(broker, "t", 0, b"z" * 100)
+    assert [o for o, _ in records_of(fetched(settled(waiting), "t", 0))] == [0, 1, 2]
+
+
+def test_consumer_long_poll_woken_by_the_high_watermark(broker: DataPathBroker) -> None:
+    broker.host("t", [0], replicas=(1, 2))
+    waiting = broker.send(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, max_wait_ms=5000))
+    produce(broker, "t", 0, b"a")
+    assert pending(waiting)  # not committed yet
+    broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 1}, replica_id=2))
+    assert records_of(fetched(settled(waiting), "t", 0)) == [(0, b"a")]
+
+
+def test_follower_long_poll_and_leader_change(broker: DataPathBroker) -> None:
+    broker.host("t", [0], replicas=(1, 2))
+    waiting = broker.send(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, replica_id=2,
+                                                          max_wait_ms=5000))
+    assert pending(waiting)
+    broker.host("t", [0], leader=2, replicas=(1, 2), leader_epoch=1)
+    assert fetched(settled(waiting), "t", 0).error_code == NOT_LEADER_OR_FOLLOWER
+
+
+def test_fetch_sessions(broker: DataPathBroker) -> None:
+    broker.host("t", [0])
+    produce(broker, "t", 0, b"a")
+    incremental = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, session_id=77,
+                                                              session_epoch=3))
+    assert (incremental.error_code, incremental.responses) == (FETCH_SESSION_ID_NOT_FOUND, [])
+    full = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, session_epoch=0))
+    assert (full.error_code, full.session_id) == (NONE, 0)
+    assert records_of(fetched(full, "t", 0)) == [(0, b"a")]
+
+
+def test_leader_epoch_fencing(broker: DataPathBroker) -> None:
+    broker.host("t", [0], leader_epoch=5)
+    produce(broker, "t", 0, b"a")
+    for epoch, code in ((4, FENCED_LEADER_EPOCH), (6, UNKNOWN_LEADER_EPOCH), (5, NONE),
+                        (-1, NONE)):
+        data = fetched(broker.call(ApiKey.FETCH, 11, fetch_request(
+            {("t", 0): 0}, current_leader_epoch=epoch)), "t", 0)
+        assert data.error_code == code, epoch
+
+
+def test_diverging_epoch_for_a_follower(broker: DataPathBroker) -> None:
+    broker.host("t", [0], replicas=(1, 2), leader_epoch=0)
+    produce(broker, "t", 0, b"a", b"b")
+    broker.host("t", [0], replicas=(1, 2), leader_epoch=3)
+    produce(broker, "t", 0, b"c")
+    # The follower claims epoch 2 up to offset 3; the leader has epoch 0 ending at 2.
+    data = fetched(broker.call(ApiKey.FETCH, 12, fetch_request(
+        {("t", 0): 3}, replica_id=2, last_fetched_epoch=2)), "t", 0)
+    assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (0, 2)
+    assert records_of(data) == []
+    same = fetched(broker.call(ApiKey.FETCH, 12, fetch_request(
+        {("t", 0): 2}, replica_id=2, last_fetched_epoch=0)), "t", 0)
+    assert same.diverging_epoch.epoch == -1 and [o for o, _ in records_of(same)] == [2]
+
+
+def test_isr_expands_when_a_follower_catches_up_and_shrinks_when_it_lags(
+        broker: DataPathBroker) -> None:
+    broker.host("t", [0], replicas=(1, 2, 3), isr=(1, 2))
+    partition = broker.replica_manager.get_partition(TopicPartition("t", 0))
+    assert partition is not None
+    produce(broker, "t", 0, b"a", b"b")
+    broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 2}, replica_id=2))
+    assert broker.log("t").high_watermark == 2 and partition.isr == (1, 2)
+    broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 1}, replica_id=3))
+    assert partition.isr == (1, 2)  # below the high watermark: not in sync yet
+    broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 2}, replica_id=3))
+    assert partition.isr == (1, 2, 3)
+    # Replica 2 keeps fetching at the end; 3 stops. New data; after the lag time 3 leaves.
+    produce(broker, "t", 0, b"c")
+    broker.advance_ms(6_000)
+    broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 3}, replica_id=2))
+    broker.replica_manager.maybe_shrink_isr()
+    assert partition.isr == (1, 2, 3)
+    broker.advance_ms(6_000)
+    broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 3}, replica_id=2))
+    broker.replica_manager.maybe_shrink_isr()
+    assert partition.isr == (1, 2)
+    assert broker.log("t").high_watermark == 3
+
+
+def test_isr_expiry_runs_on_the_clock(broker: DataPathBroker) -> None:
+    broker.host("t", [0], replicas=(1, 2))
+    partition = broker.replica_manager.get_partition(TopicPartition("t", 0))
+    assert partition is not None
+    produce(broker, "t", 0, b"a")
+    broker.advance_ms(10_000)
+    assert partition.isr == (1, 2)
+    broker.advance_ms(5_001)  # the task runs every replica.lag.time.max.ms / 2
+    assert partition.isr == (1,)
+
+
+def test_fetch_from_a_non_replica_returns_no_records(broker: DataPathBroker) -> None:
+    broker.host("t", [0], replicas=(1, 2))
+    produce(broker, "t", 0, b"a")
+    data = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, replica_id=9)),
+                   "t", 0)
+    assert (data.error_code, records_of(data)) == (NONE, [])
+    assert broker.log("t").high_watermark == 0
