@@ -31,10 +31,11 @@ from kafkaclone.log.common import (
 )
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.epoch_cache import LeaderEpochFileCache
-from kafkaclone.log.file_records import FileRecords, whole_batches_length
+from kafkaclone.log.file_records import BatchHeader, FileRecords, whole_batches_length
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kafkaclone.protocol.errors import CorruptMessageError, InvalidRecordError
-from kafkaclone.protocol.records import LOG_OVERHEAD, RecordBatch
+from kafkaclone.protocol.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
+from kafkaclone.protocol.records.record import read_varint, read_varlong
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,11 @@ _NO_PARTITION_LEADER_EPOCH: Final = -1
 # baseOffset, batchLength, lastOffsetDelta, maxTimestamp: what indexing needs of a header.
 _INDEX_FIELDS: Final = struct.Struct(">qi11xi8xq")
 _EMPTY: Final = memoryview(b"")
+_COMPRESSION_CODEC_MASK: Final = 0x07
+_TIMESTAMP_TYPE_MASK: Final = 0x08
+_FIRST_RECORD_PREFIX: Final = 21
+"""Enough bytes for a record's length (varint), attributes, timestamp delta (varlong) and
+offset delta (varint)."""
 
 
 class LogOffsetPosition(NamedTuple):
@@ -292,6 +298,10 @@ class LogSegment:
         for batch_position, header in self.log.iter_headers(position):
             if header[8] < timestamp or header[0] + header[6] < starting_offset:
                 continue
+            if header[0] >= starting_offset and not header[5] & _COMPRESSION_CODEC_MASK:
+                found = self._first_record_if_at_or_after(batch_position, header, timestamp)
+                if found is not None:
+                    return found
             batch = RecordBatch(self.log.read(batch_position, header[1] + LOG_OVERHEAD))
             for record in batch.records():
                 record_timestamp = batch.timestamp_of(record)
@@ -304,6 +314,43 @@ class LogSegment:
                         None if epoch == _NO_PARTITION_LEADER_EPOCH else epoch,
                     )
         return None
+
+    def _first_record_if_at_or_after(self, position: int, header: BatchHeader,
+                                     timestamp: int) -> TimestampAndOffset | None:
+        """The first record of an uncompressed batch, if its timestamp is >= the target:
+        read from its first bytes (length, attributes, timestamp and offset deltas) without
+        reading or decoding the whole batch (the usual case of a lookup landing on a batch
+        boundary). None when it does not qualify or does not parse; the caller then decodes
+        the batch."""
+        head = self.log.read(position + RECORD_BATCH_OVERHEAD, _FIRST_RECORD_PREFIX)
+        try:
+            # The length: skipped (one or two bytes inline, longer through read_varint).
+            if head[0] < 0x80:
+                pos = 1
+            elif head[1] < 0x80:
+                pos = 2
+            else:
+                _, pos = read_varint(head, 0)
+            pos += 1  # attributes
+            b = head[pos]
+            if b < 0x80:
+                timestamp_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                timestamp_delta, pos = read_varlong(head, pos)
+            b = head[pos]
+            offset_delta = (b >> 1) ^ -(b & 1) if b < 0x80 else read_varint(head, pos)[0]
+        except (InvalidRecordError, IndexError):
+            return None
+        if header[5] & _TIMESTAMP_TYPE_MASK:
+            record_timestamp = header[8]  # LogAppendTime: every record has the batch's
+        else:
+            record_timestamp = header[7] + timestamp_delta
+        if record_timestamp < timestamp or offset_delta != 0:
+            return None
+        epoch = header[2]
+        return TimestampAndOffset(record_timestamp, header[0],
+                                  None if epoch == _NO_PARTITION_LEADER_EPOCH else epoch)
 
     # -- rolling --
 

@@ -354,3 +354,49 @@ def test_offset_metadata(open_log: LogFactory) -> None:
     assert len(empty.records) == 0 and empty.fetch_offset_metadata == (6, 4, size)
     with pytest.raises(OffsetOutOfRangeError):
         log.convert_to_offset_metadata(11)
+
+
+@pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4])
+@pytest.mark.parametrize("append_time", [False, True])
+def test_fetch_offset_by_timestamp_agrees_with_a_full_scan(
+        open_log: LogFactory, codec: Codec, append_time: bool) -> None:
+    """Timestamps rising, falling and repeating inside batches, records of 1 and 2-byte
+    lengths, targets on and between batch boundaries, a log start offset inside a batch:
+    the lookup answers what reading every record answers."""
+    import random
+
+    from kafkaclone.protocol.records import build_record_batch
+
+    rng = random.Random(7)
+    props = {"segment.bytes": 4000, "index.interval.bytes": 200}
+    if append_time:
+        props["message.timestamp.type"] = "LogAppendTime"
+    log = open_log(props)
+    for b in range(40):
+        records = []
+        for r in range(rng.randint(1, 6)):
+            ts = T0 + b * 50 + rng.randint(-30, 30) + (r * 7 if b % 3 else -r * 5)
+            records.append((b"k", b"v" * rng.choice([3, 90]), None, ts))
+        log.append(build_record_batch(records, codec=codec), leader_epoch=b // 10)
+    log.update_high_watermark(log.log_end_offset)
+    log.delete_records_before(5)
+    assert log.num_segments > 1
+
+    every: list[tuple[int, int]] = []  # (offset, timestamp) of every record, read back
+    position = log.log_start_offset
+    while position < log.log_end_offset:
+        for batch in batches_of(log.read(position, 10**7).records):
+            every += [(batch.offset_of(r), batch.timestamp_of(r)) for r in batch.records()]
+            position = batch.last_offset + 1
+    assert [o for o, _ in every][-1] == log.log_end_offset - 1
+
+    def scan(target: int) -> tuple[int, int] | None:
+        for offset, ts in every:
+            if offset >= log.log_start_offset and ts >= target:
+                return ts, offset
+        return None
+
+    for target in [T0 - 100, *range(T0 - 40, T0 + 2050, 13), T0 + 5000]:
+        found = log.fetch_offset_by_timestamp(target)
+        expected = scan(target)
+        assert (None if found is None else (found.timestamp, found.offset)) == expected, target
