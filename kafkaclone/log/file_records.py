@@ -29,6 +29,8 @@ _CRC_START: Final = 21  # the CRC covers the batch from its attributes on
 
 HEADER_SCAN_CHUNK: Final = 8 * 1024
 """Bytes read at a time when only batch headers are needed (an index gap is ~4 KiB)."""
+HEADER_SCAN_FIRST: Final = 1024
+"""A header scan's first read; batches this large or larger are scanned header by header."""
 BATCH_SCAN_CHUNK: Final = 4 * 1024 * 1024
 """Bytes read at a time when whole batches are needed (recovery)."""
 
@@ -170,10 +172,13 @@ class FileRecords:
         position = start
         chunk = b""
         chunk_start = start
+        # Read a little first; then a chunk of headers while batches are small, or just the
+        # next header once they are large (a chunk would hold only one).
+        want = HEADER_SCAN_FIRST
         while position + RECORD_BATCH_OVERHEAD <= limit:
             offset = position - chunk_start
             if offset + RECORD_BATCH_OVERHEAD > len(chunk):
-                chunk = os.pread(self._fd, min(HEADER_SCAN_CHUNK, limit - position), position)
+                chunk = os.pread(self._fd, min(want, limit - position), position)
                 chunk_start = position
                 offset = 0
                 if len(chunk) < RECORD_BATCH_OVERHEAD:
@@ -184,6 +189,7 @@ class FileRecords:
                 return
             yield position, header
             position += size
+            want = RECORD_BATCH_OVERHEAD if size >= HEADER_SCAN_FIRST else HEADER_SCAN_CHUNK
 
     def iter_batches(self, start: int = 0) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """(position, header, bytes) of each whole batch from ``start``, read in large
