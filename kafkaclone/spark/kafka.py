@@ -1,0 +1,342 @@
+"""The cluster side of the "kafkaclone" Spark source and sink, through kafkaclone.clients:
+the driver's offset lookups, an executor's read of one offset range (column-wise, into
+Arrow record batches) and an executor's writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.protocol.records.columnar import RecordColumns, decode_columns
+from kafkaclone.spark.offsets import OffsetRange, PartitionOffsets, report_data_loss
+from kafkaclone.spark.options import ReaderOptions, TopicPartition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+logger = logging.getLogger(__name__)
+
+METADATA_TIMEOUT_S: Final = 30.0
+EXECUTOR_FETCH_DEFAULTS: Final = {
+    # Bigger fetches than the client's defaults: a task reads one partition sequentially.
+    "max.partition.fetch.bytes": str(8 * 1024 * 1024),
+    "fetch.max.bytes": str(64 * 1024 * 1024),
+}
+
+
+def _clients() -> Any:
+    import kafkaclone.clients as clients
+
+    return clients
+
+
+class ClusterOffsets:
+    """The driver's view of the cluster (an ``OffsetSource``): one consumer, no group,
+    used for metadata, watermarks and timestamp lookups, each retried
+    ``fetchOffset.numRetries`` times."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self._options = options
+        self._consumer: Any = None
+
+    def _get(self) -> Any:
+        if self._consumer is None:
+            self._consumer = _clients().Consumer(self._options.consumer_config())
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            finally:
+                self._consumer = None
+
+    def _retrying(self, what: str, call: Any) -> Any:
+        attempts = self._options.fetch_offset_num_retries + 1
+        for attempt in range(attempts):
+            try:
+                return call(self._get())
+            except (KafkaError, OSError) as exc:
+                if attempt + 1 == attempts:
+                    raise
+                logger.warning("%s failed (%s), retrying", what, exc)
+                self.close()
+                time.sleep(self._options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
+
+    def topic_partitions(self) -> dict[str, int]:
+        def call(consumer: Any) -> dict[str, int]:
+            metadata = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+            out = {}
+            for name, topic in metadata.topics.items():
+                if getattr(topic, "error", None) is not None or name.startswith("__"):
+                    continue
+                out[name] = len(topic.partitions)
+            return out
+
+        result: dict[str, int] = self._retrying("listing topics", call)
+        return result
+
+    def _watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
+        clients = _clients()
+
+        def call(consumer: Any) -> dict[TopicPartition, Any]:
+            return {
+                (t, p): consumer.get_watermark_offsets(
+                    clients.TopicPartition(t, p), timeout=METADATA_TIMEOUT_S
+                )
+                for t, p in partitions
+            }
+
+        result: dict[TopicPartition, Any] = self._retrying("fetching offsets", call)
+        return result
+
+    def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
+        return {tp: int(low) for tp, (low, _high) in self._watermarks(partitions).items()}
+
+    def latest_offsets(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
+        return {tp: int(high) for tp, (_low, high) in self._watermarks(partitions).items()}
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        clients = _clients()
+        query = [clients.TopicPartition(t, p, ts) for (t, p), ts in timestamps.items()]
+
+        def call(consumer: Any) -> dict[TopicPartition, int | None]:
+            found = consumer.offsets_for_times(query, timeout=METADATA_TIMEOUT_S)
+            return {
+                (tp.topic, tp.partition): (None if tp.offset is None or tp.offset < 0
+                                           else int(tp.offset))
+                for tp in found
+            }
+
+        result: dict[TopicPartition, int | None] = self._retrying("looking up timestamps", call)
+        return result
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` for ``group`` (the query's progress, for monitoring)."""
+        clients = _clients()
+        conf = dict(self._options.consumer_config())
+        conf["group.id"] = group
+        consumer = clients.Consumer(conf)
+        try:
+            consumer.commit(
+                offsets=[clients.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                asynchronous=False,
+            )
+        finally:
+            consumer.close()
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    import pyarrow
+
+    from kafkaclone.protocol.records.columnar import header_arrow_type
+
+    fields = [
+        pyarrow.field("key", pyarrow.binary()),
+        pyarrow.field("value", pyarrow.binary()),
+        pyarrow.field("topic", pyarrow.string()),
+        pyarrow.field("partition", pyarrow.int32()),
+        pyarrow.field("offset", pyarrow.int64()),
+        pyarrow.field("timestamp", pyarrow.timestamp("us", tz="UTC")),
+        pyarrow.field("timestampType", pyarrow.int32()),
+    ]
+    if include_headers:
+        fields.append(pyarrow.field("headers", header_arrow_type()))
+    return pyarrow.schema(fields)
+
+
+def to_record_batch(
+    columns: RecordColumns, topic: str, partition: int, schema: pa.Schema
+) -> pa.RecordBatch:
+    """Spark's Kafka schema as one Arrow record batch."""
+    import numpy
+    import pyarrow
+
+    include_headers = "headers" in schema.names
+    arrays = columns.to_arrow(include_headers=include_headers)
+    n = columns.count
+    name = topic.encode("utf-8")
+    topic_array = pyarrow.Array.from_buffers(
+        pyarrow.string(),
+        n,
+        [
+            None,
+            pyarrow.py_buffer(numpy.arange(n + 1, dtype=numpy.int32) * len(name)),
+            pyarrow.py_buffer(name * n),
+        ],
+    )
+    partition_array = pyarrow.array(numpy.full(n, partition, dtype=numpy.int32))
+    ordered = [
+        arrays["key"],
+        arrays["value"],
+        topic_array,
+        partition_array,
+        arrays["offset"],
+        arrays["timestamp"],
+        arrays["timestampType"],
+    ]
+    if include_headers:
+        ordered.append(arrays["headers"])
+    return pyarrow.RecordBatch.from_arrays(ordered, schema=schema)
+
+
+def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The records of ``offset_range``, exactly, as Arrow record batches (one per fetched
+    chunk), read with a consumer assigned to the one partition.
+
+    A retriable client error (a broker gone, a leader moved) closes the consumer and
+    starts a new one at the next offset to read, up to ``fetchOffset.numRetries`` times in
+    a row; no progress within ``kafkaConsumer.pollTimeoutMs`` is an error. Offsets below
+    the log start offset (deleted by retention) are data loss, reported per
+    ``failOnDataLoss``; gaps inside the log (compaction, transaction markers) are not.
+    """
+    clients = _clients()
+    topic, partition = offset_range.topic, offset_range.partition
+    until = offset_range.until_offset
+    position = offset_range.from_offset
+    schema = arrow_schema(options.include_headers)
+    conf = {**EXECUTOR_FETCH_DEFAULTS, **options.consumer_config()}
+    conf.setdefault("enable.auto.commit", "false")
+    conf.pop("group.id", None)
+    poll_timeout = options.poll_timeout_ms / 1000
+    consumer: Any = None
+    failures = 0
+    last_progress = time.monotonic()
+    try:
+        while position < until:
+            if consumer is None:
+                consumer = clients.Consumer(conf)
+                consumer.assign([clients.TopicPartition(topic, partition, position)])
+            try:
+                fetched = consumer.poll_raw(min(1.0, poll_timeout))
+            except (KafkaError, OSError) as exc:
+                retriable = getattr(exc, "retriable", True)
+                failures += 1
+                if not retriable or failures > options.fetch_offset_num_retries + 1:
+                    raise
+                logger.warning(
+                    "reading %s-%d at offset %d failed (%s), retrying with a new consumer",
+                    topic, partition, position, exc,
+                )
+                consumer.close()
+                consumer = None
+                time.sleep(max(options.fetch_offset_retry_interval_ms, 100) / 1000)
+                continue
+            progressed = False
+            for data in fetched:
+                if data.topic != topic or data.partition != partition:
+                    continue
+                columns = decode_columns(
+                    data.records,
+                    position,
+                    until,
+                    include_headers=options.include_headers,
+                )
+                if columns.count:
+                    yield to_record_batch(columns, topic, partition, schema)
+                if columns.next_offset is not None and columns.next_offset > position:
+                    position = columns.next_offset
+                    progressed = True
+                elif data.log_start_offset > position:
+                    report_data_loss(
+                        options.fail_on_data_loss,
+                        f"Cannot fetch offset {position} of {topic}-{partition}: the log "
+                        f"starts at {data.log_start_offset}",
+                    )
+                    position = min(data.log_start_offset, until)
+                    consumer.seek(clients.TopicPartition(topic, partition, position))
+                    progressed = True
+                elif data.high_watermark <= position < until and (
+                    time.monotonic() - last_progress > poll_timeout
+                ):
+                    report_data_loss(
+                        options.fail_on_data_loss,
+                        f"{topic}-{partition} ends at offset {data.high_watermark}, before "
+                        f"the end of the range to read ({until})",
+                    )
+                    return
+            if progressed:
+                failures = 0
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > poll_timeout:
+                raise TimeoutError(
+                    f"Cannot fetch records in [{position}, {until}) of {topic}-{partition} "
+                    f"within kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}"
+                )
+    finally:
+        if consumer is not None:
+            consumer.close()
+
+
+# -- writing ------------------------------------------------------------------------------
+
+
+class KafkaWriteError(RuntimeError):
+    """A record could not be written to the cluster."""
+
+
+def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
+    """Produce every row of ``batches`` (columns ``value`` and optional ``key``, ``topic``,
+    ``partition``, ``headers``, as Spark's Kafka sink takes them; strings are written as
+    UTF-8) and wait for every acknowledgement. Returns the number of records written;
+    the first delivery error is raised once all were tried."""
+    clients = _clients()
+    producer = clients.Producer(options.producer_config())
+    errors: list[str] = []
+    written = 0
+
+    def on_delivery(err: Any, _msg: Any = None) -> None:
+        if err is not None and len(errors) < 10:
+            errors.append(str(err))
+
+    try:
+        for batch in batches:
+            columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+            values = columns["value"]
+            keys = columns.get("key") or [None] * len(values)
+            partitions = columns.get("partition") or [None] * len(values)
+            topics = [options.topic] * len(values) if options.topic else columns.get("topic")
+            headers_column = columns.get("headers") if options.include_headers else None
+            for row, value in enumerate(values):
+                topic = topics[row] if topics is not None else None
+                if topic is None:
+                    raise KafkaWriteError(
+                        "Null topic present in the data. Use the topic option for setting "
+                        "a default topic."
+                    )
+                headers = None
+                if headers_column is not None and headers_column[row]:
+                    headers = [(h["key"], _to_bytes(h["value"])) for h in headers_column[row]]
+                producer.send(
+                    topic,
+                    _to_bytes(value),
+                    key=_to_bytes(keys[row]),
+                    partition=partitions[row],
+                    headers=headers,
+                    on_delivery=on_delivery,
+                )
+                written += 1
+        producer.flush()
+    finally:
+        producer.close()
+    if errors:
+        raise KafkaWriteError(f"{len(errors)} or more records were not written: {errors[0]}")
+    return written
+
+
+def _to_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
