@@ -230,7 +230,7 @@ def _binary_array(raw: bytes, data: pa.Buffer, starts: Any, lengths: Any, n: int
     # or shorter (zero past its end), else its first 4 bytes, buffer index 0, its start.
     views = numpy.zeros((n, 4), dtype="<u4")
     views[:, 0] = sizes
-    first = words[starts_np]
+    first = words[numpy.clip(starts_np, 0, len(words) - 1)]
     one = numpy.uint64(1)
     byte_masks = (one << (numpy.minimum(sizes, 7) * numpy.uint64(8))) - one
     first &= numpy.where(sizes >= 8, numpy.uint64((1 << 64) - 1), byte_masks)
@@ -240,7 +240,7 @@ def _binary_array(raw: bytes, data: pa.Buffer, starts: Any, lengths: Any, n: int
     tail_rows = numpy.flatnonzero(short & (sizes > 8))
     if len(tail_rows):
         tail_sizes = sizes[tail_rows] - numpy.uint64(8)
-        tail = words[starts_np[tail_rows] + 8]
+        tail = words[numpy.clip(starts_np[tail_rows] + 8, 0, len(words) - 1)]
         tail &= (numpy.uint64(1) << (tail_sizes * numpy.uint64(8))) - numpy.uint64(1)
         views[tail_rows, 3] = tail & numpy.uint64(0xFFFFFFFF)
     long_rows = ~short
@@ -504,10 +504,18 @@ def _varints(words: Any, pos: Any, max_bytes: int) -> tuple[Any, Any]:
     """Zigzag varints at positions ``pos``: ``(values int64, sizes)``, from one 8-byte
     gather per position (a second one for the rare 9- and 10-byte varlongs). A varint
     longer than ``max_bytes`` is InvalidRecordError."""
-    word = words.take(pos, mode="clip")  # a malformed record may point past the end
+    # A malformed record may point past the end: clip (``take`` would copy ``words``).
+    word = words[np.clip(pos, 0, len(words) - 1)]
     if not (word & np.uint64(0x80)).any():  # every varint one byte long
         value = (word & np.uint64(0x7F)).astype(np.int64)
         return (value >> 1) ^ -(value & 1), 1
+    if not ((word & np.uint64(0x8080)) == np.uint64(0x8080)).any():  # one or two bytes
+        low = word & np.uint64(0x7F)
+        continued = (word >> np.uint64(7)) & np.uint64(1)
+        high = ((word >> np.uint64(8)) & np.uint64(0x7F)) * continued
+        value = low | (high << np.uint64(7))
+        signed = value.astype(np.int64)
+        return (signed >> 1) ^ -(signed & 1), (continued + np.uint64(1)).astype(np.int64)
     stops = ~word & np.uint64(_CONTINUATION_BITS)
     long_rows = np.flatnonzero(stops == 0)
     stops[long_rows] = np.uint64(1 << 63)
