@@ -546,42 +546,45 @@ def _varints(words: Any, pos: Any, max_bytes: int) -> tuple[Any, Any]:
     return decoded, size
 
 
-def _find_record_starts(
-    data: bytes, raw: Any, at: int, end: int, count: int, starts: array.array[int]
-) -> None:
-    """Append the starts of the ``count`` records of the records section ``data[at:end]``
-    to ``starts``.
+def _find_record_starts(data: bytes, at: int, end: int, count: int, runs: _Runs) -> None:
+    """Add the starts of the ``count`` records of the records section ``data[at:end]`` to
+    ``runs``.
 
     Records of one size come in runs (a producer's records of one size differ only where
     a delta's varint grows a byte). At a record, the run that follows is guessed from its
-    length prefix and checked exactly with array operations: a record at a predicted start
-    that carries the same prefix has the same size, so the next prediction holds too. Where
-    sizes vary, records are stepped through one at a time, for longer stretches the more
-    often guessing fails. The lengths are checked again (at least 6, inside the batch) when
-    the fields are decoded.
+    length prefix and checked exactly: a record at a predicted start that carries the same
+    prefix has the same size, so the next prediction holds too. The prefix bytes at the
+    predicted starts are read with one strided slice per prefix byte, and the run is as
+    long as the slice's leading bytes equal the prefix (``lstrip``). Where sizes vary,
+    records are stepped through one at a time, for longer stretches the more often
+    guessing fails. The lengths are checked again (at least 6, inside the batch) when the
+    fields are decoded.
     """
     pos = at
     index = 0
     window = 64
     single_steps = 0
-    append = starts.append
+    starts, strides, counts = runs.starts, runs.strides, runs.counts
     try:
         while index < count:
             if single_steps:
                 stop = min(count, index + single_steps)
                 while index < stop:
-                    append(pos)
+                    starts.append(pos)
                     b = data[pos]
                     if b < 0x80:
-                        pos += 1 + ((b >> 1) ^ -(b & 1))
+                        size = 1 + ((b >> 1) ^ -(b & 1))
                     else:
                         b2 = data[pos + 1]
                         if b2 < 0x80:
                             two = (b & 0x7F) | (b2 << 7)
-                            pos += 2 + ((two >> 1) ^ -(two & 1))
+                            size = 2 + ((two >> 1) ^ -(two & 1))
                         else:
                             length, after = read_varint(data, pos)
-                            pos = after + length
+                            size = after - pos + length
+                    strides.append(size)
+                    counts.append(1)
+                    pos += size
                     index += 1
                 if not at <= pos <= end:
                     break
@@ -601,21 +604,18 @@ def _find_record_starts(
             if length < 6 or pos + stride > end:
                 break
             fit = min(count - index, (end - pos) // stride, window)
-            if fit > 4:
-                candidates = pos + stride * np.arange(fit, dtype=np.int64)
-                same = raw[candidates] == b
-                for k in range(1, prefix_size):
-                    same &= raw[candidates + k] == data[pos + k]
-                run = fit if same.all() else int(np.argmin(same))
-                starts.frombytes(candidates[:run].tobytes())
-                if run == window:
-                    window = min(window * 4, 1 << 20)
-                elif run < 4:
-                    single_steps = min(max(2 * single_steps, 32), 4096)
-                    window = 64
-            else:
-                run = 1
-                append(pos)
+            run = fit
+            for k in range(prefix_size):
+                column = data[pos + k : pos + k + fit * stride : stride]
+                run = min(run, fit - len(column.lstrip(data[pos + k : pos + k + 1])))
+            starts.append(pos)
+            strides.append(stride)
+            counts.append(run)
+            if run == window:
+                window = min(window * 4, 1 << 20)
+            elif run < 4 and fit > 4:
+                single_steps = min(max(2 * single_steps, 32), 4096)
+                window = 64
             index += run
             pos += run * stride
     except IndexError:
@@ -626,19 +626,38 @@ def _find_record_starts(
         raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
 
 
+@dataclass
+class _Runs:
+    """Record starts as runs: ``counts[i]`` records ``strides[i]`` bytes apart from
+    ``starts[i]``."""
+
+    starts: list[int] = field(default_factory=list)
+    strides: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+
+    def positions(self) -> Any:
+        counts = np.asarray(self.counts, dtype=np.int64)
+        total = int(counts.sum())
+        first_index = np.zeros(len(counts), dtype=np.int64)
+        np.cumsum(counts[:-1], out=first_index[1:])
+        step = np.arange(total, dtype=np.int64) - np.repeat(first_index, counts)
+        starts = np.repeat(np.asarray(self.starts, dtype=np.int64), counts)
+        return starts + step * np.repeat(np.asarray(self.strides, dtype=np.int64), counts)
+
+
 def _decode_numpy(batches: _Batches, start: int, end: int, include_headers: bool) -> RecordColumns:
     data = b"".join([*batches.pieces, bytes(_PAD)])
     raw = np.frombuffer(data, dtype=np.uint8)
     words = _words(raw)
-    starts_array = array.array("q")
+    runs = _Runs()
     payload_ends = []
     at = 0
     for piece, count in zip(batches.pieces, batches.counts, strict=True):
         piece_end = at + len(piece)
-        _find_record_starts(data, raw, at, piece_end, count, starts_array)
+        _find_record_starts(data, at, piece_end, count, runs)
         at = piece_end
         payload_ends.append(at)
-    starts = np.frombuffer(starts_array, dtype=np.int64)
+    starts = runs.positions()
     counts = np.asarray(batches.counts, dtype=np.int64)
     batch_of = np.repeat(np.arange(len(counts)), counts)
 
