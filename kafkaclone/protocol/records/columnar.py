@@ -32,8 +32,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from crc32c import crc32c
+
 from kafkaclone.protocol.errors import InvalidRecordError
 from kafkaclone.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -286,6 +289,12 @@ def _collect_batches(
     buf: BytesLike, start: int, end: int, check_crcs: bool, max_decompressed_size: int
 ) -> _Batches:
     out = _Batches()
+    pieces_append = out.pieces.append
+    base_offsets_append = out.base_offsets.append
+    base_timestamps_append = out.base_timestamps.append
+    log_append_times_append = out.log_append_times.append
+    timestamp_types_append = out.timestamp_types.append
+    counts_append = out.counts.append
     for batch in iter_batches(buf, allow_partial_tail=True):
         out.bytes_consumed += batch.size_in_bytes
         next_offset = batch.next_offset
@@ -306,30 +315,33 @@ def _collect_batches(
             )
             continue
         assert isinstance(batch, RecordBatch)
-        if batch.base_offset >= end:
+        # The header tuple iter_batches unpacked: (baseOffset, length, epoch, magic, crc,
+        # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, pid, epoch, seq, count)
+        header = batch._header
+        if header[0] >= end:
             continue
-        if check_crcs:
-            batch.ensure_valid()
-        attributes = batch.attributes
-        count = batch.records_count
+        if check_crcs and crc32c(batch.view[ATTRIBUTES_OFFSET:]) != header[4]:
+            batch.ensure_valid()  # raises with Kafka's message
+        attributes = header[5]
+        count = header[12]
         if attributes & CONTROL_FLAG_MASK or count == 0:
             continue
         if count < 0:
             raise InvalidRecordError(f"Found invalid record count {count} in magic v2 batch")
-        codec = Codec.from_id(attributes & 0x07)
         payload = batch.view[RECORD_BATCH_OVERHEAD:]
-        if codec is not Codec.NONE:
+        if attributes & 0x07:
+            codec = Codec.from_id(attributes & 0x07)
             payload = memoryview(decompress(codec, payload, max_size=max_decompressed_size))
-        out.pieces.append(payload)
-        out.base_offsets.append(batch.base_offset)
-        out.base_timestamps.append(batch.base_timestamp)
+        pieces_append(payload)
+        base_offsets_append(header[0])
+        base_timestamps_append(header[7])
         if attributes & TIMESTAMP_TYPE_MASK:
-            out.log_append_times.append(batch.max_timestamp)
-            out.timestamp_types.append(LOG_APPEND_TIME)
+            log_append_times_append(header[8])
+            timestamp_types_append(LOG_APPEND_TIME)
         else:
-            out.log_append_times.append(-1)
-            out.timestamp_types.append(CREATE_TIME)
-        out.counts.append(count)
+            log_append_times_append(-1)
+            timestamp_types_append(CREATE_TIME)
+        counts_append(count)
     return out
 
 
