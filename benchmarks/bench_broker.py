@@ -1,0 +1,339 @@
+"""Broker data path benchmark: prints numbers, asserts nothing.
+
+    .venv/bin/python benchmarks/bench_broker.py [--records 1000000] [--consume 2000000]
+        [--latency-seconds 10] [--only produce1,produce3,consume,latency] [--profile DIR]
+
+The issue's four benchmarks, each run against a local cluster (ZooKeeper + broker processes
+through kafkaclone.testing.LocalCluster) and, in the same run, against librdkafka's built-in
+mock cluster (``test.mock.num.brokers=3``), which has no broker cost at all, so the ratio
+says how close the broker comes to the client's own ceiling:
+
+1. ``produce1``: confluent-kafka producer, 100-byte records, linger.ms 5, batch.size 1 MiB,
+   no compression, acks=1, to a 6-partition topic on 1 broker;
+2. ``produce3``: the same with acks=all to a 6-partition RF 3 topic on 3 brokers with
+   min.insync.replicas=2;
+3. ``consume``: one confluent-kafka consumer reading ``--consume`` records (produced first)
+   from the 6 partitions of the 1-broker topic;
+4. ``latency``: end-to-end latency (producer send to consumer receive, in this process) at
+   10,000 msg/s for ``--latency-seconds``, RF 3, acks=all.
+
+``--profile DIR`` runs py-spy on the (first) broker during each broker run and writes the
+raw collapsed stacks plus a summary of the hottest functions to DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from kafkaclone.testing.cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parents[1]
+PARTITIONS = 6
+VALUE = b"x" * 100
+PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1 << 20, "compression.type": "none",
+                   "queue.buffering.max.messages": 2_000_000,
+                   "queue.buffering.max.kbytes": 2_000_000, "enable.idempotence": False}
+
+
+def create_topic(cluster: LocalCluster, name: str, replication_factor: int,
+                 configs: dict[str, str] | None = None) -> None:
+    args = [str(REPO / "scripts" / "kafka-topics.sh"), "--bootstrap-server",
+            cluster.bootstrap_servers, "--create", "--topic", name, "--partitions",
+            str(PARTITIONS), "--replication-factor", str(replication_factor)]
+    for key, value in (configs or {}).items():
+        args += ["--config", f"{key}={value}"]
+    subprocess.run(args, check=True, capture_output=True, timeout=60)
+    # Wait until the producer sees a leader for every partition.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        metadata = producer.list_topics(name, timeout=10)
+        topic = metadata.topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == PARTITIONS \
+                and all(p.leader >= 0 for p in topic.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"no leaders for {name}")
+
+
+def produce(bootstrap: dict[str, Any], topic: str, records: int, acks: str) -> float:
+    """records/s for ``records`` 100-byte records, from the first produce() to the last
+    delivery report."""
+    producer = Producer({**bootstrap, **PRODUCER_CONFIG, "acks": acks})
+    failures = 0
+
+    def delivered(err: Any, _msg: Any) -> None:
+        nonlocal failures
+        if err is not None:
+            failures += 1
+
+    # Warm up: metadata and connections.
+    producer.produce(topic, VALUE, on_delivery=delivered)
+    producer.flush(30)
+    start = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        if i & 0x3FFF == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if failures or remaining:
+        print(f"    ({failures} delivery failures, {remaining} undelivered)")
+    return records / elapsed
+
+
+def consume(bootstrap: dict[str, Any], topic: str, records: int) -> float:
+    consumer = Consumer({**bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 10 << 20,
+                         "queued.max.messages.kbytes": 1_000_000,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([CkTopicPartition(topic, p, 0)
+                     for p in range(_partition_count(consumer, topic))])
+    count = 0
+    start = None
+    deadline = time.monotonic() + 120
+    while count < records and time.monotonic() < deadline:
+        messages = consumer.consume(10_000, 1.0)
+        if messages and start is None:
+            start = time.perf_counter()
+        count += sum(1 for m in messages if m.error() is None)
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    consumer.close()
+    if count < records:
+        print(f"    (only {count} of {records} records consumed)")
+    return count / elapsed if elapsed > 0 else 0.0
+
+
+def _partition_count(client: Any, topic: str) -> int:
+    """The topic's partitions (the mock cluster auto-creates topics with 4)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = client.list_topics(topic, timeout=10).topics.get(topic)
+        if found is not None and found.error is None and found.partitions:
+            return len(found.partitions)
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {topic} has no partitions")
+
+
+def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 10_000
+            ) -> tuple[float, float, float, int]:
+    """p50, p99, max in ms and the count, producer send -> consumer receive."""
+    consumer = Consumer({**bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100, "fetch.error.backoff.ms": 10})
+    consumer.assign([CkTopicPartition(topic, p, -1)  # from the end
+                     for p in range(_partition_count(consumer, topic))])
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def receive() -> None:
+        while not stop.is_set():
+            for message in consumer.consume(1000, 0.1):
+                if message.error() is None and message.value():
+                    sent = int.from_bytes(message.value()[:8], "big")
+                    samples.append((time.perf_counter_ns() - sent) / 1e6)
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    time.sleep(3)  # the consumer's first fetches
+    producer = Producer({**bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": False})
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    sent = 0
+    total = int(seconds * rate)
+    while sent < total:
+        target = start + sent * interval
+        now = time.perf_counter()
+        if now < target:
+            time.sleep(min(target - now, 0.001))
+            continue
+        payload = time.perf_counter_ns().to_bytes(8, "big") + VALUE[8:]
+        producer.produce(topic, payload)
+        producer.poll(0)
+        sent += 1
+    producer.flush(60)
+    deadline = time.monotonic() + 30
+    while len(samples) < total and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    thread.join()
+    consumer.close()
+    if not samples:
+        return float("nan"), float("nan"), float("nan"), 0
+    samples.sort()
+    return (statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+            samples[-1], len(samples))
+
+
+@contextmanager
+def profiled(cluster: LocalCluster, name: str, directory: Path | None) -> Iterator[None]:
+    """py-spy record on broker 1 while the block runs (nothing without --profile)."""
+    if directory is None:
+        yield
+        return
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    directory.mkdir(parents=True, exist_ok=True)
+    raw = directory / f"{name}.txt"
+    pid = cluster.broker(1).pid
+    process = subprocess.Popen([pyspy, "record", "--pid", str(pid), "--format", "raw",
+                                "--output", str(raw), "--rate", "200", "--nonblocking"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1)
+    try:
+        yield
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if raw.exists():
+            (directory / f"{name}.summary.txt").write_text(summarize(raw))
+
+
+def summarize(raw: Path, top: int = 25) -> str:
+    """Self time and total time per function from py-spy's collapsed stacks."""
+    self_time: collections.Counter[str] = collections.Counter()
+    total_time: collections.Counter[str] = collections.Counter()
+    samples = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        samples += count
+        frames = stack.split(";")
+        self_time[_short(frames[-1])] += count
+        for frame in set(map(_short, frames)):
+            total_time[frame] += count
+    lines = [f"{samples} samples", "", "self %   function"]
+    lines += [f"{100 * c / samples:6.1f}   {f}" for f, c in self_time.most_common(top)]
+    lines += ["", "total %  function"]
+    lines += [f"{100 * c / samples:6.1f}   {f}" for f, c in total_time.most_common(top)]
+    return "\n".join(lines) + "\n"
+
+
+def _short(frame: str) -> str:
+    # "function (path/to/module.py:123)" -> "function (module.py)"
+    name, _, where = frame.partition(" (")
+    file = where.split(":")[0].rsplit("/", 1)[-1]
+    return f"{name} ({file})" if file else name
+
+
+def mock(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"test.mock.num.brokers": 3, **(extra or {})}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--consume", type=int, default=2_000_000)
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--only", default="produce1,produce3,consume,latency")
+    parser.add_argument("--profile", type=Path, default=None)
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+          f"records {args.records:,}, consume {args.consume:,}", flush=True)
+
+    if only & {"produce1", "consume"}:
+        with LocalCluster(1, overrides={"log.flush.interval.messages": "9223372036854775807"}
+                          ) as cluster:
+            create_topic(cluster, "bench1", 1)
+            bootstrap = {"bootstrap.servers": cluster.bootstrap_servers}
+            if "produce1" in only:
+                with profiled(cluster, "produce1", args.profile):
+                    ours = produce(bootstrap, "bench1", args.records, "1")
+                theirs = produce(mock(), "bench1", args.records, "1")
+                print(f"{'1 broker, acks=1':<46} {ours:>12,.0f} rec/s   mock {theirs:>12,.0f}"
+                      f" rec/s   ratio {ours / theirs:5.2f}   goal >= 1,000,000", flush=True)
+            if "consume" in only:
+                have = args.records + 1 if "produce1" in only else 0
+                if have < args.consume:
+                    produce(bootstrap, "bench1", args.consume - have, "1")
+                with profiled(cluster, "consume", args.profile):
+                    ours = consume(bootstrap, "bench1", args.consume)
+                theirs = _mock_consume(args.consume)
+                print(f"{'1 consumer, 6 partitions':<46} {ours:>12,.0f} rec/s   mock "
+                      f"{theirs:>12,.0f} rec/s   ratio {ours / theirs:5.2f}   "
+                      f"goal >= 1,000,000", flush=True)
+
+    if only & {"produce3", "latency"}:
+        with LocalCluster(3, overrides={"log.flush.interval.messages": "9223372036854775807"}
+                          ) as cluster:
+            create_topic(cluster, "bench3", 3, {"min.insync.replicas": "2"})
+            bootstrap = {"bootstrap.servers": cluster.bootstrap_servers}
+            if "produce3" in only:
+                with profiled(cluster, "produce3", args.profile):
+                    ours = produce(bootstrap, "bench3", args.records, "all")
+                theirs = produce(mock(), "bench3", args.records, "all")
+                print(f"{'3 brokers, RF 3, acks=all, min.insync 2':<46} {ours:>12,.0f} rec/s"
+                      f"   mock {theirs:>12,.0f} rec/s   ratio {ours / theirs:5.2f}   "
+                      f"goal >= 421,000", flush=True)
+            if "latency" in only:
+                create_topic(cluster, "latency", 3, {"min.insync.replicas": "2"})
+                with profiled(cluster, "latency", args.profile):
+                    p50, p99, worst, n = latency(bootstrap, "latency", args.latency_seconds)
+                m50, m99, _mock_worst, mn = latency(mock(), "latency", args.latency_seconds)
+                print(f"{'end-to-end latency, 10k msg/s, RF 3, acks=all':<46} p50 {p50:.2f} ms"
+                      f" p99 {p99:.2f} ms max {worst:.1f} ms ({n} msgs)   mock p50 {m50:.2f} "
+                      f"ms p99 {m99:.2f} ms ({mn} msgs)   goal p50 <= 2 ms, p99 <= 5 ms",
+                      flush=True)
+
+
+def _mock_consume(records: int) -> float:
+    """Produce ``records`` to a mock cluster, then consume what it kept. The mock cluster
+    lives as long as the client that created it (here the consumer; a producer joins it
+    through its bootstrap address), and it keeps only the newest segments of each partition
+    (some 40-60k records of this size), so the rate is measured over what it kept."""
+    consumer = Consumer({**mock(), "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 10 << 20,
+                         "queued.max.messages.kbytes": 1_000_000,
+                         "auto.offset.reset": "earliest"})
+    bootstrap = consumer.list_topics(timeout=10).orig_broker_name.split("/")[0]
+    produce({"bootstrap.servers": bootstrap}, "mockbench", records, "1")
+    assignment = []
+    available = 0
+    for p in range(_partition_count(consumer, "mockbench")):
+        low, high = consumer.get_watermark_offsets(CkTopicPartition("mockbench", p), timeout=10)
+        assignment.append(CkTopicPartition("mockbench", p, low))
+        available += high - low
+    consumer.assign(assignment)
+    count = 0
+    start = None
+    deadline = time.monotonic() + 120
+    while count < available and time.monotonic() < deadline:
+        messages = consumer.consume(10_000, 1.0)
+        if messages and start is None:
+            start = time.perf_counter()
+        count += sum(1 for m in messages if m.error() is None)
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    consumer.close()
+    print(f"    (mock cluster: {count:,} records consumed of the {available:,} it kept)")
+    return count / elapsed if elapsed > 0 else 0.0
+
+
+if __name__ == "__main__":
+    main()
