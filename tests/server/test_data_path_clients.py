@@ -10,6 +10,7 @@ acceptance run is ``benchmarks/acceptance_codecs.py``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import socket
@@ -38,8 +39,12 @@ REPLICATION_FACTOR = 1
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
+    # A longer ZooKeeper session than usual: the ISR test freezes a broker, whose
+    # registration must outlive replica.lag.time.max.ms.
     with LocalCluster(3, overrides={"num.partitions": str(PARTITIONS),
-                                    "default.replication.factor": "1"}) as local:
+                                    "default.replication.factor": "1",
+                                    "zookeeper.session.timeout.ms": "30000",
+                                    "replica.lag.time.max.ms": "4000"}) as local:
         yield local
 
 
@@ -315,3 +320,60 @@ def test_bad_input(cluster: LocalCluster) -> None:
         response = ask(conn, ApiKey.FETCH, _fetch_body(topic, 0, 0), 11)
         assert response.responses[0].partitions[0].high_watermark == 2
     assert cluster.broker(leader).running
+
+
+def test_leader_shrinks_the_isr_of_a_frozen_follower(cluster: LocalCluster) -> None:
+    """The leader drops a follower that stopped fetching from the ISR after
+    replica.lag.time.max.ms, in the partition state znode (a conditional write), announces
+    it under /isr_change_notification, and the controller's UpdateMetadata spreads it."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=cluster.zookeeper_connect, timeout=10.0)
+    zk.start(timeout=10)
+    try:
+        controller = json.loads(zk.get("/controller")[0])["brokerid"]
+        frozen = next(b for b in (1, 2, 3) if b != controller)
+        leader = next(b for b in (1, 2, 3) if b != frozen)
+        other = next(b for b in (1, 2, 3) if b not in (frozen, leader))
+        topic = "isr-shrink"
+        done = subprocess.run(
+            [str(_scripts() / "kafka-topics.sh"), "--bootstrap-server",
+             cluster.bootstrap_servers, "--create", "--topic", topic, "--replica-assignment",
+             f"{leader}:{frozen}:{other}"], capture_output=True, text=True, timeout=60, cwd="/")
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_for_leaders(cluster, topic, 1)
+        state_path = f"/brokers/topics/{topic}/partitions/0/state"
+        initial = json.loads(zk.get(state_path)[0])
+        assert initial["isr"] == [leader, frozen, other]
+        cluster.broker(frozen).suspend()
+        try:
+            with _connection_to(cluster, leader) as conn:
+                good = build_record_batch([(b"k", b"v")])
+                response = ask(conn, ApiKey.PRODUCE, _produce_body(topic, 0, good), 8)
+                assert _produce_error(response) == (0, 0)
+            deadline = time.monotonic() + 40
+            state = initial
+            version = zk.get(state_path)[1].version
+            while frozen in state["isr"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+                data, stat = zk.get(state_path)
+                state, version = json.loads(data), stat.version
+            assert frozen not in state["isr"] and leader in state["isr"]
+            assert state["leader"] == leader and state["leader_epoch"] == initial["leader_epoch"]
+            assert version > 0
+            # The controller saw the notification (and deleted it) and told the brokers.
+            deadline = time.monotonic() + 30
+            isr: list[int] = []
+            while time.monotonic() < deadline:
+                response = metadata(cluster, topic)
+                isr = list(response.topics[0].partitions[0].isr_nodes)
+                if frozen not in isr and not zk.get_children("/isr_change_notification"):
+                    break
+                time.sleep(0.2)
+            assert frozen not in isr and leader in isr
+            assert zk.get_children("/isr_change_notification") == []
+        finally:
+            cluster.broker(frozen).resume()
+    finally:
+        zk.stop()
+        zk.close()
