@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.protocol.errors import KafkaError, OffsetOutOfRangeError
 from kafkaclone.protocol.records.columnar import RecordColumns, decode_columns
 from kafkaclone.spark.offsets import OffsetRange, PartitionOffsets, report_data_loss
 from kafkaclone.spark.options import ReaderOptions, TopicPartition
@@ -219,6 +219,25 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                 consumer.assign([clients.TopicPartition(topic, partition, position)])
             try:
                 fetched = consumer.poll_raw(min(1.0, poll_timeout))
+            except OffsetOutOfRangeError:
+                low, high = consumer.get_watermark_offsets(
+                    clients.TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S
+                )
+                if position < low:
+                    report_data_loss(
+                        options.fail_on_data_loss,
+                        f"Cannot fetch offset {position} of {topic}-{partition}: the log "
+                        f"starts at {low}",
+                    )
+                    position = min(low, until)
+                    consumer.seek(clients.TopicPartition(topic, partition, position))
+                    continue
+                report_data_loss(
+                    options.fail_on_data_loss,
+                    f"{topic}-{partition} ends at offset {high}, before the end of the "
+                    f"range to read ({until})",
+                )
+                return
             except (KafkaError, OSError) as exc:
                 retriable = getattr(exc, "retriable", True)
                 failures += 1
@@ -236,6 +255,16 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
             for data in fetched:
                 if data.topic != topic or data.partition != partition:
                     continue
+                if data.log_start_offset > position:
+                    report_data_loss(
+                        options.fail_on_data_loss,
+                        f"Cannot fetch offset {position} of {topic}-{partition}: the log "
+                        f"starts at {data.log_start_offset}",
+                    )
+                    position = min(data.log_start_offset, until)
+                    consumer.seek(clients.TopicPartition(topic, partition, position))
+                    progressed = True
+                    continue
                 columns = decode_columns(
                     data.records,
                     position,
@@ -246,15 +275,6 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                     yield to_record_batch(columns, topic, partition, schema)
                 if columns.next_offset is not None and columns.next_offset > position:
                     position = columns.next_offset
-                    progressed = True
-                elif data.log_start_offset > position:
-                    report_data_loss(
-                        options.fail_on_data_loss,
-                        f"Cannot fetch offset {position} of {topic}-{partition}: the log "
-                        f"starts at {data.log_start_offset}",
-                    )
-                    position = min(data.log_start_offset, until)
-                    consumer.seek(clients.TopicPartition(topic, partition, position))
                     progressed = True
                 elif data.high_watermark <= position < until and (
                     time.monotonic() - last_progress > poll_timeout
