@@ -8,7 +8,7 @@ cd "$repo_root"
 # kcat: a real client the golden-frame tests capture live, beside confluent-kafka and
 # kafka-python; zookeeper: the real server (on the JRE it pulls in) the ZooKeeper tests start.
 export KAFKACLONE_APT_PACKAGES="kcat zookeeper"
-export KAFKACLONE_EXTRAS="test,dev"
+export KAFKACLONE_EXTRAS="test,dev,spark"
 bash scripts/setup-env.sh
 
 py="$repo_root/.venv/bin"

@@ -136,3 +136,21 @@ def test_writer_options() -> None:
     assert options.producer_config()["acks"] == "all"
     with pytest.raises(KafkaCloneOptionError, match=r"'value\.serializer' is not supported"):
         parse_writer_options({**BOOTSTRAP, "kafka.value.serializer": "x"})
+
+
+def test_the_package_installs_a_module_pyspark_finds_by_itself() -> None:
+    """PySpark's data source lookup imports every top-level ``pyspark_*`` module and
+    registers its ``DefaultSource``: ours is there and is the kafkaclone source."""
+    import importlib
+    import pkgutil
+
+    from pyspark.sql.datasource import DataSource
+
+    from kafkaclone.spark import data_source
+
+    names = [info.name for info in pkgutil.iter_modules() if info.name.startswith("pyspark_")]
+    assert "pyspark_kafkaclone" in names
+    module = importlib.import_module("pyspark_kafkaclone")
+    assert issubclass(module.DefaultSource, DataSource)
+    assert module.DefaultSource is data_source()
+    assert module.DefaultSource.name() == "kafkaclone"
