@@ -185,6 +185,27 @@ def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 1
             samples[-1], len(samples))
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of processes so far (from /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
+@contextmanager
+def broker_cpu(cluster: LocalCluster, what: str) -> Iterator[None]:
+    """Print the brokers' CPU use over the block (how busy the broker side was)."""
+    pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
+    before, started = cpu_seconds(pids), time.perf_counter()
+    yield
+    used, elapsed = cpu_seconds(pids) - before, time.perf_counter() - started
+    print(f"    ({what}: brokers used {used:.1f} CPU s in {elapsed:.1f} s, "
+          f"{100 * used / elapsed:.0f} % of one core)", flush=True)
+
+
 @contextmanager
 def profiled(cluster: LocalCluster, name: str, directory: Path | None) -> Iterator[None]:
     """py-spy record on broker 1 while the block runs (nothing without --profile)."""
@@ -264,7 +285,7 @@ def main() -> None:
             create_topic(cluster, "bench1", 1)
             bootstrap = {"bootstrap.servers": cluster.bootstrap_servers}
             if "produce1" in only:
-                with profiled(cluster, "produce1", args.profile):
+                with profiled(cluster, "produce1", args.profile), broker_cpu(cluster, "produce"):
                     ours = produce(bootstrap, "bench1", args.records, "1")
                 theirs = produce(mock(), "bench1", args.records, "1")
                 print(f"{'1 broker, acks=1':<46} {ours:>12,.0f} rec/s   mock {theirs:>12,.0f}"
@@ -273,7 +294,7 @@ def main() -> None:
                 have = args.records + 1 if "produce1" in only else 0
                 if have < args.consume:
                     produce(bootstrap, "bench1", args.consume - have, "1")
-                with profiled(cluster, "consume", args.profile):
+                with profiled(cluster, "consume", args.profile), broker_cpu(cluster, "consume"):
                     ours = consume(bootstrap, "bench1", args.consume)
                 theirs = _mock_consume(args.consume)
                 print(f"{'1 consumer, 6 partitions':<46} {ours:>12,.0f} rec/s   mock "
@@ -286,7 +307,7 @@ def main() -> None:
             create_topic(cluster, "bench3", 3, {"min.insync.replicas": "2"})
             bootstrap = {"bootstrap.servers": cluster.bootstrap_servers}
             if "produce3" in only:
-                with profiled(cluster, "produce3", args.profile):
+                with profiled(cluster, "produce3", args.profile), broker_cpu(cluster, "produce"):
                     ours = produce(bootstrap, "bench3", args.records, "all")
                 theirs = produce(mock(), "bench3", args.records, "all")
                 print(f"{'3 brokers, RF 3, acks=all, min.insync 2':<46} {ours:>12,.0f} rec/s"
@@ -294,7 +315,7 @@ def main() -> None:
                       f"goal >= 421,000", flush=True)
             if "latency" in only:
                 create_topic(cluster, "latency", 3, {"min.insync.replicas": "2"})
-                with profiled(cluster, "latency", args.profile):
+                with profiled(cluster, "latency", args.profile), broker_cpu(cluster, "latency"):
                     p50, p99, worst, n = latency(bootstrap, "latency", args.latency_seconds)
                 m50, m99, _mock_worst, mn = latency(mock(), "latency", args.latency_seconds)
                 print(f"{'end-to-end latency, 10k msg/s, RF 3, acks=all':<46} p50 {p50:.2f} ms"
