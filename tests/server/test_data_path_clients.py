@@ -66,8 +66,8 @@ def _scripts() -> Any:
     return Path(__file__).resolve().parents[2] / "scripts"
 
 
-def metadata(cluster: LocalCluster, topic: str) -> Any:
-    host, port = cluster.bootstrap_servers.split(",")[0].split(":")
+def metadata(cluster: LocalCluster, topic: str, broker_id: int = 1) -> Any:
+    host, port = cluster.broker(broker_id).bootstrap_server.split(":")
     request = api.APIS[ApiKey.METADATA].request
     with BrokerConnection(host, int(port)) as conn:
         return ask(conn, ApiKey.METADATA, request(
@@ -365,7 +365,7 @@ def test_leader_shrinks_the_isr_of_a_frozen_follower(cluster: LocalCluster) -> N
             deadline = time.monotonic() + 30
             isr: list[int] = []
             while time.monotonic() < deadline:
-                response = metadata(cluster, topic)
+                response = metadata(cluster, topic, leader)
                 isr = list(response.topics[0].partitions[0].isr_nodes)
                 if frozen not in isr and not zk.get_children("/isr_change_notification"):
                     break
