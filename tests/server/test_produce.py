@@ -251,3 +251,17 @@ def test_log_append_time(broker: DataPathBroker) -> None:
     stored = RecordBatch(bytes(data.records))
     assert stored.timestamp_type == 1 and stored.max_timestamp == broker.now_ms()
     assert stored.is_valid()
+
+
+def test_high_watermark_checkpointed_at_shutdown(tmp_path: Path) -> None:
+    from kafkaclone.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
+
+    b = make_broker(tmp_path)
+    b.host("t", [0], replicas=(1, 2))
+    b.call(ApiKey.PRODUCE, 8, produce_request({("t", 0): batch(b"a", b"b", b"c")}))
+    b.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 2}, replica_id=2))
+    assert b.log("t").high_watermark == 2
+    b.replica_manager.shutdown()
+    checkpoint = OffsetCheckpointFile(tmp_path / "logs" / REPLICATION_OFFSET_CHECKPOINT).read()
+    assert checkpoint[TopicPartition("t", 0)] == 2
+    b.log_manager.shutdown()
