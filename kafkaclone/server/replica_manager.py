@@ -92,6 +92,7 @@ from kafkaclone.server.delayed.produce import (
     ProducePartitionStatus,
 )
 from kafkaclone.server.delayed.purgatory import DelayedOperationPurgatory
+from kafkaclone.server.fetch_session import FetchSessionCache
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class ReplicaManagerConfig:
     replica_fetch_response_max_bytes: int = 10_485_760
     producer_purgatory_purge_interval_requests: int = 1000
     fetch_purgatory_purge_interval_requests: int = 1000
+    max_incremental_fetch_session_cache_slots: int = 1000
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ReplicaManagerConfig:
@@ -153,6 +155,8 @@ class ReplicaManagerConfig:
                 config.producer_purgatory_purge_interval_requests),
             fetch_purgatory_purge_interval_requests=(
                 config.fetch_purgatory_purge_interval_requests),
+            max_incremental_fetch_session_cache_slots=(
+                config.max_incremental_fetch_session_cache_slots),
         )
 
 
@@ -254,6 +258,8 @@ class ReplicaManager:
             "Fetch", clock, self.config.fetch_purgatory_purge_interval_requests)
         self.delayed_delete_records: DelayedOperationPurgatory[DelayedDeleteRecords] = (
             DelayedOperationPurgatory("DeleteRecords", clock))
+        self.fetch_sessions = FetchSessionCache(
+            self.config.max_incremental_fetch_session_cache_slots, clock)
         self._tasks: dict[str, Any] = {}
         self._running = False
         self.controller_epoch = INITIAL_CONTROLLER_EPOCH

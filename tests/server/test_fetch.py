@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from twisted.internet.task import Clock
 
 from kafkaclone.log.common import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from tests.server.data_path_helpers import (
+    FETCH,
     DataPathBroker,
     batch,
     close_broker,
@@ -25,7 +27,8 @@ from tests.server.data_path_helpers import (
 )
 
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 1, 3, 6
-FETCH_SESSION_ID_NOT_FOUND, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 70, 74, 75
+FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH = 70, 71
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
 
 
 @pytest.fixture
@@ -173,14 +176,65 @@ def test_follower_long_poll_and_leader_change(broker: DataPathBroker) -> None:
 
 
 def test_fetch_sessions(broker: DataPathBroker) -> None:
-    broker.host("t", [0])
+    broker.host("t", [0, 1, 2])
     produce(broker, "t", 0, b"a")
-    incremental = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, session_id=77,
-                                                              session_epoch=3))
-    assert (incremental.error_code, incremental.responses) == (FETCH_SESSION_ID_NOT_FOUND, [])
-    full = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, session_epoch=0))
-    assert (full.error_code, full.session_id) == (NONE, 0)
-    assert records_of(fetched(full, "t", 0)) == [(0, b"a")]
+    produce(broker, "t", 1, b"b")
+    unknown = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, session_id=77,
+                                                          session_epoch=3))
+    assert (unknown.error_code, unknown.responses) == (FETCH_SESSION_ID_NOT_FOUND, [])
+    sessionless = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}))
+    assert (sessionless.error_code, sessionless.session_id) == (NONE, 0)
+    assert len(broker.replica_manager.fetch_sessions) == 0
+    # A full fetch at epoch 0 creates a session and answers every partition.
+    full = broker.call(ApiKey.FETCH, 11, fetch_request(
+        {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}, session_epoch=0))
+    session_id = full.session_id
+    assert full.error_code == NONE and session_id != 0
+    assert [records_of(fetched(full, "t", p)) for p in range(3)] == [[(0, b"a")], [(0, b"b")], []]
+    # Incremental, epoch 1: partitions 0 and 1 moved on; nothing is new anywhere.
+    quiet = broker.call(ApiKey.FETCH, 11, fetch_request(
+        {("t", 0): 1, ("t", 1): 1}, session_id=session_id, session_epoch=1))
+    assert (quiet.error_code, quiet.session_id, quiet.responses) == (NONE, session_id, [])
+    # Epoch 2: new data on partition 2 (still at offset 0 in the session) is all it gets.
+    produce(broker, "t", 2, b"c")
+    news = broker.call(ApiKey.FETCH, 11, fetch_request({}, session_id=session_id,
+                                                       session_epoch=2))
+    assert [(t.topic, [p.partition_index for p in t.partitions]) for t in news.responses] == [
+        ("t", [2])]
+    assert records_of(fetched(news, "t", 2)) == [(0, b"c")]
+    # A stale epoch is refused; partition 1 forgotten, then the session closed (epoch -1).
+    stale = broker.call(ApiKey.FETCH, 11, fetch_request({}, session_id=session_id,
+                                                        session_epoch=2))
+    assert stale.error_code == INVALID_FETCH_SESSION_EPOCH
+    session = broker.replica_manager.fetch_sessions.get(session_id)
+    assert session is not None and set(session.partitions) == {
+        TopicPartition("t", p) for p in range(3)}
+    body = fetch_request({}, session_id=session_id, session_epoch=3)
+    body.forgotten_topics_data = [FETCH.structs["ForgottenTopic"](topic="t", partitions=[1])]
+    broker.call(ApiKey.FETCH, 11, body)
+    assert set(session.partitions) == {TopicPartition("t", 0), TopicPartition("t", 2)}
+    closing = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 1}, session_id=session_id,
+                                                          session_epoch=-1))
+    assert (closing.error_code, closing.session_id) == (NONE, 0)
+    assert len(broker.replica_manager.fetch_sessions) == 0
+
+
+def test_fetch_session_cache_is_bounded(tmp_path: Path) -> None:
+    from kafkaclone.server.fetch_session import CachedPartition, FetchSessionCache
+
+    clock = Clock()
+    cache = FetchSessionCache(2, clock, min_eviction_ms=1000)
+    parts: dict[TopicPartition, CachedPartition] = {}
+    first = cache.maybe_create(False, dict(parts))
+    second = cache.maybe_create(False, dict(parts))
+    assert 0 not in (first, second) and first != second
+    assert cache.maybe_create(False, dict(parts)) == 0  # full, nothing idle long enough
+    follower = cache.maybe_create(True, dict(parts))  # a follower evicts a client session
+    assert follower != 0 and len(cache) == 2 and first not in cache.sessions
+    clock.advance(2)
+    cache.get(follower)
+    third = cache.maybe_create(False, dict(parts))  # the idle client session goes
+    assert third != 0 and set(cache.sessions) == {follower, third}
 
 
 def test_leader_epoch_fencing(broker: DataPathBroker) -> None:

@@ -16,10 +16,10 @@ does not do yet; they are not advertised.
   (DelayedFetch), woken by appends and high watermark moves.
 - Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, KAFKA_STORAGE_ERROR.
-- Fetch sessions (KIP-227): full fetches are answered (session id 0: no incremental
-  session is created, as a broker whose session cache is full answers); an incremental
-  fetch (a non-zero session id) is FETCH_SESSION_ID_NOT_FOUND, and the client falls back to
-  full fetches.
+- Fetch sessions (KIP-227, kafkaclone.server.fetch_session): a full fetch at epoch 0
+  creates a session when the cache has room; incremental fetches name only what changed
+  and get only partitions with news. An unknown session is FETCH_SESSION_ID_NOT_FOUND, a
+  wrong epoch INVALID_FETCH_SESSION_EPOCH (top-level errors, no partitions).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from kafkaclone.cluster.partition import FetchIsolation
 from kafkaclone.log.common import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE, FetchSessionIdNotFoundError
+from kafkaclone.protocol.errors import NONE
 from kafkaclone.server.delayed.fetch import FetchParams, LogReadResult, PartitionFetchInfo
+from kafkaclone.server.fetch_session import new_context
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
@@ -86,10 +87,6 @@ def _partition_data(index: int, result: LogReadResult, isolation: FetchIsolation
 @handler(ApiKey.FETCH, versions=(4, 12))
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     broker: BrokerServices = ctx.broker
-    if request.session_id != INVALID_SESSION_ID:
-        # No incremental sessions are ever created here, so no session id is known.
-        return _RESPONSE(throttle_time_ms=0, error_code=FetchSessionIdNotFoundError.code,
-                         session_id=INVALID_SESSION_ID, responses=[])
     params = fetch_params(request, broker)
     infos = [
         (TopicPartition(topic.topic, p.partition),
@@ -97,7 +94,16 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                             p.current_leader_epoch, p.last_fetched_epoch))
         for topic in request.topics for p in topic.partitions
     ]
-    results = await broker.replica_manager.fetch_messages(params, infos)
+    forgotten = [TopicPartition(topic.topic, p) for topic in request.forgotten_topics_data or ()
+                 for p in topic.partitions]
+    sessions = broker.replica_manager.fetch_sessions
+    context = new_context(sessions, request.session_id, request.session_epoch, infos,
+                          forgotten, params.is_from_follower)
+    if context.error_code != NONE:
+        return _RESPONSE(throttle_time_ms=0, error_code=context.error_code,
+                         session_id=INVALID_SESSION_ID, responses=[])
+    results = await broker.replica_manager.fetch_messages(params, context.partitions)
+    session_id, results = context.respond(sessions, results)
     responses: list[Any] = []
     current_topic: str | None = None
     partitions: list[Any] = []
@@ -107,5 +113,5 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             responses.append(_TopicResponse(topic=tp.topic, partitions=partitions))
             current_topic = tp.topic
         partitions.append(_partition_data(tp.partition, result, params.isolation))
-    return _RESPONSE(throttle_time_ms=0, error_code=NONE, session_id=INVALID_SESSION_ID,
+    return _RESPONSE(throttle_time_ms=0, error_code=NONE, session_id=session_id,
                      responses=responses)
