@@ -82,7 +82,7 @@ def test_shutdown_completes_waiting_operations() -> None:
     for i, op in enumerate(ops):
         purgatory.try_complete_else_watch(op, [i, "shared"])
     purgatory.shutdown()
-    assert all(op.events == ["try", "complete"] for op in ops)
+    assert all(op.events == ["try", "expire", "complete"] for op in ops)
     assert not clock.getDelayedCalls()
 
 

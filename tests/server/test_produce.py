@@ -265,3 +265,12 @@ def test_high_watermark_checkpointed_at_shutdown(tmp_path: Path) -> None:
     checkpoint = OffsetCheckpointFile(tmp_path / "logs" / REPLICATION_OFFSET_CHECKPOINT).read()
     assert checkpoint[TopicPartition("t", 0)] == 2
     b.log_manager.shutdown()
+
+
+def test_shutdown_never_acknowledges_a_waiting_acks_all_produce(broker: DataPathBroker) -> None:
+    broker.host("t", [0], replicas=(1, 2))
+    waiting = broker.send(ApiKey.PRODUCE, 8, produce_request({("t", 0): batch(b"a")},
+                                                             acks=-1, timeout_ms=60_000))
+    assert pending(waiting)
+    broker.replica_manager.delayed_produce.shutdown()
+    assert produce_errors(settled(waiting)) == {("t", 0): REQUEST_TIMED_OUT}

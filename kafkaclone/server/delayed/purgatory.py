@@ -58,7 +58,6 @@ class DelayedOperation:
         return True
 
     def _expire(self) -> None:
-        self._timer = None
         if self.completed:
             return
         try:
@@ -166,8 +165,9 @@ class DelayedOperationPurgatory(Generic[Op]):
         return dropped
 
     def shutdown(self) -> None:
-        """Complete every waiting operation now (their answers go out as they stand)."""
+        """Expire every waiting operation now: it answers as at its timeout (an acks=-1
+        produce still waiting says REQUEST_TIMED_OUT, never success)."""
         pending = {id(op): op for ops in self._watchers.values() for op in ops}
         self._watchers.clear()
         for op in pending.values():
-            op.force_complete()
+            op._expire()
