@@ -11,7 +11,7 @@ does not do yet; they are not advertised.
   follower's replica.
 - KIP-74: the first batch is returned whole even above the limits; otherwise each partition
   gets at most its ``partition_max_bytes`` and the response at most ``max_bytes`` (capped
-  by ``fetch.max.bytes`` for consumers).
+  by ``fetch.max.bytes``).
 - Long polls: fewer than ``min_bytes`` readable waits up to ``max_wait_ms``
   (DelayedFetch), woken by appends and high watermark moves.
 - Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
@@ -52,15 +52,14 @@ def fetch_params(request: Any, broker: BrokerServices) -> FetchParams:
     replica_id = request.replica_id
     if replica_id >= 0:
         isolation = FetchIsolation.LOG_END
-        max_bytes = request.max_bytes
     else:
         isolation = (FetchIsolation.TXN_COMMITTED if request.isolation_level == READ_COMMITTED
                      else FetchIsolation.HIGH_WATERMARK)
-        max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
+    max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
     return FetchParams(
         replica_id=replica_id,
         max_wait_ms=request.max_wait_ms,
-        min_bytes=request.min_bytes,
+        min_bytes=min(request.min_bytes, max_bytes),
         max_bytes=max_bytes,
         isolation=isolation,
         fetch_only_from_leader=replica_id != DEBUGGING_CONSUMER_ID,
