@@ -243,6 +243,51 @@ def test_aiokafka_round_trip(cluster: LocalCluster, codec: str) -> None:
     assert asyncio.run(asyncio.wait_for(scenario(), 90)) == sent
 
 
+def test_topic_compression_and_log_append_time_seen_by_a_consumer(cluster: LocalCluster) -> None:
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
+
+    create_topic(cluster, "recompressed", partitions=1, replication_factor=REPLICATION_FACTOR,
+                 configs={"compression.type": "gzip"})
+    create_topic(cluster, "append-time", partitions=1, replication_factor=REPLICATION_FACTOR,
+                 configs={"message.timestamp.type": "LogAppendTime"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "compression.type": "lz4", "linger.ms": 5,
+                         "enable.idempotence": False})
+    values = [os.urandom(100) for _ in range(500)]
+    old = int(time.time() * 1000) - 3_600_000
+    for value in values:
+        producer.produce("recompressed", value, partition=0, timestamp=old)
+        producer.produce("append-time", value, partition=0, timestamp=old)
+    assert producer.flush(30) == 0
+    before = int(time.time() * 1000) - 60_000
+    for topic, expected_type in (("recompressed", TIMESTAMP_CREATE_TIME),
+                                 ("append-time", TIMESTAMP_LOG_APPEND_TIME)):
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                             "group.id": "ts-check", "enable.auto.commit": False})
+        consumer.assign([CkTopicPartition(topic, 0, 0)])
+        got: list[tuple[bytes, tuple[int, int]]] = []
+        deadline = time.monotonic() + 30
+        try:
+            while len(got) < len(values) and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    got.append((message.value(), message.timestamp()))
+        finally:
+            consumer.close()
+        assert [v for v, _ in got] == values
+        assert {ts_type for _, (ts_type, _) in got} == {expected_type}
+        if expected_type == TIMESTAMP_CREATE_TIME:
+            assert {ts for _, (_, ts) in got} == {old}
+        else:
+            assert all(ts >= before for _, (_, ts) in got)
+    # The stored batches of the recompressed topic are gzip (codec 1), whatever was sent.
+    leader = wait_for_leaders(cluster, "recompressed", 1)[0]
+    with _connection_to(cluster, leader) as conn:
+        response = ask(conn, ApiKey.FETCH, _fetch_body("recompressed", 0, 0), 11)
+    records = bytes(response.responses[0].partitions[0].records)
+    assert records[21 + 1] & 0x07 == 1
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 
