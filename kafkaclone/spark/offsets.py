@@ -213,7 +213,8 @@ def plan_ranges(
         if r.size < ideal:
             out.append(r)
             continue
-        parts = max(round(r.size / large_total * remaining_parts), 1)
+        # rounded half up, as Scala's Math.round (Python's round goes to even)
+        parts = max(math.floor(r.size / large_total * remaining_parts + 0.5), 1)
         out.extend(split_range(r, parts))
     return out
 

@@ -153,7 +153,9 @@ class KafkaCloneBatchReader(DataSourceReader):
         )
         return [KafkaInputPartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
+        if partition is None or partition.value is None:
+            return  # no ranges: Spark still runs one task, with an empty partition
         yield from kafka.read_range(self.options, partition.value)
 
 
@@ -262,7 +264,9 @@ class KafkaCloneStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         )
         return [KafkaInputPartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
+        if partition is None or partition.value is None:
+            return  # no ranges: Spark still runs one task, with an empty partition
         yield from kafka.read_range(self.options, partition.value)
 
     def commit(self, end: dict[str, Any]) -> None:
