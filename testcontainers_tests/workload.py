@@ -1,0 +1,220 @@
+"""What the scenarios do to the cluster from the test process, recorded in a History.
+
+``Writer`` produces distinct values (``<writer>-<n>``) with confluent-kafka from a thread,
+bounded in count and in time, and records each send and its outcome; ``drain`` reads every
+partition of a topic from the start to its high watermark and records every poll. The
+scenarios then ask ``History.check()`` what went wrong.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from kafkaclone.testing.history import History
+
+from .cluster import ContainerCluster, progress, wait_until
+
+# librdkafka logs every connection a fault breaks; the test only wants the outcomes.
+QUIET = {"log_level": 3}
+
+
+def create_topic(cluster: ContainerCluster, topic: str, partitions: int,
+                 replication_factor: int, config: Mapping[str, str] | None = None,
+                 timeout: float = 60) -> None:
+    """CreateTopics through the brokers, then wait until every partition has a leader
+    and its full ISR in ZooKeeper."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **QUIET})
+    futures = admin.create_topics(
+        [NewTopic(topic, partitions, replication_factor, config=dict(config or {}))],
+        request_timeout=30)
+    futures[topic].result(timeout=40)
+
+    def ready() -> bool:
+        for partition in range(partitions):
+            state = cluster.partition_state(topic, partition)
+            if state["leader"] < 0 or len(state["isr"]) < replication_factor:
+                return False
+        return True
+
+    wait_until(ready, timeout, f"every partition of {topic} with a leader and a full ISR")
+    progress(f"topic {topic}: {partitions} partitions, replication factor {replication_factor}")
+
+
+class Writer:
+    """A producer thread sending ``<name>-<n>`` values round robin over the partitions.
+
+    Stops after ``count`` values, after ``seconds``, or at ``stop()``; then waits (bounded by
+    the producer's own message timeout) for every outstanding acknowledgement. ``rate`` caps
+    the values sent per second (None: as fast as the producer's queue takes them)."""
+
+    def __init__(self, cluster: ContainerCluster, topic: str, partitions: int,
+                 history: History, *, name: str = "w1", count: int = 10_000,
+                 seconds: float = 60.0, rate: float | None = None,
+                 config: Mapping[str, Any] | None = None) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history
+        self.name = name
+        self.count = count
+        self.seconds = seconds
+        self.rate = rate
+        self.config: dict[str, Any] = {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "linger.ms": 5,
+            # One request in flight per partition: a retried batch cannot overtake the next.
+            "max.in.flight.requests.per.connection": 1,
+            "enable.idempotence": False,
+            "message.timeout.ms": 30_000,
+            "request.timeout.ms": 10_000,
+            "retry.backoff.ms": 200,
+            **QUIET,
+            **(config or {}),
+        }
+        self.sent = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"writer-{name}", daemon=True)
+        self._failure: BaseException | None = None
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float = 120.0) -> None:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"writer {self.name} did not finish within {timeout:.0f}s")
+        if self._failure is not None:
+            raise RuntimeError(f"writer {self.name} failed") from self._failure
+
+    def acked(self) -> int:
+        return sum(1 for send in self.history.sends if send.producer == self.name and send.acked)
+
+    def wait_for_acks(self, at_least: int, timeout: float) -> None:
+        wait_until(lambda: self.acked() >= at_least, timeout,
+                   f"{at_least} acknowledged values from {self.name}")
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        raw = message.value()
+        assert raw is not None
+        value = raw.decode()
+        if error is not None:
+            self.history.send_failed(value, error.str())
+            if len(self.errors) < 1000:
+                self.errors.append(error.name())
+        else:
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            assert topic is not None and partition is not None and offset is not None
+            self.history.send_acked(topic, value, partition, offset)
+
+    def _run(self) -> None:
+        try:
+            producer = Producer(self.config)
+            deadline = time.monotonic() + self.seconds
+            started = time.monotonic()
+            while (self.sent < self.count and not self._stop.is_set()
+                   and time.monotonic() < deadline):
+                if self.rate is not None:
+                    due = started + self.sent / self.rate
+                    pause = due - time.monotonic()
+                    if pause > 0:
+                        time.sleep(min(pause, 0.5))
+                        continue
+                value = f"{self.name}-{self.sent}"
+                partition = self.sent % self.partitions
+                self.history.send_invoked(self.topic, value, producer=self.name,
+                                          partition=partition)
+                while True:
+                    try:
+                        producer.produce(self.topic, value.encode(), partition=partition,
+                                         on_delivery=self._delivered)
+                        break
+                    except BufferError:  # the local queue is full: serve callbacks first
+                        producer.poll(0.1)
+                self.sent += 1
+                producer.poll(0)
+            # Every message either completes or times out within message.timeout.ms.
+            left = producer.flush(self.config["message.timeout.ms"] / 1000 + 15)
+            if left:
+                raise RuntimeError(f"{left} messages still undelivered after the flush")
+        except BaseException as exc:
+            self._failure = exc
+
+
+def high_watermarks(cluster: ContainerCluster, topic: str, partitions: int,
+                    timeout: float = 60) -> dict[int, int]:
+    """Each partition's high watermark, asked of its current leader."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "hwm",
+                         "enable.auto.commit": False, **QUIET})
+    try:
+        marks: dict[int, int] = {}
+        for partition in range(partitions):
+            def ask(p: int = partition) -> tuple[int, int]:
+                low, high = consumer.get_watermark_offsets(CkTopicPartition(topic, p),
+                                                           timeout=5)
+                return low, high
+            _, marks[partition] = wait_until(ask, timeout,
+                                             f"the high watermark of {topic}-{partition}")
+        return marks
+    finally:
+        consumer.close()
+
+
+def drain(cluster: ContainerCluster, topic: str, partitions: int, history: History, *,
+          name: str = "drain", timeout: float = 120) -> int:
+    """Read every partition from offset 0 up to its high watermark (asked once, after the
+    writers stopped), recording each poll. Returns the number of records read."""
+    targets = high_watermarks(cluster, topic, partitions)
+    progress(f"draining {topic} up to the high watermarks {targets}")
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": name,
+        "enable.auto.commit": False, "enable.partition.eof": False,
+        "fetch.wait.max.ms": 100, **QUIET,
+    })
+    next_offset = dict.fromkeys(range(partitions), 0)
+    read = 0
+    try:
+        consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING)
+                         for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while any(next_offset[p] < targets[p] for p in range(partitions)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"drain of {topic} stuck at {next_offset} (targets {targets})")
+            by_partition: dict[int, list[tuple[int, str]]] = {}
+            for message in consumer.consume(1000, timeout=1.0):
+                error = message.error()
+                if error is not None:
+                    if error.fatal():
+                        raise KafkaException(error)
+                    continue
+                partition, offset, value = (message.partition(), message.offset(),
+                                            message.value())
+                assert partition is not None and offset is not None and value is not None
+                by_partition.setdefault(partition, []).append((offset, value.decode()))
+            for partition, records in by_partition.items():
+                history.poll(name, topic, partition, records)
+                next_offset[partition] = records[-1][0] + 1
+                read += len(records)
+    finally:
+        consumer.close()
+    progress(f"drained {read} records from {topic}")
+    return read
