@@ -54,6 +54,9 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self._selector: selectors.BaseSelector | None = None
         self._next_correlation_id = 1
+        self._size_buf = bytearray()
+        self._frame: bytearray | None = None
+        self._frame_filled = 0
 
     def __repr__(self) -> str:
         node = "" if self.node_id is None else f"node {self.node_id} "
@@ -99,6 +102,9 @@ class BrokerConnection:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        self._size_buf = bytearray()
+        self._frame = None
+        self._frame_filled = 0
 
     def _describe(self) -> str:
         node = "" if self.node_id is None else f"node {self.node_id} "
@@ -224,6 +230,70 @@ class BrokerConnection:
             chunks.append(chunk)
             needed -= len(chunk)
         return b"".join(chunks)
+
+
+    # --- pipelined requests (several in flight; kafkaclone.clients.network) -------------------
+
+    def fileno(self) -> int:
+        if self._sock is None:
+            raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
+        return self._sock.fileno()
+
+    def send_request(self, key: ApiKey, version: int, body: Any, deadline: float) -> int:
+        """Write one request (waiting at most until ``deadline`` for socket space) and
+        return its correlation id; the answer comes from ``receive_frames``."""
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        payload = api.encode_request(key, version, correlation_id, self.client_id, body)
+        try:
+            self._write(struct.pack(">i", len(payload)) + payload, deadline)
+        except KafkaError:
+            self.close()
+            raise
+        return correlation_id
+
+    def receive_frames(self) -> list[bytearray]:
+        """The complete response frames readable now, without waiting (each starts with
+        its correlation id). Raises NetworkExceptionError when the connection broke."""
+        frames: list[bytearray] = []
+        sock = self._sock
+        if sock is None:
+            raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
+        try:
+            while True:
+                if self._frame is None:
+                    chunk = sock.recv(4 - len(self._size_buf))
+                    if not chunk:
+                        raise NetworkExceptionError(
+                            f"Connection to {self._describe()} was closed by the broker")
+                    self._size_buf += chunk
+                    if len(self._size_buf) < 4:
+                        continue
+                    (length,) = struct.unpack(">i", self._size_buf)
+                    self._size_buf = bytearray()
+                    if not 0 <= length <= MAX_RESPONSE_BYTES:
+                        raise NetworkExceptionError(f"invalid response size {length}")
+                    self._frame = bytearray(length)
+                    self._frame_filled = 0
+                view = memoryview(self._frame)[self._frame_filled:]
+                if view:
+                    received = sock.recv_into(view, min(len(view), 8 << 20))
+                    if not received:
+                        raise NetworkExceptionError(
+                            f"Connection to {self._describe()} was closed by the broker")
+                    self._frame_filled += received
+                if self._frame_filled == len(self._frame):
+                    frames.append(self._frame)
+                    self._frame = None
+        except BlockingIOError:
+            return frames
+        except OSError as exc:
+            self.close()
+            raise NetworkExceptionError(
+                f"Connection to {self._describe()} broke: {exc.strerror or exc}") from None
+        except KafkaError:
+            self.close()
+            raise
 
 
 def check(error_code: int, message: str | None = None) -> None:

@@ -1,0 +1,666 @@
+"""Producer: Kafka's producer design in Python, synchronous API, a background sender.
+
+``send`` (any thread) picks the partition, reserves room in ``buffer.memory`` (blocking up
+to ``max.block.ms`` when it is full: back-pressure) and appends the record to its
+partition's open batch in the accumulator; it returns a future. The sender thread drains
+batches that are full (``batch.size``), old enough (``linger.ms``) or flushed, builds one v2
+record batch per partition (``compression.type``), groups them per leader into Produce
+requests of at most ``max.request.size`` and pipelines up to
+``max.in.flight.requests.per.connection`` of them per broker. Answers complete the futures,
+call ``on_delivery(err, metadata)`` and the interceptors' ``on_acknowledgement`` on the
+sender thread (as the Java client does); retriable errors put the batch back at the head of
+its partition (after ``retry.backoff.ms``, refreshing metadata when the leader moved) until
+``retries`` or ``delivery.timeout.ms`` runs out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from kafkaclone.clients.config import PRODUCER_CONFIG, ConfigException, parse_config
+from kafkaclone.clients.network import Metadata, NetworkClient
+from kafkaclone.clients.partitioner import Partitioner, make_partitioner
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import (
+    NONE,
+    InvalidTopicExceptionError,
+    KafkaError,
+    MessageTooLargeError,
+    NetworkExceptionError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    RecordListTooLargeError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from kafkaclone.protocol.records import Codec, build_record_batch
+
+logger = logging.getLogger(__name__)
+
+RECORD_OVERHEAD: Final = 22
+"""A v2 record's varint fields at most (Kafka's DefaultRecord.MAX_RECORD_OVERHEAD is 21)."""
+BATCH_OVERHEAD: Final = 61
+REQUEST_OVERHEAD: Final = 100
+CODECS: Final = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY,
+                 "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+_LEADER_ERRORS: Final = (6, 3, 5, 9, 74, 76)
+"""NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+REPLICA_NOT_AVAILABLE, FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR: refresh metadata."""
+
+
+class RecordMetadata:
+    """A delivered (or failed) record: where it went."""
+
+    __slots__ = ("headers", "key", "offset", "partition", "timestamp", "topic", "value")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int,
+                 key: bytes | None, value: bytes | None, headers: Any = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+
+    def __repr__(self) -> str:
+        return (f"RecordMetadata(topic={self.topic!r}, partition={self.partition}, "
+                f"offset={self.offset}, timestamp={self.timestamp})")
+
+
+class ProducerBatch:
+    """The records of one partition sent together."""
+
+    __slots__ = (
+        "_done_callbacks",
+        "_event",
+        "_waiters_lock",
+        "attempts",
+        "base_offset",
+        "callbacks",
+        "created",
+        "done",
+        "drained_at",
+        "error",
+        "log_append_time",
+        "partition",
+        "records",
+        "reserved",
+        "retry_at",
+        "size",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, now: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list[tuple[bytes | None, bytes | None, Any, int]] = []
+        self.callbacks: list[Any] = []
+        self.size = BATCH_OVERHEAD
+        self.reserved = 0
+        self.created = now
+        self.drained_at = 0.0
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: KafkaError | None = None
+        self._event: threading.Event | None = None
+        self._waiters_lock = threading.Lock()
+        self._done_callbacks: list[tuple[int, Callable[[FutureRecordMetadata], None]]] = []
+
+    def event(self) -> threading.Event:
+        with self._waiters_lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self.done:
+                    self._event.set()
+            return self._event
+
+    def metadata(self, index: int) -> RecordMetadata:
+        key, value, headers, timestamp = self.records[index]
+        offset = -1 if self.base_offset < 0 else self.base_offset + index
+        if self.log_append_time >= 0:
+            timestamp = self.log_append_time
+        return RecordMetadata(self.topic, self.partition, offset, timestamp, key, value, headers)
+
+
+class FutureRecordMetadata:
+    """The result of ``send``: ``get``/``result(timeout)`` -> RecordMetadata, or raises
+    the delivery error."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def done(self) -> bool:
+        return self._batch.done
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        batch = self._batch
+        if not batch.done and not batch.event().wait(timeout):
+            raise RequestTimedOutError(f"The record was not acknowledged within {timeout} s")
+        if batch.error is not None:
+            raise batch.error
+        return batch.metadata(self._index)
+
+    get = result
+
+    def exception(self, timeout: float | None = None) -> KafkaError | None:
+        batch = self._batch
+        if not batch.done and not batch.event().wait(timeout):
+            raise RequestTimedOutError(f"The record was not acknowledged within {timeout} s")
+        return batch.error
+
+    def add_done_callback(self, fn: Callable[[FutureRecordMetadata], None]) -> None:
+        batch = self._batch
+        with batch._waiters_lock:
+            if not batch.done:
+                batch._done_callbacks.append((self._index, fn))
+                return
+        fn(self)
+
+
+class _BufferPool:
+    """``buffer.memory``: bytes of records not yet acknowledged; ``reserve`` blocks while
+    the pool is full."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        self._cond = threading.Condition()
+
+    def reserve(self, size: int, deadline: float) -> None:
+        with self._cond:
+            while self.used + size > self.total and self.used > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RequestTimedOutError(
+                        f"Failed to allocate memory within the configured max blocking time "
+                        f"(buffer.memory={self.total} bytes are in use)")
+                self._cond.wait(remaining)
+            self.used += size
+
+    def release(self, size: int) -> None:
+        if size:
+            with self._cond:
+                self.used -= size
+                self._cond.notify_all()
+
+
+def _load(spec: Any) -> Any:
+    """An object from a config value: an instance, a class (instantiated) or a dotted name."""
+    if isinstance(spec, str):
+        module_name, _, attr = spec.rpartition(".")
+        try:
+            spec = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError):
+            raise ConfigException(f"Cannot load {spec!r}") from None
+    if isinstance(spec, type):
+        return spec()
+    return spec
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"The {what} must be bytes or str (or set {what}.serializer), "
+                    f"not {type(value).__name__}")
+
+
+def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for key, value in items:
+        if not isinstance(key, str):
+            raise TypeError("Header keys must be str")
+        out.append((key, _to_bytes(value, "header value")))
+    return out
+
+
+class Producer:
+    """Kafka's producer (see the module docstring). ``conf`` holds Kafka's producer
+    config keys, dotted, as a dict."""
+
+    def __init__(self, conf: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        merged = dict(conf or {})
+        merged.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        self.config = parse_config(merged, PRODUCER_CONFIG, what="producer")
+        c = self.config
+        acks = c["acks"]
+        self.acks = -1 if acks in ("all", "-1") else int(acks)
+        self.codec = CODECS[c["compression.type"]]
+        if c["enable.idempotence"]:
+            raise ConfigException("enable.idempotence=true is not supported by this client")
+        if c["transactional.id"]:
+            raise ConfigException("transactional.id is not supported by this client")
+        if c["delivery.timeout.ms"] < c["linger.ms"] + c["request.timeout.ms"]:
+            raise ConfigException(
+                "delivery.timeout.ms should be equal to or larger than linger.ms + "
+                "request.timeout.ms")
+        self.batch_size: int = c["batch.size"]
+        self.linger_s: float = c["linger.ms"] / 1000.0
+        self.max_block_s: float = c["max.block.ms"] / 1000.0
+        self.max_request_size: int = c["max.request.size"]
+        self.retries: int = c["retries"]
+        self.delivery_timeout_s: float = c["delivery.timeout.ms"] / 1000.0
+        self.retry_backoff_s: float = c["retry.backoff.ms"] / 1000.0
+        self.max_in_flight: int = c["max.in.flight.requests.per.connection"]
+        self.request_timeout_ms: int = c["request.timeout.ms"]
+        self.partitioner: Partitioner = make_partitioner(
+            c["partitioner.class"] if c["partitioner.class"] is not None else c["partitioner"])
+        self.key_serializer = _load(c["key.serializer"]) if c["key.serializer"] else None
+        self.value_serializer = _load(c["value.serializer"]) if c["value.serializer"] else None
+        self.interceptors = [_load(i) for i in c["interceptor.classes"]]
+        self.client_id = c["client.id"] or f"producer-{id(self) & 0xFFFF}"
+        self.metadata = Metadata(c, client_id=self.client_id)
+        self.metadata.allow_auto_create = c["allow.auto.create.topics"]
+        self._network = NetworkClient(self.metadata, c, client_id=self.client_id,
+                                      max_in_flight=self.max_in_flight)
+        self._pool = _BufferPool(c["buffer.memory"])
+        self._lock = threading.Lock()
+        self._batches: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        self._muted: set[tuple[str, int]] = set()
+        self._incomplete = 0
+        self._incomplete_cond = threading.Condition(self._lock)
+        self._flushing = 0
+        self._closing = False
+        self._force_close = False
+        self._sender = threading.Thread(target=self._run, name=f"kafkaclone-producer-"
+                                        f"network-thread | {self.client_id}", daemon=True)
+        self._sender.start()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the caller's side ---------------------------------------------------------------
+
+    def send(self, topic: str, value: Any = None, key: Any = None,
+             partition: int | None = None, headers: Any = None,
+             timestamp: int | None = None,
+             on_delivery: Callable[[KafkaError | None, RecordMetadata], None] | None = None,
+             ) -> FutureRecordMetadata:
+        """Queue one record; returns its future. Blocks at most ``max.block.ms`` (for the
+        topic's metadata, or for room in ``buffer.memory``)."""
+        if self._closing:
+            raise RuntimeError("Cannot send after the producer is closed")
+        if not isinstance(topic, str) or not topic:
+            raise InvalidTopicExceptionError(f"Invalid topic {topic!r}")
+        for interceptor in self.interceptors:
+            hook = getattr(interceptor, "on_send", None)
+            if hook is None:
+                continue
+            try:
+                changed = hook(topic, value, key, partition, headers, timestamp)
+            except Exception:
+                logger.warning("on_send of %r failed", interceptor, exc_info=True)
+                continue
+            if isinstance(changed, tuple) and len(changed) == 6:
+                topic, value, key, partition, headers, timestamp = changed
+        deadline = time.monotonic() + self.max_block_s
+        key_bytes = _to_bytes(self.key_serializer(key) if self.key_serializer and key is not None
+                              else key, "key")
+        value_bytes = _to_bytes(self.value_serializer(value) if self.value_serializer and
+                                value is not None else value, "value")
+        header_list = _headers(headers)
+        if timestamp is None or timestamp <= 0:
+            timestamp = time.time_ns() // 1_000_000
+        partitions = self._wait_for_metadata(topic, partition, deadline)
+        size = RECORD_OVERHEAD + (len(key_bytes) if key_bytes else 0) + \
+            (len(value_bytes) if value_bytes else 0) + \
+            sum(len(k) + len(v or b"") + 10 for k, v in header_list)
+        if size + BATCH_OVERHEAD + REQUEST_OVERHEAD > self.max_request_size:
+            raise MessageTooLargeError(
+                f"The message is {size + BATCH_OVERHEAD} bytes when serialized which is larger "
+                f"than {self.max_request_size}, which is the value of the max.request.size "
+                f"configuration.")
+        if size > self._pool.total:
+            raise MessageTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than the total "
+                f"memory buffer you have configured with the buffer.memory configuration.")
+        if partition is None or partition < 0:
+            available = self.metadata.available_partitions(topic)
+            partition = self.partitioner.partition(topic, key_bytes, partitions, available)
+            if not 0 <= partition < partitions:
+                raise ValueError(f"The partitioner chose partition {partition} of {topic}, "
+                                 f"which has {partitions} partitions")
+        elif partition >= partitions:
+            raise UnknownTopicOrPartitionError(
+                f"Partition {partition} of topic {topic} with partition count {partitions} is "
+                f"not present in metadata after {self.max_block_s * 1000:.0f} ms.")
+        self._pool.reserve(size, deadline)
+        record = (key_bytes, value_bytes, header_list, timestamp)
+        wake = False
+        with self._lock:
+            tp = (topic, partition)
+            queue = self._batches.get(tp)
+            if queue is None:
+                queue = self._batches[tp] = deque()
+            batch = queue[-1] if queue else None
+            if batch is None or (batch.size + size > self.batch_size and batch.records) or \
+                    batch.drained_at:
+                if batch is not None and key_bytes is None:
+                    # KIP-480: the sticky partition's batch is full; the next goes elsewhere.
+                    self.partitioner.on_new_batch(topic, partition)
+                batch = ProducerBatch(topic, partition, time.monotonic())
+                queue.append(batch)
+                wake = True
+            index = len(batch.records)
+            batch.records.append(record)
+            batch.callbacks.append(on_delivery)
+            batch.size += size
+            batch.reserved += size
+            self._incomplete += 1
+            if batch.size >= self.batch_size:
+                wake = True
+        if wake:
+            self._network.wakeup()
+        return FutureRecordMetadata(batch, index)
+
+    produce = send
+
+    def _wait_for_metadata(self, topic: str, partition: int | None, deadline: float) -> int:
+        count = self.metadata.partition_count(topic)
+        if count is not None and (partition is None or partition < count):
+            return count
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                meta = self.metadata.topics.get(topic)
+                if meta is not None and meta.error is not None and not meta.error.retriable:
+                    raise meta.error
+                count = self.metadata.partition_count(topic)
+                if count and partition is not None:
+                    raise RequestTimedOutError(
+                        f"Partition {partition} of topic {topic} with partition count {count} "
+                        f"is not present in metadata after {self.max_block_s * 1000:.0f} ms.")
+                raise RequestTimedOutError(
+                    f"Topic {topic} not present in metadata after "
+                    f"{self.max_block_s * 1000:.0f} ms.")
+            try:
+                self.metadata.update([topic], timeout_s=remaining)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+            meta = self.metadata.topics.get(topic)
+            if meta is not None and meta.error is not None and not meta.error.retriable:
+                raise meta.error
+            count = self.metadata.partition_count(topic)
+            if count and (partition is None or partition < count):
+                return count
+            time.sleep(min(self.retry_backoff_s, max(0.0, deadline - time.monotonic())))
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything queued now and wait for the answers; returns how many records
+        are still unacknowledged (0 unless ``timeout`` ran out)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._flushing += 1
+        self._network.wakeup()
+        try:
+            with self._incomplete_cond:
+                while self._incomplete:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        break
+                    if not self._sender.is_alive():
+                        break
+                    self._incomplete_cond.wait(0.5 if remaining is None else
+                                               min(0.5, remaining))
+                return self._incomplete
+        finally:
+            with self._lock:
+                self._flushing -= 1
+
+    def poll(self, timeout: float = 0) -> int:
+        """confluent-kafka compatibility: callbacks run on the sender thread here."""
+        if timeout:
+            time.sleep(timeout)
+        return 0
+
+    def __len__(self) -> int:
+        return self._incomplete
+
+    def partitions_for(self, topic: str) -> list[int]:
+        self._wait_for_metadata(topic, None, time.monotonic() + self.max_block_s)
+        return sorted(self.metadata.topics[topic].partitions)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is queued and stop (waiting at most ``timeout``; then what is left
+        fails with an error)."""
+        if self._closing and not self._sender.is_alive():
+            return
+        if timeout is None or timeout > 0:
+            self.flush(timeout)
+        with self._lock:
+            self._closing = True
+        if self._incomplete:
+            self._force_close = True
+        self._network.wakeup()
+        self._sender.join(None if timeout is None else max(timeout, 5.0))
+        self.metadata.close()
+
+    # --- the sender thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            try:
+                if self._force_close:
+                    self._fail_all(NetworkExceptionError("The producer was closed forcefully"))
+                    break
+                if self._closing and not self._incomplete:
+                    break
+                self._run_once()
+            except Exception:
+                logger.exception("Uncaught error in the producer's sender thread")
+                time.sleep(0.1)
+        self._network.close()
+
+    def _run_once(self) -> None:
+        now = time.monotonic()
+        if self.metadata.stale() and self.metadata.wanted:
+            try:
+                self.metadata.update(timeout_s=self.request_timeout_ms / 1000.0)
+            except KafkaError as exc:
+                logger.debug("metadata refresh failed: %s", exc)
+        next_wake = now + 0.5
+        ready: dict[int, list[tuple[str, int]]] = {}
+        expired: list[ProducerBatch] = []
+        with self._lock:
+            flushing = self._flushing > 0 or self._closing
+            for tp, queue in self._batches.items():
+                while queue and now - queue[0].created > self.delivery_timeout_s \
+                        and not queue[0].drained_at:
+                    expired.append(queue.popleft())
+                if not queue or tp in self._muted:
+                    continue
+                head = queue[0]
+                if head.retry_at > now:
+                    next_wake = min(next_wake, head.retry_at)
+                    continue
+                sendable = flushing or len(queue) > 1 or head.size >= self.batch_size or \
+                    now - head.created >= self.linger_s
+                if not sendable:
+                    next_wake = min(next_wake, head.created + self.linger_s)
+                    continue
+                leader = self.metadata.leader(*tp)
+                if leader < 0:
+                    self.metadata.request_update()
+                    next_wake = min(next_wake, now + self.retry_backoff_s)
+                    continue
+                ready.setdefault(leader, []).append(tp)
+        for batch in expired:
+            self._complete(batch, RequestTimedOutError(
+                f"Expiring {len(batch.records)} record(s) for {batch.topic}-{batch.partition}:"
+                f" {(now - batch.created) * 1000:.0f} ms has passed since batch creation"))
+        for node_id, tps in ready.items():
+            if not self._network.ready(node_id):
+                continue
+            batches = self._drain(tps)
+            if batches:
+                self._send_produce(node_id, batches)
+        self._network.poll(max(0.0, next_wake - time.monotonic()))
+
+    def _drain(self, tps: list[tuple[str, int]]) -> list[ProducerBatch]:
+        out: list[ProducerBatch] = []
+        size = REQUEST_OVERHEAD
+        now = time.monotonic()
+        with self._lock:
+            for tp in tps:
+                queue = self._batches.get(tp)
+                if not queue:
+                    continue
+                head = queue[0]
+                if out and size + head.size > self.max_request_size:
+                    break
+                queue.popleft()
+                head.drained_at = now
+                size += head.size
+                out.append(head)
+                if not queue:
+                    del self._batches[tp]
+                if self.max_in_flight == 1:
+                    self._muted.add(tp)
+        for batch in out:
+            if batch.records and batch.records[-1][0] is None:
+                self.partitioner.on_new_batch(batch.topic, batch.partition)
+        return out
+
+    def _send_produce(self, node_id: int, batches: list[ProducerBatch]) -> None:
+        request_cls = api.APIS[ApiKey.PRODUCE].request
+        s = request_cls.structs
+        by_topic: dict[str, list[Any]] = {}
+        for batch in batches:
+            batch.attempts += 1
+            records = build_record_batch(batch.records, codec=self.codec)
+            by_topic.setdefault(batch.topic, []).append(
+                s["PartitionProduceData"](index=batch.partition, records=records))
+        body = request_cls(transactional_id=None, acks=self.acks,
+                           timeout_ms=self.request_timeout_ms,
+                           topic_data=[s["TopicProduceData"](name=t, partition_data=p)
+                                       for t, p in by_topic.items()])
+
+        def on_response(response: Any, error: KafkaError | None) -> None:
+            self._handle_produce_response(batches, response, error)
+
+        self._network.send(node_id, ApiKey.PRODUCE, body, on_response,
+                           expect_response=self.acks != 0)
+
+    def _handle_produce_response(self, batches: list[ProducerBatch], response: Any,
+                                 error: KafkaError | None) -> None:
+        if error is not None:
+            for batch in batches:
+                self._retry_or_fail(batch, error)
+            return
+        if response is None:  # acks=0
+            for batch in batches:
+                self._complete(batch, None)
+            return
+        results: dict[tuple[str, int], Any] = {}
+        for topic in response.responses:
+            for p in topic.partition_responses:
+                results[(topic.name, p.index)] = p
+        for batch in batches:
+            p = results.get((batch.topic, batch.partition))
+            if p is None:
+                self._retry_or_fail(batch, NetworkExceptionError(
+                    f"The answer has no result for {batch.topic}-{batch.partition}"))
+                continue
+            if p.error_code == NONE:
+                batch.base_offset = p.base_offset
+                batch.log_append_time = getattr(p, "log_append_time_ms", -1)
+                self._complete(batch, None)
+                continue
+            message = getattr(p, "error_message", None)
+            exc = error_for_code(p.error_code)(message)
+            if p.error_code in _LEADER_ERRORS:
+                self.metadata.request_update()
+            if p.error_code == MessageTooLargeError.code or \
+                    p.error_code == RecordListTooLargeError.code:
+                self._complete(batch, exc)
+                continue
+            self._retry_or_fail(batch, exc)
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        now = time.monotonic()
+        retriable = error.retriable or isinstance(
+            error, NotEnoughReplicasError | NotEnoughReplicasAfterAppendError)
+        if retriable and batch.attempts <= self.retries and not self._force_close and \
+                now - batch.created + self.retry_backoff_s < self.delivery_timeout_s:
+            logger.debug("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition,
+                         batch.attempts, error)
+            if isinstance(error, NetworkExceptionError | RequestTimedOutError):
+                self.metadata.request_update()
+            batch.retry_at = now + self.retry_backoff_s
+            batch.drained_at = 0.0
+            with self._lock:
+                tp = (batch.topic, batch.partition)
+                self._batches.setdefault(tp, deque()).appendleft(batch)
+                self._muted.discard(tp)
+            return
+        self._complete(batch, error)
+
+    def _complete(self, batch: ProducerBatch, error: KafkaError | None) -> None:
+        with batch._waiters_lock:
+            batch.error = error
+            batch.done = True
+            if batch._event is not None:
+                batch._event.set()
+            done_callbacks = batch._done_callbacks
+            batch._done_callbacks = []
+        self._pool.release(batch.reserved)
+        with self._lock:
+            self._muted.discard((batch.topic, batch.partition))
+        if any(batch.callbacks) or self.interceptors or done_callbacks:
+            for index, callback in enumerate(batch.callbacks):
+                metadata = batch.metadata(index)
+                for interceptor in self.interceptors:
+                    hook = getattr(interceptor, "on_acknowledgement", None)
+                    if hook is not None:
+                        try:
+                            hook(metadata, error)
+                        except Exception:
+                            logger.warning("on_acknowledgement of %r failed", interceptor,
+                                           exc_info=True)
+                if callback is not None:
+                    try:
+                        callback(error, metadata)
+                    except Exception:
+                        logger.exception("A delivery callback failed")
+            for index, fn in done_callbacks:
+                try:
+                    fn(FutureRecordMetadata(batch, index))
+                except Exception:
+                    logger.exception("A future's done callback failed")
+        with self._incomplete_cond:
+            self._incomplete -= len(batch.records)
+            if self._incomplete <= 0:
+                self._incomplete_cond.notify_all()
+
+    def _fail_all(self, error: KafkaError) -> None:
+        with self._lock:
+            batches = [b for q in self._batches.values() for b in q]
+            self._batches.clear()
+        for batch in batches:
+            self._complete(batch, error)
+        self._network.close()
