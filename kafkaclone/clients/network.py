@@ -203,6 +203,20 @@ class Metadata:
                     raise last
                 time.sleep(self.retry_backoff_ms / 1000.0)
 
+    def request_any(self, key: ApiKey, body: Any, *, timeout_s: float) -> Any:
+        """One request to any broker (FindCoordinator, for instance)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            try:
+                conn = self._connection(deadline)
+                _, response = conn.request(key, body)
+            except KafkaError:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                raise
+            return response
+
     def _update_once(self, names: list[str] | None, auto: bool, deadline: float) -> Any:
         conn = self._connection(deadline)
         request_cls = api.APIS[ApiKey.METADATA].request
