@@ -66,5 +66,5 @@ def test_sticky_user_data_round_trip_and_names() -> None:
     assert decode_sticky_user_data(b"\x00") == ({}, -1)
     assert assignor_names(["org.apache.kafka.clients.consumer.RangeAssignor", "sticky"]) == \
         ["range", "sticky"]
-    with pytest.raises(ConfigException, match="partition.assignment.strategy"):
+    with pytest.raises(ConfigException, match=r"partition.assignment.strategy"):
         assignor_names(["cooperative-magic"])
