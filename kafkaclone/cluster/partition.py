@@ -297,15 +297,21 @@ class Partition:
         return not was_leader
 
     def make_follower(self, state: PartitionState, config: LogConfig | None = None) -> bool:
-        """Become a follower of ``state.leader``; whether the leader changed (the fetcher
-        must then move to the new leader)."""
+        """Become a follower of ``state.leader``; whether the leader or the leader epoch
+        changed (Kafka 2.8: the fetcher then restarts the partition, truncation included,
+        against the new leader or at the new epoch)."""
         self._update_assignment_and_isr(state)
-        self.create_log_if_not_exists(state.is_new, config)
+        log = self.create_log_if_not_exists(state.is_new, config)
         self.remote_replicas = {}
         new_leader = state.leader
+        old_leader_epoch = self.leader_epoch
+        logger.info(
+            "Follower %s starts at leader epoch %d from offset %d with high watermark %d. "
+            "Previous leader epoch was %d.", self.topic_partition, state.leader_epoch,
+            log.log_end_offset, log.high_watermark, old_leader_epoch)
         self.leader_epoch = state.leader_epoch
         self.leader_epoch_start_offset = None
-        if self.leader_id == new_leader:
+        if self.leader_id == new_leader and self.leader_epoch == old_leader_epoch:
             return False
         self.leader_id = new_leader
         return True
@@ -668,14 +674,31 @@ class Partition:
 
     # -- follower side (used by the replica fetcher) ---------------------------------------
 
-    def append_records_to_follower(self, records: bytes | bytearray | memoryview
-                                   ) -> LogAppendInfo:
-        """Append batches fetched from the leader, keeping their offsets."""
+    def _follower_log(self) -> Log:
         if self.log is None:
             raise NotLeaderOrFollowerError(
                 f"Replica of partition {self.topic_partition} is not available on broker "
                 f"{self.local_broker_id}")
-        return self.log.append_as_follower(records)
+        return self.log
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._follower_log().log_start_offset
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The latest leader epoch the local log has records of (None: none)."""
+        return None if self.log is None else self.log.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """The local log's (epoch, end offset) for the largest epoch <= ``leader_epoch``
+        (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET if it has none)."""
+        return self._follower_log().end_offset_for_epoch(leader_epoch)
+
+    def append_records_to_follower(self, records: bytes | bytearray | memoryview
+                                   ) -> LogAppendInfo:
+        """Append batches fetched from the leader, keeping their offsets."""
+        return self._follower_log().append_as_follower(records)
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> int:
         """A follower takes the leader's high watermark, capped by its own end offset."""
@@ -683,6 +706,24 @@ class Partition:
             return UNKNOWN_OFFSET
         return self.log.update_high_watermark(min(leader_high_watermark,
                                                   self.log.log_end_offset))
+
+    def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """A follower moves its log start offset up to the leader's (records the leader
+        deleted), never past its own high watermark."""
+        log = self._follower_log()
+        target = min(leader_log_start_offset, log.high_watermark)
+        if target > log.log_start_offset:
+            log.delete_records_before(target)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the local log's records from ``offset`` on (a follower's log diverged
+        from its leader's)."""
+        self._follower_log().truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the local log and restart it at ``offset`` (it fell below the leader's log
+        start offset)."""
+        self._follower_log().truncate_fully_and_start_at(offset)
 
 
 def partition_state_of(topic: str, state: Any) -> PartitionState:

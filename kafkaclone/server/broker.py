@@ -65,6 +65,7 @@ from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.dynamic_config import DynamicConfigManager
 from kafkaclone.server.metadata_cache import MetadataCache
+from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.server.services import ControllerService
@@ -420,14 +421,16 @@ class KafkaBroker(MultiService):
                                  clock=self.reactor,
                                  config=ReplicaManagerConfig.from_kafka_config(self.config),
                                  isr_zk_client=self.zk_client,
-                                 metadata_cache=self.metadata_cache)
+                                 metadata_cache=self.metadata_cache,
+                                 fetcher_config=ReplicaFetcherConfig.from_kafka_config(
+                                     self.config))
         manager.controller_epoch = self._controller_epoch
         manager.startup()
         self.replica_manager = manager
 
     async def _stop_replica_manager(self) -> None:
         if self.replica_manager is not None:
-            self.replica_manager.shutdown()
+            await _wait(self.replica_manager.shutdown())
 
     async def _start_dynamic_config(self) -> None:
         assert self.log_manager is not None

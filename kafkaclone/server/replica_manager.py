@@ -32,9 +32,12 @@ The data path, leader side (Kafka's appendRecords / fetchMessages and their purg
 - high watermarks are checkpointed to ``replication-offset-checkpoint`` by the
   LogManager's periodic task and at shutdown.
 
-The follower side (replica fetchers) plugs in where :meth:`_make_leaders` /
-:meth:`_make_followers` start and stop fetchers, and where the ``leadership_listeners`` are
-told (the group coordinator).
+The follower side (kafkaclone.server.replica_fetcher, Kafka's makeFollowers): a partition
+this broker now follows leaves its old fetcher and joins a fetcher of its new leader (found
+in the metadata cache on the inter-broker listener) at its log end offset (truncation on
+fetch) or high watermark; a partition this broker now leads, or stops hosting, leaves its
+fetcher; fetchers left idle stop. The ``leadership_listeners`` (the group coordinator) are
+told after each LeaderAndIsr.
 """
 
 from __future__ import annotations
@@ -93,6 +96,14 @@ from kafkaclone.server.delayed.produce import (
 )
 from kafkaclone.server.delayed.purgatory import DelayedOperationPurgatory
 from kafkaclone.server.fetch_session import FetchSessionCache
+from kafkaclone.server.replica_fetcher import (
+    BrokerEndPoint,
+    ConnectionFactory,
+    InitialFetchState,
+    ReplicaFetcherConfig,
+    ReplicaFetcherManager,
+    initial_fetch_offset,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -233,11 +244,16 @@ class ReplicaManager:
         config: ReplicaManagerConfig | None = None,
         isr_zk_client: IsrZkClient | None = None,
         metadata_cache: Any = None,
+        fetcher_config: ReplicaFetcherConfig | None = None,
+        fetcher_connection_factory: ConnectionFactory | None = None,
     ) -> None:
         """``clock``: the reactor (or a task.Clock); ``isr_zk_client``: where a leader
         writes its ISR changes (without it they apply locally at once, for tests);
         ``metadata_cache``: tells a partition this broker does not host (NOT_LEADER_OR_
-        FOLLOWER) from one that does not exist (UNKNOWN_TOPIC_OR_PARTITION)."""
+        FOLLOWER) from one that does not exist (UNKNOWN_TOPIC_OR_PARTITION), and where
+        leaders are (their endpoints); ``fetcher_config``: run replica fetchers for the
+        partitions this broker follows (without it followers do not fetch: tests of the
+        leader side), over ``fetcher_connection_factory`` connections (TCP by default)."""
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._topic_configs = topic_configs
@@ -268,6 +284,10 @@ class ReplicaManager:
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.leadership_listeners: list[LeadershipListener] = []
         self._state_change_lock = DeferredLock()
+        self._shutting_down = False
+        self.replica_fetcher_manager: ReplicaFetcherManager | None = (
+            None if fetcher_config is None else ReplicaFetcherManager(
+                fetcher_config, self, clock, fetcher_connection_factory))
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -304,10 +324,15 @@ class ReplicaManager:
 
         self._tasks[name] = self.clock.callLater(period_ms / 1000.0, run)
 
-    def shutdown(self) -> None:
-        """Stop the periodic tasks, answer the waiting requests, checkpoint the high
-        watermarks, forget the hosted partitions; the LogManager closes their logs."""
+    def shutdown(self) -> Deferred[None]:
+        """Stop the replica fetchers and the periodic tasks, answer the waiting requests,
+        checkpoint the high watermarks, forget the hosted partitions; the LogManager closes
+        their logs. Fires once the fetchers' loops have ended."""
         self._running = False
+        self._shutting_down = True
+        fetchers_stopped: Deferred[None] = (
+            self.replica_fetcher_manager.shutdown() if self.replica_fetcher_manager is not None
+            else Deferred.fromCoroutine(_nothing()))
         for call in self._tasks.values():
             if call.active():
                 call.cancel()
@@ -320,6 +345,7 @@ class ReplicaManager:
         except (OSError, KafkaError) as exc:
             logger.error("Error while checkpointing high watermarks at shutdown: %s", exc)
         self.all_partitions.clear()
+        return fetchers_stopped
 
     # -- LeaderAndIsr ----------------------------------------------------------------------
 
@@ -389,6 +415,8 @@ class ReplicaManager:
         new_leaders = self._make_leaders(controller_id, controller_epoch, leaders, configs, errors)
         new_followers = self._make_followers(controller_id, controller_epoch, followers, configs,
                                              errors)
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.shutdown_idle_fetchers()
         for listener in list(self.leadership_listeners):
             try:
                 listener(new_leaders, new_followers)
@@ -435,8 +463,11 @@ class ReplicaManager:
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
-        """Kafka's makeLeaders: (issue 5: stop fetching these first) then make_leader."""
+        """Kafka's makeLeaders: stop fetching these partitions, then make_leader."""
         made: list[Partition] = []
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(
+                partition.topic_partition for partition, _ in states)
         for partition, state in states:
             tp = partition.topic_partition
             try:
@@ -460,19 +491,63 @@ class ReplicaManager:
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
-        """Kafka's makeFollowers: make_follower (issue 5: then truncate and start fetching
-        from the new leader)."""
+        """Kafka's makeFollowers: make_follower if the new leader is alive (else only
+        create the log), move the partitions whose leader or leader epoch changed to a
+        fetcher of their leader, at their initial fetch offset (the fetcher truncates)."""
         made: list[Partition] = []
+        leaders: dict[TopicPartition, BrokerEndPoint] = {}
+        fetchers = self.replica_fetcher_manager
         for partition, state in states:
             tp = partition.topic_partition
             try:
-                if partition.make_follower(state, configs.get(partition.topic)):
+                leader = None if fetchers is None else self._leader_endpoint(state.leader)
+                if fetchers is not None and leader is None:
+                    # The leader should always be in the metadata cache; without it the
+                    # partition keeps its old state (a later LeaderAndIsr retries), but its
+                    # log exists so that its high watermark is checkpointed (KAFKA-1647).
+                    logger.error(
+                        "Received LeaderAndIsr request from controller %d epoch %d with "
+                        "correlation id for partition %s (last update controller epoch %d) "
+                        "but cannot become follower since the new leader %d is unavailable.",
+                        controller_id, controller_epoch, tp, state.controller_epoch,
+                        state.leader)
+                    partition.create_log_if_not_exists(state.is_new,
+                                                       configs.get(partition.topic))
+                    fetchers.remove_fetcher_for_partitions([tp])
+                elif partition.make_follower(state, configs.get(partition.topic)):
                     made.append(partition)
+                    if leader is not None:
+                        leaders[tp] = leader
                 errors[tp] = NONE
             except KafkaError as exc:
                 errors[tp] = self._storage_or_unknown(exc, tp, "follower", controller_id,
                                                       controller_epoch)
+        if fetchers is not None and made:
+            # Stopping the old fetchers first makes the fetch position start from the log.
+            fetchers.remove_fetcher_for_partitions(p.topic_partition for p in made)
+            if not self._shutting_down:
+                truncation_on_fetch = fetchers.config.truncation_on_fetch
+                initial: dict[TopicPartition, InitialFetchState] = {}
+                for partition in made:
+                    tp = partition.topic_partition
+                    if partition.log is None or tp not in leaders:
+                        continue
+                    initial[tp] = InitialFetchState(
+                        leaders[tp], partition.leader_epoch,
+                        initial_fetch_offset(partition, truncation_on_fetch))
+                fetchers.add_fetcher_for_partitions(initial)
         return made
+
+    def _leader_endpoint(self, leader_id: int) -> BrokerEndPoint | None:
+        """The leader's endpoint on the inter-broker listener, if it is alive."""
+        cache = self.metadata_cache
+        if cache is None or leader_id < 0 or self.replica_fetcher_manager is None:
+            return None
+        listener = self.replica_fetcher_manager.config.inter_broker_listener_name
+        for broker, endpoint in cache.alive_endpoints(listener):
+            if broker.id == leader_id:
+                return BrokerEndPoint(leader_id, endpoint.host, endpoint.port)
+        return None
 
     @staticmethod
     def _storage_or_unknown(exc: KafkaError, tp: TopicPartition, role: str,
@@ -525,7 +600,8 @@ class ReplicaManager:
                     controller_id, controller_epoch, state.leader_epoch, partition.leader_epoch)
                 errors[tp] = FencedLeaderEpochError.code
                 continue
-            # issue 5: remove the fetcher of tp here.
+            if self.replica_fetcher_manager is not None:
+                self.replica_fetcher_manager.remove_fetcher_for_partitions([tp])
             try:
                 if state.delete_partition:
                     # A replica not hosted any more still gets its log deleted: the topic
@@ -539,6 +615,8 @@ class ReplicaManager:
                 logger.error("Error while stopping replica %s: %s", tp, exc)
                 errors[tp] = (KafkaStorageError.code if isinstance(exc, KafkaStorageError)
                               else exc.code)
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.shutdown_idle_fetchers()
         return ReplicaManagerResult(NONE, errors)
 
 
@@ -779,6 +857,10 @@ class ReplicaManager:
         operation = DelayedDeleteRecords(timeout_ms, statuses, self, answered.callback)
         self.delayed_delete_records.try_complete_else_watch(operation, list(statuses))
         return await answered
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _fetcher_name(replica_id: int) -> str:

@@ -1,0 +1,398 @@
+"""Replica fetchers without processes: three brokers' ReplicaManagers (real logs in temporary
+directories) on one ``task.Clock``, their fetchers talking to each other through the real
+request dispatcher (frames encoded and decoded) instead of sockets.
+
+Covered: replication and acks=-1, follower high watermarks, truncation when a follower's
+log diverged (on fetch, KIP-595, and through OffsetForLeaderEpoch with an older
+inter.broker.protocol.version), OFFSET_OUT_OF_RANGE below the leader's log start, fenced
+leader epochs, a source broker that is down, fetcher assignment and leader changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+
+from kafkaclone.cluster.partition import PartitionState
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.log.config import LogManagerConfig
+from kafkaclone.log.manager import LogManager
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import NetworkExceptionError
+from kafkaclone.server.replica_fetcher import (
+    BrokerEndPoint,
+    ReplicaFetcherConfig,
+    ReplicaState,
+    fetcher_id_for,
+    java_string_hash,
+)
+from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from tests.server.data_path_helpers import (
+    CONNECTION,
+    START_MS,
+    DataPathBroker,
+    TopicConfigs,
+    batch,
+    pending,
+    produce_errors,
+    produce_request,
+    settled,
+)
+
+TP = TopicPartition("t", 0)
+NEW_IBP = "2.8-IV1"
+OLD_IBP = "2.6-IV0"
+"""Before 2.7-IV1 followers truncate through OffsetForLeaderEpoch, not on fetch."""
+LATENCY = 0.001
+
+
+class MetadataCache:
+    """Every broker alive at 127.0.0.1:9000+id, unless the test kills it."""
+
+    def __init__(self, broker_ids: list[int]) -> None:
+        self.broker_ids = broker_ids
+        self.dead: set[int] = set()
+        self.partitions: set[TopicPartition] = set()
+
+    def partition_state(self, topic: str, partition: int) -> Any:
+        return object() if TopicPartition(topic, partition) in self.partitions else None
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id not in self.dead
+
+    def alive_endpoints(self, listener: str) -> list[tuple[Any, Any]]:
+        return [(SimpleNamespace(id=b), SimpleNamespace(host="127.0.0.1", port=9000 + b))
+                for b in self.broker_ids if b not in self.dead]
+
+
+class Connection:
+    """A fetcher's connection to a broker: the request goes through that broker's
+    dispatcher; close() fails what is in flight, as a socket does."""
+
+    def __init__(self, network: Network, target: int, client_id: str) -> None:
+        self.network = network
+        self.target = target
+        self.client_id = client_id
+        self.closed = False
+        self.in_flight: list[Deferred[Any]] = []
+        self.sent: list[int] = []
+
+    def send(self, api_key: int, api_version: int, body: Any) -> Deferred[Any]:
+        if self.closed or self.target in self.network.down:
+            return fail(NetworkExceptionError(f"broker {self.target} unreachable"))
+        self.sent.append(api_key)
+        frame = api.encode_request(api_key, api_version, 7, self.client_id, body)
+        broker = self.network.brokers[self.target]
+        answered = broker.dispatcher.dispatch(CONNECTION, bytearray(frame))
+        result: Deferred[Any] = Deferred()
+        self.in_flight.append(result)
+
+        def done(outcome: Any) -> None:
+            # Answers take a network hop: the follower sees them a moment later.
+            self.network.clock.callLater(LATENCY, deliver, outcome)
+
+        def deliver(outcome: Any) -> None:
+            if result in self.in_flight:
+                self.in_flight.remove(result)
+            if result.called:
+                return
+            if isinstance(outcome, Failure):
+                result.errback(outcome)
+            elif self.target in self.network.down:
+                result.errback(NetworkExceptionError("connection lost"))
+            else:
+                result.callback(api.decode_response(api_key, api_version, outcome)[1])
+
+        answered.addBoth(done)
+        return result
+
+    def close(self) -> None:
+        self.closed = True
+        for d in list(self.in_flight):
+            if not d.called:
+                d.errback(NetworkExceptionError("closed"))
+        self.in_flight.clear()
+
+
+class Network:
+    def __init__(self, tmp_path: Path, ibp: str = NEW_IBP, broker_ids: tuple[int, ...] = (1, 2, 3),
+                 **fetcher_overrides: Any) -> None:
+        self.clock = Clock()
+        self.clock.advance(START_MS / 1000.0)
+        self.cache = MetadataCache(list(broker_ids))
+        self.down: set[int] = set()
+        self.connections: list[Connection] = []
+        self.brokers: dict[int, DataPathBroker] = {}
+        for broker_id in broker_ids:
+            props = {"log.dirs": str(tmp_path / f"broker-{broker_id}"),
+                     "broker.id": str(broker_id)}
+            log_manager = LogManager(LogManagerConfig.from_props(props), clock=self.clock)
+            log_manager.startup()
+            configs = TopicConfigs()
+            fetcher_config = ReplicaFetcherConfig(
+                broker_id=broker_id, inter_broker_protocol_version=ibp, **fetcher_overrides)
+            manager = ReplicaManager(
+                broker_id, log_manager, configs, clock=self.clock,
+                config=ReplicaManagerConfig(replica_lag_time_max_ms=10_000),
+                metadata_cache=self.cache, fetcher_config=fetcher_config,
+                fetcher_connection_factory=self.connect)
+            manager.startup()
+            self.brokers[broker_id] = DataPathBroker(manager, self.cache, self.clock,  # type: ignore[arg-type]
+                                                     log_manager, configs, broker_id=broker_id)
+
+    def connect(self, source: BrokerEndPoint, client_id: str) -> Connection:
+        assert source.port == 9000 + source.id
+        connection = Connection(self, source.id, client_id)
+        self.connections.append(connection)
+        return connection
+
+    def pump(self, seconds: float, step: float = 0.01) -> None:
+        for _ in range(int(seconds / step)):
+            self.clock.advance(step)
+
+    def leader_and_isr(self, broker_ids: tuple[int, ...], *, leader: int, leader_epoch: int,
+                       replicas: tuple[int, ...] = (1, 2, 3),
+                       isr: tuple[int, ...] | None = None, tp: TopicPartition = TP) -> None:
+        state = PartitionState(tp.topic, tp.partition, controller_epoch=1, leader=leader,
+                               leader_epoch=leader_epoch, isr=isr or replicas, zk_version=0,
+                               replicas=replicas, is_new=True)
+        self.cache.partitions.add(tp)
+        for broker_id in broker_ids:
+            result = settled(Deferred.fromCoroutine(
+                self.brokers[broker_id].replica_manager.become_leader_or_follower(
+                    9, 1, [state])))
+            assert result.error_code == 0 and set(result.partition_errors.values()) == {0}
+
+    def produce(self, broker_id: int, *values: bytes, acks: int = 1,
+                tp: TopicPartition = TP) -> Deferred[Any]:
+        return self.brokers[broker_id].send(ApiKey.PRODUCE, 8, produce_request(
+            {(tp.topic, tp.partition): batch(*values)}, acks=acks))
+
+    def log(self, broker_id: int, tp: TopicPartition = TP) -> Any:
+        return self.brokers[broker_id].log(tp.topic, tp.partition)
+
+    def log_bytes(self, broker_id: int, tp: TopicPartition = TP) -> bytes:
+        directory = Path(self.log(broker_id, tp).dir)
+        return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+
+    def fetchers(self, broker_id: int) -> Any:
+        manager = self.brokers[broker_id].replica_manager.replica_fetcher_manager
+        assert manager is not None
+        return manager
+
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            stopped = broker.replica_manager.shutdown()
+            self.pump(0.05)
+            assert stopped.called
+            broker.log_manager.shutdown()
+
+
+@pytest.fixture
+def network(tmp_path: Path) -> Iterator[Network]:
+    net = Network(tmp_path)
+    yield net
+    net.close()
+
+
+def test_followers_replicate_and_complete_acks_all(network: Network) -> None:
+    network.leader_and_isr((1, 2, 3), leader=1, leader_epoch=0)
+    produced = network.produce(1, b"a", b"b", b"c", acks=-1)
+    assert pending(produced)
+    network.pump(0.2)
+    assert produce_errors(settled(produced)) == {("t", 0): 0}
+    network.pump(1.0)  # the next fetches carry the leader's high watermark
+    for broker_id in (1, 2, 3):
+        log = network.log(broker_id)
+        assert (log.log_end_offset, log.high_watermark) == (3, 3), broker_id
+    assert network.log_bytes(2) == network.log_bytes(1) == network.log_bytes(3)
+    for _ in range(5):
+        produced = network.produce(1, b"x" * 100, b"y", acks=-1)
+        network.pump(0.1)
+        assert produce_errors(settled(produced)) == {("t", 0): 0}
+    assert network.log(1).log_end_offset == 13
+    assert network.log_bytes(2) == network.log_bytes(1) == network.log_bytes(3)
+    leader = network.brokers[1].replica_manager.get_partition(TP)
+    assert leader is not None and leader.isr == (1, 2, 3)
+    # One fetcher per source broker on each follower, fetching with its broker id.
+    assert list(network.fetchers(2).fetchers) == [(1, 0)]
+    fetcher = network.fetchers(2).fetchers[(1, 0)]
+    assert fetcher.name == "ReplicaFetcherThread-0-1"
+    assert network.fetchers(1).fetchers == {}
+
+
+def _diverge(network: Network) -> None:
+    """Brokers 1 and 2 share offsets 0-2 (epoch 0); then 2 leads epoch 1 alone and writes
+    offsets 3-4 that never replicate; then 1 leads epoch 2 and writes other records at 3-5."""
+    network.leader_and_isr((1, 2), leader=1, leader_epoch=0, replicas=(1, 2))
+    settled(network.produce(1, b"a", acks=1))
+    settled(network.produce(1, b"b", b"c", acks=1))
+    network.pump(1.0)
+    assert network.log(2).log_end_offset == 3
+    network.leader_and_isr((2,), leader=2, leader_epoch=1, replicas=(1, 2))
+    settled(network.produce(2, b"lost-1", b"lost-2", acks=1))
+    assert network.log(2).log_end_offset == 5
+    network.leader_and_isr((1,), leader=1, leader_epoch=2, replicas=(1, 2), isr=(1,))
+    settled(network.produce(1, b"kept-1", b"kept-2", b"kept-3", acks=1))
+    assert network.log(1).log_end_offset == 6
+
+
+@pytest.mark.parametrize("ibp", [NEW_IBP, OLD_IBP])
+def test_a_diverged_follower_truncates_its_suffix(tmp_path: Path, ibp: str) -> None:
+    network = Network(tmp_path, ibp, broker_ids=(1, 2))
+    try:
+        _diverge(network)
+        network.leader_and_isr((2,), leader=1, leader_epoch=2, replicas=(1, 2), isr=(1,))
+        network.pump(1.0)
+        follower, leader = network.log(2), network.log(1)
+        assert follower.log_end_offset == leader.log_end_offset == 6
+        assert network.log_bytes(2) == network.log_bytes(1)
+        assert follower.end_offset_for_epoch(1) == (0, 3)  # epoch 1 is gone
+        assert follower.latest_epoch == 2
+        sent = network.connections[-1].sent
+        if ibp == OLD_IBP:
+            assert ApiKey.OFFSET_FOR_LEADER_EPOCH in sent
+        else:
+            assert ApiKey.OFFSET_FOR_LEADER_EPOCH not in sent  # the fetch said it diverged
+        partition = network.brokers[1].replica_manager.get_partition(TP)
+        assert partition is not None
+        network.pump(0.5)
+        assert partition.isr == (1, 2)  # the follower caught up and rejoined
+    finally:
+        network.close()
+
+
+@pytest.mark.parametrize("ibp", [NEW_IBP, OLD_IBP])
+def test_truncation_asks_again_for_an_epoch_the_follower_does_not_know(
+        tmp_path: Path, ibp: str) -> None:
+    """Broker 1 has epochs 0 and 2, broker 2 epochs 0 and 1. Broker 1 follows broker 2:
+    asked about epoch 2, broker 2 answers epoch 1 (ending at 5), which broker 1 does not
+    know: it truncates to the end of its epoch 0 (3) and asks again about epoch 0."""
+    network = Network(tmp_path, ibp, broker_ids=(1, 2))
+    try:
+        _diverge(network)
+        network.leader_and_isr((1, 2), leader=2, leader_epoch=3, replicas=(1, 2), isr=(2,))
+        network.pump(1.0)
+        assert network.log(1).log_end_offset == network.log(2).log_end_offset == 5
+        assert network.log_bytes(1) == network.log_bytes(2)
+        assert network.log(1).end_offset_for_epoch(1) == (1, 5)  # epoch 2 is gone
+        assert network.log(1).latest_epoch == 1
+        epoch_requests = network.connections[-1].sent.count(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+        assert epoch_requests == (2 if ibp == OLD_IBP else 1)
+    finally:
+        network.close()
+
+
+def test_a_follower_below_the_leaders_log_start_restarts_there(network: Network) -> None:
+    network.leader_and_isr((1,), leader=1, leader_epoch=0, replicas=(1, 2), isr=(1,))
+    for _ in range(5):
+        settled(network.produce(1, b"a", b"b", acks=1))
+    leader = network.brokers[1].replica_manager
+    partition = leader.get_partition(TP)
+    assert partition is not None
+    partition.delete_records_on_leader(8)
+    network.leader_and_isr((2,), leader=1, leader_epoch=0, replicas=(1, 2), isr=(1,))
+    network.pump(1.0)
+    follower = network.log(2)
+    assert (follower.log_start_offset, follower.log_end_offset) == (8, 10)
+    state = network.fetchers(2).fetch_state(TP)
+    assert state is not None and state.fetch_offset == 10
+    assert ApiKey.LIST_OFFSETS in network.connections[-1].sent
+
+
+def test_a_fenced_follower_waits_for_the_next_leader_and_isr(network: Network) -> None:
+    network.leader_and_isr((1,), leader=1, leader_epoch=3, replicas=(1, 2))
+    settled(network.produce(1, b"a", acks=1))
+    network.leader_and_isr((2,), leader=1, leader_epoch=2, replicas=(1, 2))  # stale view
+    network.pump(0.5)
+    fetchers = network.fetchers(2)
+    assert fetchers.fetch_state(TP) is None and TP in fetchers.failed_partitions
+    assert network.log(2).log_end_offset == 0
+    network.leader_and_isr((2,), leader=1, leader_epoch=3, replicas=(1, 2))
+    network.pump(0.5)
+    assert network.log(2).log_end_offset == 1
+    assert TP not in fetchers.failed_partitions
+
+
+def test_fetching_from_a_broker_that_is_down_backs_off_then_catches_up(
+        network: Network) -> None:
+    network.leader_and_isr((1,), leader=1, leader_epoch=0, replicas=(1, 2))
+    settled(network.produce(1, b"a", b"b", acks=1))
+    network.down.add(1)
+    network.leader_and_isr((2,), leader=1, leader_epoch=0, replicas=(1, 2))
+    fetcher = network.fetchers(2).fetchers[(1, 0)]
+    network.pump(0.05)
+    state = fetcher.partition_states[TP]
+    assert state.is_delayed(network.clock.seconds())
+    attempts = fetcher.fetch_requests_sent
+    network.pump(0.5)
+    assert fetcher.fetch_requests_sent == attempts  # replica.fetch.backoff.ms: 1 s
+    network.pump(2.0)
+    assert fetcher.fetch_requests_sent > attempts  # retried, still down
+    assert network.log(2).log_end_offset == 0
+    network.down.discard(1)
+    network.pump(2.0)
+    assert network.log(2).log_end_offset == 2
+
+
+def test_leader_changes_move_partitions_between_fetchers(tmp_path: Path) -> None:
+    network = Network(tmp_path, num_replica_fetchers=2)
+    try:
+        tps = [TopicPartition("t", p) for p in range(4)]
+        for tp in tps:
+            network.leader_and_isr((1, 3), leader=1, leader_epoch=0, tp=tp)
+        fetchers = network.fetchers(3)
+        expected = {(1, fetcher_id_for(tp, 2)) for tp in tps}
+        assert set(fetchers.fetchers) == expected
+        for tp in tps:
+            fetcher = fetchers.fetcher_for(tp)
+            assert fetcher is not None and fetcher.fetcher_id == fetcher_id_for(tp, 2)
+        # Partition 0 moves to leader 2 (epoch 1); the others stay.
+        network.leader_and_isr((2, 3), leader=2, leader_epoch=1, tp=tps[0])
+        moved = fetchers.fetcher_for(tps[0])
+        assert moved is not None and moved.source.id == 2
+        assert fetchers.fetch_state(tps[0]).current_leader_epoch == 1
+        # Broker 3 leads partition 1 now: no fetcher for it; an idle fetcher stops.
+        network.leader_and_isr((3,), leader=3, leader_epoch=1, tp=tps[1])
+        assert fetchers.fetcher_for(tps[1]) is None
+        remaining = {(1, fetcher_id_for(tp, 2)) for tp in tps[2:]} | {(2, fetcher_id_for(
+            tps[0], 2))}
+        assert set(fetchers.fetchers) == remaining
+        # StopReplica removes the rest.
+        from kafkaclone.server.replica_manager import StopReplicaState
+
+        settled(Deferred.fromCoroutine(network.brokers[3].replica_manager.stop_replicas(
+            9, 1, {tp: StopReplicaState() for tp in (tps[0], *tps[2:])})))
+        assert fetchers.fetchers == {}
+    finally:
+        network.close()
+
+
+def test_new_followers_start_as_kafka_28_does(tmp_path: Path) -> None:
+    network = Network(tmp_path, OLD_IBP)
+    try:
+        network.down.add(1)  # keep the follower from leaving its initial state
+        network.leader_and_isr((2,), leader=1, leader_epoch=0)
+        state = network.fetchers(2).fetch_state(TP)
+        assert state is not None and state.state is ReplicaState.TRUNCATING
+    finally:
+        network.close()
+
+
+def test_fetcher_ids_follow_javas_string_hash() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -(1 << 31)
+    assert java_string_hash("caf\u00e9") == 3045921
+    # abs(31 * hash + partition) % n in 32-bit ints: 31 * 99162322 + 3 overflows.
+    assert fetcher_id_for(TopicPartition("hello", 3), 7) == 1220935311 % 7
+    assert fetcher_id_for(TopicPartition("t", 0), 1) == 0
+    assert {fetcher_id_for(TopicPartition("t", p), 3) for p in range(6)} == {0, 1, 2}
