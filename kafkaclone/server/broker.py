@@ -8,7 +8,9 @@ in order and stopped in reverse:
 2. ``log-manager``: resolve ``broker.id`` (generated from ``/brokers/seqid`` when -1),
    check ``meta.properties`` in every log dir (a different cluster id refuses to start),
    load the logs with their topics' config overrides;
-3. ``replica-manager``;
+3. ``replica-manager`` (then ``dynamic-config``, and ``group-coordinator``:
+   kafkaclone.coordinator.group, which follows this broker's leadership of
+   ``__consumer_offsets`` partitions through the replica manager);
 4. ``socket-server``: listen on every ``listeners`` entry (port 0: the OS picks one, and
    the bound port is what gets advertised);
 5. ``registration``: the ephemeral ``/brokers/ids/<id>`` with the advertised listeners; its
@@ -45,6 +47,8 @@ from kafkaclone.cluster.topic import (
     GROUP_METADATA_TOPIC_NAME,
     TRANSACTION_STATE_TOPIC_NAME,
 )
+from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from kafkaclone.coordinator.group.store import ZkGroupStore
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
 from kafkaclone.log.common import TopicPartition
 from kafkaclone.log.config import LogConfig, LogManagerConfig
@@ -188,6 +192,7 @@ class KafkaBroker(MultiService):
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.dynamic_config_manager: DynamicConfigManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
         self._controller: ControllerLike | None = None
         self._controller_epoch = 0
         self._ports: dict[str, Any] = {}
@@ -200,6 +205,8 @@ class KafkaBroker(MultiService):
             _Step("log-manager", self._start_log_manager, self._stop_log_manager),
             _Step("replica-manager", self._start_replica_manager, self._stop_replica_manager),
             _Step("dynamic-config", self._start_dynamic_config, self._stop_dynamic_config),
+            _Step("group-coordinator", self._start_group_coordinator,
+                  self._stop_group_coordinator),
             _Step("socket-server", self._start_socket_server, self._stop_socket_server),
             _Step("registration", self._register, self._deregister),
             _Step("controller", self._start_controller, self._stop_controller),
@@ -443,6 +450,22 @@ class KafkaBroker(MultiService):
         if self.dynamic_config_manager is not None:
             self.dynamic_config_manager.shutdown()
             self.dynamic_config_manager = None
+
+    async def _start_group_coordinator(self) -> None:
+        assert self.replica_manager is not None
+        coordinator = GroupCoordinator(self.broker_id, GroupConfig.from_kafka_config(self.config),
+                                       ZkGroupStore(self.zk_client), self.reactor)
+        self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
+        coordinator.startup()
+        self.group_coordinator = coordinator
+
+    async def _stop_group_coordinator(self) -> None:
+        if self.group_coordinator is not None:
+            if self.replica_manager is not None:
+                listeners = self.replica_manager.leadership_listeners
+                if self.group_coordinator.on_leadership_change in listeners:
+                    listeners.remove(self.group_coordinator.on_leadership_change)
+            self.group_coordinator.shutdown()
 
     async def _start_socket_server(self) -> None:
         config = self.config

@@ -54,6 +54,8 @@ class BrokerServices(Protocol):
     replica_manager: Any
     """The broker's ReplicaManager (kafkaclone.server.replica_manager)."""
     controller: ControllerService
+    group_coordinator: Any
+    """The broker's GroupCoordinator (kafkaclone.coordinator.group), None until started."""
     reactor: Any
     """The Twisted reactor the broker runs on (timers for delayed operations)."""
 

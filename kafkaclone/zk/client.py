@@ -54,6 +54,7 @@ from twisted.python.failure import Failure
 from kafkaclone.zk.errors import (
     BrokerIdAlreadyRegisteredError,
     ControllerMovedError,
+    ZNodeDecodeError,
     ZooKeeperClientClosedError,
     ZooKeeperClientTimeoutError,
 )
@@ -73,6 +74,7 @@ from kafkaclone.zk.znodes import (
     ConfigEntityZNode,
     ConfigType,
     ConsumerIdsZNode,
+    ConsumerOffsetMetadataZNode,
     ConsumerOffsetZNode,
     ConsumerOwnersZNode,
     ConsumerPathZNode,
@@ -85,6 +87,7 @@ from kafkaclone.zk.znodes import (
     IsrChangeNotificationZNode,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
+    OffsetCommitMetadata,
     PreferredReplicaElectionZNode,
     ProducerIdBlock,
     ProducerIdBlockZNode,
@@ -98,6 +101,7 @@ from kafkaclone.zk.znodes import (
     TopicsZNode,
     TopicZNode,
     Versioned,
+    decode_znode_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -1347,7 +1351,117 @@ class KafkaZkClient:
         return result
 
     async def get_consumer_groups(self) -> list[str]:
-        return sorted(await self.get_children(ConsumerPathZNode.PATH))
+        """The group ids under ``/consumers`` (decoded, see ``encode_znode_name``)."""
+        return sorted(decode_znode_name(name)
+                      for name in await self.get_children(ConsumerPathZNode.PATH))
+
+    async def commit_consumer_offsets(
+        self, group: str, commits: Mapping[TopicPartition, tuple[int, OffsetCommitMetadata]],
+        *, max_attempts: int = 5,
+    ) -> None:
+        """Write the offsets of one OffsetCommit in one multi-op: each offset as decimal
+        text at ``/consumers/<g>/offsets/<t>/<p>`` and its metadata in the child
+        ``.../<p>/metadata``. The first attempt sets existing znodes (the steady state of a
+        consuming group); if some are missing, what exists is looked up and one multi-op
+        creates the missing znodes (parents included) and sets the others."""
+        if not commits:
+            return
+        ops: list[ZkOp] = []
+        for tp, (offset, metadata) in commits.items():
+            ops.append(SetDataOp(ConsumerOffsetZNode.path(group, tp.topic, tp.partition),
+                                 ConsumerOffsetZNode.encode(offset)))
+            ops.append(SetDataOp(ConsumerOffsetMetadataZNode.path(group, tp.topic, tp.partition),
+                                 ConsumerOffsetMetadataZNode.encode(metadata)))
+        results = await self.multi(ops)
+        attempt = 1
+        while any(isinstance(r, Exception) for r in results):
+            failure = next(r for r in results
+                           if isinstance(r, Exception)
+                           and not isinstance(r, RolledBackError | RuntimeInconsistency))
+            if not isinstance(failure, NoNodeError | NodeExistsError) or attempt >= max_attempts:
+                raise failure
+            attempt += 1
+            ops = await self._create_or_set_offset_ops(group, commits)
+            results = await self.multi(ops)
+
+    async def _create_or_set_offset_ops(
+        self, group: str, commits: Mapping[TopicPartition, tuple[int, OffsetCommitMetadata]],
+    ) -> list[ZkOp]:
+        containers = [ConsumerPathZNode.PATH, ConsumerOffsetZNode.group_path(group),
+                      ConsumerOffsetZNode.offsets_path(group)]
+        containers += sorted({ConsumerOffsetZNode.topic_path(group, tp.topic) for tp in commits})
+        leaves: list[tuple[str, bytes]] = []
+        for tp, (offset, metadata) in commits.items():
+            leaves.append((ConsumerOffsetZNode.path(group, tp.topic, tp.partition),
+                           ConsumerOffsetZNode.encode(offset)))
+            leaves.append((ConsumerOffsetMetadataZNode.path(group, tp.topic, tp.partition),
+                           ConsumerOffsetMetadataZNode.encode(metadata)))
+        paths = containers + [path for path, _ in leaves]
+        exists = await self._gather(self._exists(path) for path in paths)
+        existing = {path for path, stat in zip(paths, exists, strict=True)
+                    if not isinstance(stat, Exception) and stat is not None}
+        ops: list[ZkOp] = [CreateOp(path) for path in containers if path not in existing]
+        for path, data in leaves:
+            ops.append(SetDataOp(path, data) if path in existing else CreateOp(path, data))
+        return ops
+
+    async def get_consumer_offsets_with_metadata(
+        self, group: str, partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[TopicPartition, tuple[int, OffsetCommitMetadata]]:
+        """The committed offsets of ``group`` (all of them when ``partitions`` is None)
+        with their metadata; a partition without an offset is left out, an offset without
+        a metadata child (written by another tool) has empty metadata."""
+        if partitions is None:
+            tps: list[TopicPartition] = []
+            topics = sorted(await self.get_children(ConsumerOffsetZNode.offsets_path(group)))
+            listed = await self._gather(
+                self.get_children(ConsumerOffsetZNode.topic_path(group, t)) for t in topics)
+            for topic, outcome in zip(topics, listed, strict=True):
+                if isinstance(outcome, Exception):
+                    raise outcome
+                tps.extend(TopicPartition(topic, int(p)) for p in outcome if p.isdigit())
+        else:
+            tps = list(dict.fromkeys(partitions))
+        found = await self._gather(self._get_offset_with_metadata(group, tp) for tp in tps)
+        result: dict[TopicPartition, tuple[int, OffsetCommitMetadata]] = {}
+        for tp, item in zip(tps, found, strict=True):
+            if isinstance(item, Exception):
+                raise item
+            if item is not None:
+                result[tp] = item
+        return result
+
+    async def _get_offset_with_metadata(
+        self, group: str, tp: TopicPartition
+    ) -> tuple[int, OffsetCommitMetadata] | None:
+        offset_data = await self._get_data(ConsumerOffsetZNode.path(group, tp.topic,
+                                                                    tp.partition))
+        if offset_data is None:
+            return None
+        offset = ConsumerOffsetZNode.decode(offset_data[0])
+        metadata_data = await self._get_data(
+            ConsumerOffsetMetadataZNode.path(group, tp.topic, tp.partition))
+        if metadata_data is None:
+            return offset, OffsetCommitMetadata(commit_timestamp_ms=int(offset_data[1].mtime))
+        try:
+            return offset, ConsumerOffsetMetadataZNode.decode(metadata_data[0])
+        except ZNodeDecodeError:
+            logger.warning("Ignoring unreadable offset metadata of group %s, %s", group, tp)
+            return offset, OffsetCommitMetadata(commit_timestamp_ms=int(offset_data[1].mtime))
+
+    async def delete_consumer_offsets(self, group: str,
+                                      partitions: Iterable[TopicPartition]) -> None:
+        """Delete committed offsets (each offset znode with its metadata child)."""
+        outcomes = await self._gather(
+            self.delete_recursive(ConsumerOffsetZNode.path(group, tp.topic, tp.partition))
+            for tp in partitions)
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                raise outcome
+
+    async def delete_consumer_group(self, group: str) -> bool:
+        """Delete ``/consumers/<g>`` and everything below it; False if it did not exist."""
+        return await self.delete_recursive(ConsumerOffsetZNode.group_path(group))
 
     async def register_consumer(
         self, group: str, member_id: str, registration: ConsumerRegistration

@@ -203,6 +203,63 @@ class ConsumerPathZNode:
     PATH: Final = "/consumers"
 
 
+def _znode_name_char_is_safe(char: str) -> bool:
+    code = ord(char)
+    return not (
+        char in "%/"
+        or code <= 0x1F
+        or 0x7F <= code <= 0x9F
+        or 0xD800 <= code <= 0xF8FF
+        or code >= 0xFFF0
+    )
+
+
+def encode_znode_name(name: str) -> str:
+    """A group or member id as one znode name (the inverse is :func:`decode_znode_name`).
+
+    A name ZooKeeper accepts as a path component is kept as it is, so the usual group ids
+    appear unchanged under ``/consumers``. Otherwise each character ZooKeeper refuses
+    (``/``, control characters U+0000-U+001F and U+007F-U+009F, U+D800-U+F8FF, U+FFF0 and
+    above, which Java sees as surrogates) and ``%`` itself become ``%XX`` per UTF-8 byte;
+    the names ``.`` and ``..`` become ``%2E`` and ``%2E%2E``; the empty name (legal for
+    OffsetCommit and OffsetFetch) becomes ``%``."""
+    if name == "":
+        return "%"
+    if name in (".", ".."):
+        return "%2E" * len(name)
+    if all(_znode_name_char_is_safe(char) for char in name):
+        return name
+    out = []
+    for char in name:
+        if _znode_name_char_is_safe(char):
+            out.append(char)
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+    return "".join(out)
+
+
+def decode_znode_name(name: str) -> str:
+    """The group or member id :func:`encode_znode_name` turned into ``name``."""
+    if name == "%":
+        return ""
+    if "%" not in name:
+        return name
+    raw = bytearray()
+    i = 0
+    while i < len(name):
+        if name[i] == "%" and _is_hex(name[i + 1:i + 3]):
+            raw.append(int(name[i + 1:i + 3], 16))
+            i += 3
+        else:
+            raw.extend(name[i].encode("utf-8"))
+            i += 1
+    return raw.decode("utf-8", "surrogatepass")
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) == 2 and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
 class LogDirEventNotificationZNode:
     """Created at startup like Kafka does; log dir failure events are not implemented."""
 
@@ -869,7 +926,7 @@ class ConsumerOffsetZNode:
 
     @staticmethod
     def group_path(group: str) -> str:
-        return f"{ConsumerPathZNode.PATH}/{group}"
+        return f"{ConsumerPathZNode.PATH}/{encode_znode_name(group)}"
 
     @staticmethod
     def offsets_path(group: str) -> str:
@@ -890,6 +947,60 @@ class ConsumerOffsetZNode:
     @staticmethod
     def decode(data: bytes) -> int:
         return _ascii_int(data, "committed offset")
+
+
+@dataclass(frozen=True)
+class OffsetCommitMetadata:
+    """What an OffsetCommit carries besides the offset (kept next to the decimal value)."""
+
+    metadata: str = ""
+    leader_epoch: int = -1
+    commit_timestamp_ms: int = -1
+    expire_timestamp_ms: int | None = None
+
+
+class ConsumerOffsetMetadataZNode:
+    """``/consumers/<g>/offsets/<t>/<p>/metadata``: the commit's metadata string, leader
+    epoch and timestamps (JSON v1), a child of the offset znode so that the offset's own
+    value stays the decimal text legacy tools read. kafkaclone's own znode."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "consumer_offset_metadata.v1"
+    NAME: ClassVar = "metadata"
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return (f"{ConsumerOffsetZNode.path(group, topic, partition)}/"
+                f"{ConsumerOffsetMetadataZNode.NAME}")
+
+    @staticmethod
+    def encode(value: OffsetCommitMetadata) -> bytes:
+        payload: dict[str, Any] = {
+            "version": 1,
+            "metadata": value.metadata,
+            "leader_epoch": value.leader_epoch,
+            "commit_timestamp": value.commit_timestamp_ms,
+        }
+        if value.expire_timestamp_ms is not None:
+            payload["expire_timestamp"] = value.expire_timestamp_ms
+        return _json_bytes(payload)
+
+    @staticmethod
+    def decode(data: bytes) -> OffsetCommitMetadata:
+        what = "offset commit metadata"
+        obj = _parse_object(data, what)
+        if obj.get("version") != 1:
+            raise ZNodeDecodeError(what, data, "unknown version")
+        expire = obj.get("expire_timestamp")
+        if expire is not None and (isinstance(expire, bool) or not isinstance(expire, int)):
+            raise ZNodeDecodeError(what, data, "'expire_timestamp' is not an integer")
+        return OffsetCommitMetadata(
+            metadata=_str(obj, "metadata", what, data),
+            leader_epoch=_int(obj, "leader_epoch", what, data),
+            commit_timestamp_ms=_int(obj, "commit_timestamp", what, data),
+            expire_timestamp_ms=expire,
+        )
 
 
 @dataclass(frozen=True)
@@ -916,7 +1027,7 @@ class ConsumerIdsZNode:
 
     @staticmethod
     def path(group: str, member_id: str) -> str:
-        return f"{ConsumerIdsZNode.ids_path(group)}/{member_id}"
+        return f"{ConsumerIdsZNode.ids_path(group)}/{encode_znode_name(member_id)}"
 
     @staticmethod
     def encode(registration: ConsumerRegistration) -> bytes:
@@ -1003,6 +1114,7 @@ PAYLOAD_ZNODES: Final = (
     ConfigEntityChangeNotificationSequenceZNode,
     ProducerIdBlockZNode,
     ConsumerOffsetZNode,
+    ConsumerOffsetMetadataZNode,
     ConsumerIdsZNode,
     ConsumerOwnersZNode,
 )

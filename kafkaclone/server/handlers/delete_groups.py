@@ -1,0 +1,27 @@
+"""DeleteGroups (key 42), v0-2: delete Empty groups with their committed offsets
+(``/consumers/<g>`` and everything below it). A group with members is NON_EMPTY_GROUP, an
+unknown one GROUP_ID_NOT_FOUND (Kafka 2.8's GroupCoordinator.handleDeleteGroups)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.server.handlers.registry import RequestContext, handler
+
+_RESPONSE = APIS[ApiKey.DELETE_GROUPS].response
+_Result = _RESPONSE.structs["DeletableGroupResult"]
+
+
+@handler(ApiKey.DELETE_GROUPS, versions=(0, 2))
+async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+    names = list(dict.fromkeys(request.groups_names))
+    try:
+        errors = await coordinator_of(ctx).handle_delete_groups(names)
+    except KafkaError as exc:
+        errors = dict.fromkeys(names, exc.code)
+    return _RESPONSE(throttle_time_ms=0, results=[
+        _Result(group_id=name, error_code=errors[name]) for name in names])

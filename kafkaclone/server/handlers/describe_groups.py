@@ -1,0 +1,42 @@
+"""DescribeGroups (key 15), v0-5: state, protocol and members of groups (Kafka 2.8's
+GroupCoordinator.handleDescribeGroup). A group this broker does not know is reported Dead
+with no error; members' metadata and assignments are filled in only while Stable; v3+ can
+ask for the authorized operations (with no authorizer: READ, DELETE, DESCRIBE)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaclone.coordinator.group.coordinator import DEAD_SUMMARY
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.server.handlers.group_support import GROUP_AUTHORIZED_OPERATIONS, coordinator_of
+from kafkaclone.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from kafkaclone.server.handlers.registry import RequestContext, handler
+
+_RESPONSE = APIS[ApiKey.DESCRIBE_GROUPS].response
+_Group = _RESPONSE.structs["DescribedGroup"]
+_Member = _RESPONSE.structs["DescribedGroupMember"]
+
+
+@handler(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
+async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    operations = (GROUP_AUTHORIZED_OPERATIONS
+                  if ctx.api_version >= 3 and request.include_authorized_operations
+                  else AUTHORIZED_OPERATIONS_OMITTED)
+    groups = []
+    for group_id in request.groups:
+        try:
+            error, summary = coordinator_of(ctx).handle_describe_group(group_id)
+        except KafkaError as exc:
+            error, summary = exc.code, DEAD_SUMMARY
+        groups.append(_Group(
+            error_code=error, group_id=group_id, group_state=summary.state,
+            protocol_type=summary.protocol_type, protocol_data=summary.protocol,
+            members=[_Member(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                             client_id=m.client_id, client_host=m.client_host,
+                             member_metadata=m.metadata, member_assignment=m.assignment)
+                     for m in summary.members],
+            authorized_operations=operations))
+    return _RESPONSE(throttle_time_ms=0, groups=groups)

@@ -1,0 +1,27 @@
+"""ListGroups (key 16), v0-4: the groups this broker coordinates (Kafka 2.8's
+GroupCoordinator.handleListGroups); v4 filters by state (KIP-518) and reports it.
+COORDINATOR_LOAD_IN_PROGRESS while some of its partitions are still loading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.server.handlers.registry import RequestContext, handler
+
+_RESPONSE = APIS[ApiKey.LIST_GROUPS].response
+_Group = _RESPONSE.structs["ListedGroup"]
+
+
+@handler(ApiKey.LIST_GROUPS, versions=(0, 4))
+async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+    states = list(request.states_filter) if ctx.api_version >= 4 else []
+    try:
+        error, listed = coordinator_of(ctx).handle_list_groups(states)
+    except KafkaError as exc:
+        error, listed = exc.code, []
+    return _RESPONSE(throttle_time_ms=0, error_code=error, groups=[
+        _Group(group_id=g, protocol_type=p, group_state=s) for g, p, s in listed])

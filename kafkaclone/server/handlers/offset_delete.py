@@ -1,0 +1,49 @@
+"""OffsetDelete (key 47), v0 (KIP-496): delete committed offsets of a group. Partitions of
+topics an active consumer group subscribes to answer GROUP_SUBSCRIBED_TO_TOPIC; a
+non-empty group that is no consumer group NON_EMPTY_GROUP; an unknown group
+GROUP_ID_NOT_FOUND; an unknown topic UNKNOWN_TOPIC_OR_PARTITION (Kafka 2.8's
+GroupCoordinator.handleDeleteOffsets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import NONE, KafkaError, UnknownTopicOrPartitionError
+from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.services import BrokerServices
+
+_RESPONSE = APIS[ApiKey.OFFSET_DELETE].response
+_Topic = _RESPONSE.structs["OffsetDeleteResponseTopic"]
+_Partition = _RESPONSE.structs["OffsetDeleteResponsePartition"]
+
+
+@handler(ApiKey.OFFSET_DELETE, versions=(0, 0))
+async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    errors: dict[TopicPartition, int] = {}
+    known: list[TopicPartition] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if broker.metadata_cache.partition_state(tp.topic, tp.partition) is None:
+                errors[tp] = UnknownTopicOrPartitionError.code
+            else:
+                known.append(tp)
+    try:
+        error, deleted = await coordinator_of(ctx).handle_delete_offsets(request.group_id,
+                                                                         known)
+    except KafkaError as exc:
+        error, deleted = exc.code, {}
+    if error != NONE:
+        return _RESPONSE(error_code=error, throttle_time_ms=0, topics=[])
+    errors.update(deleted)
+    return _RESPONSE(error_code=NONE, throttle_time_ms=0, topics=[
+        _Topic(name=topic.name, partitions=[
+            _Partition(partition_index=p.partition_index,
+                       error_code=errors[TopicPartition(topic.name, p.partition_index)])
+            for p in topic.partitions])
+        for topic in request.topics])

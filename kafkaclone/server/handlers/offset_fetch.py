@@ -1,0 +1,98 @@
+"""OffsetFetch (key 9), v0-7: a group's committed offsets.
+
+As Kafka 2.8's ``KafkaApis.handleOffsetFetchRequest``:
+
+- v0 is the legacy ZooKeeper path: any broker reads ``/consumers/<g>/offsets/<t>/<p>``; a
+  partition the cluster does not have, or without an offset, is UNKNOWN_TOPIC_OR_PARTITION
+  with offset -1;
+- v1+ ask the group's coordinator (errors per partition in v1, in the top-level error from
+  v2); a partition without an offset answers -1 and empty metadata; from v2 a null topic
+  list asks for every committed offset of the group; v5+ report the committed leader epoch;
+  v7's require_stable changes nothing (no transactional offsets are pending, ever).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import (
+    NONE,
+    KafkaError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.services import BrokerServices
+
+logger = logging.getLogger(__name__)
+
+_RESPONSE = APIS[ApiKey.OFFSET_FETCH].response
+_Topic = _RESPONSE.structs["OffsetFetchResponseTopic"]
+_Partition = _RESPONSE.structs["OffsetFetchResponsePartition"]
+
+INVALID_OFFSET = -1
+
+
+def _topics(results: dict[TopicPartition, tuple[int, int, str, int]]) -> list[Any]:
+    """(offset, leader epoch, metadata, error) per partition, grouped by topic."""
+    by_topic: dict[str, list[Any]] = {}
+    for tp, (offset, epoch, metadata, error) in results.items():
+        by_topic.setdefault(tp.topic, []).append(_Partition(
+            partition_index=tp.partition, committed_offset=offset,
+            committed_leader_epoch=epoch, metadata=metadata, error_code=error))
+    return [_Topic(name=name, partitions=partitions) for name, partitions in by_topic.items()]
+
+
+def _requested(request: Any) -> list[TopicPartition] | None:
+    if request.topics is None:
+        return None
+    return [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
+
+
+@handler(ApiKey.OFFSET_FETCH, versions=(0, 7))
+async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    broker: BrokerServices = ctx.broker
+    version = ctx.api_version
+    requested = _requested(request)
+    if version == 0:
+        assert requested is not None
+        return _RESPONSE(throttle_time_ms=0, error_code=NONE,
+                         topics=_topics(await _legacy_fetch(broker, request.group_id,
+                                                            requested)))
+    try:
+        error, found = await coordinator_of(ctx).handle_fetch_offsets(request.group_id,
+                                                                      requested)
+    except KafkaError as exc:
+        error, found = exc.code, {}
+    if error != NONE:
+        if version >= 2:
+            return _RESPONSE(throttle_time_ms=0, error_code=error, topics=[])
+        return _RESPONSE(throttle_time_ms=0, topics=_topics({
+            tp: (INVALID_OFFSET, -1, "", error) for tp in requested or []}))
+    results = {}
+    for tp, value in found.items():
+        if value is None:
+            results[tp] = (INVALID_OFFSET, -1, "", NONE)
+        else:
+            results[tp] = (value.offset, value.leader_epoch, value.metadata, NONE)
+    return _RESPONSE(throttle_time_ms=0, error_code=NONE, topics=_topics(results))
+
+
+async def _legacy_fetch(broker: BrokerServices, group_id: str,
+                        requested: list[TopicPartition]
+                        ) -> dict[TopicPartition, tuple[int, int, str, int]]:
+    """OffsetFetch v0: straight from ZooKeeper."""
+    unknown = (INVALID_OFFSET, -1, "", UnknownTopicOrPartitionError.code)
+    known = [tp for tp in requested
+             if broker.metadata_cache.partition_state(tp.topic, tp.partition) is not None]
+    try:
+        found = await broker.zk_client.get_consumer_offsets_with_metadata(group_id, known)
+    except Exception as exc:
+        logger.error("Reading offsets of group %s from ZooKeeper failed: %s", group_id, exc)
+        return {tp: (INVALID_OFFSET, -1, "", UnknownServerError.code) for tp in requested}
+    return {tp: ((found[tp][0], -1, "", NONE) if tp in found else unknown) for tp in requested}

@@ -1,0 +1,33 @@
+"""SyncGroup (key 14), v0-5: the leader hands in the assignment, every member gets its own
+(Kafka 2.8's GroupCoordinator.handleSyncGroup). v3 adds static membership; v5 checks and
+reports the protocol type and name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.server.handlers.registry import RequestContext, handler
+
+_RESPONSE = APIS[ApiKey.SYNC_GROUP].response
+
+
+@handler(ApiKey.SYNC_GROUP, versions=(0, 5))
+async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    try:
+        coordinator = coordinator_of(ctx)
+    except KafkaError as exc:
+        return _RESPONSE(throttle_time_ms=0, error_code=exc.code, assignment=b"")
+    result = await coordinator.handle_sync_group(
+        request.group_id, request.generation_id, request.member_id,
+        request.protocol_type if version >= 5 else None,
+        request.protocol_name if version >= 5 else None,
+        request.group_instance_id if version >= 3 else None,
+        {a.member_id: bytes(a.assignment) for a in request.assignments})
+    return _RESPONSE(throttle_time_ms=0, error_code=result.error_code,
+                     protocol_type=result.protocol_type, protocol_name=result.protocol_name,
+                     assignment=result.assignment)

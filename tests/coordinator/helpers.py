@@ -1,0 +1,105 @@
+"""Test support for the group coordinator: an in-memory GroupStore and a driver on task.Clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from twisted.internet import task
+from twisted.internet.defer import Deferred
+
+from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from kafkaclone.coordinator.group.store import MembershipMirror, OffsetAndMetadata
+from kafkaclone.log.common import TopicPartition
+from kafkaclone.protocol.messages.consumer_protocol import (
+    CONSUMER_PROTOCOL_ASSIGNMENT,
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    encode_assignment,
+    encode_subscription,
+)
+from kafkaclone.protocol.schema import compile_message
+
+
+class MemoryGroupStore:
+    """A GroupStore in a dict, recording every call (the ZooKeeper one is tested apart)."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.mirrors: dict[str, MembershipMirror] = {}
+        self.commits: list[tuple[str, dict[TopicPartition, OffsetAndMetadata]]] = []
+        self.fail_commits = False
+
+    async def commit_offsets(self, group_id: str,
+                             offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        if self.fail_commits:
+            raise RuntimeError("store down")
+        self.commits.append((group_id, dict(offsets)))
+        self.offsets.setdefault(group_id, {}).update(offsets)
+
+    async def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
+                            ) -> dict[TopicPartition, OffsetAndMetadata]:
+        stored = self.offsets.get(group_id, {})
+        if partitions is None:
+            return dict(stored)
+        return {tp: stored[tp] for tp in partitions if tp in stored}
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        stored = self.offsets.get(group_id, {})
+        for tp in partitions:
+            stored.pop(tp, None)
+
+    async def delete_group(self, group_id: str) -> None:
+        self.offsets.pop(group_id, None)
+        self.mirrors.pop(group_id, None)
+
+    async def groups_with_offsets(self) -> list[str]:
+        return [g for g, offsets in self.offsets.items() if offsets]
+
+    def update_mirror(self, group_id: str, mirror: MembershipMirror | None) -> None:
+        if mirror is None:
+            self.mirrors.pop(group_id, None)
+        else:
+            self.mirrors[group_id] = mirror
+
+
+def subscription(*topics: str) -> bytes:
+    message = compile_message(CONSUMER_PROTOCOL_SUBSCRIPTION)
+    return encode_subscription(message.cls(topics=list(topics), user_data=None,
+                                           owned_partitions=[]), 1)
+
+
+def assignment(partitions: Mapping[str, list[int]]) -> bytes:
+    message = compile_message(CONSUMER_PROTOCOL_ASSIGNMENT)
+    struct = message.structs["TopicPartition"]
+    return encode_assignment(message.cls(
+        assigned_partitions=[struct(topic=t, partitions=p) for t, p in partitions.items()],
+        user_data=None), 1)
+
+
+def make_coordinator(clock: task.Clock, store: MemoryGroupStore | None = None,
+                     **config: Any) -> GroupCoordinator:
+    settings: dict[str, Any] = {"group_initial_rebalance_delay_ms": 0,
+                                "offsets_topic_num_partitions": 1}
+    settings.update(config)
+    coordinator = GroupCoordinator(1, GroupConfig(**settings), store or MemoryGroupStore(),
+                                   clock)
+    coordinator.startup()
+    done = Deferred.fromCoroutine(coordinator.on_election(
+        range(settings["offsets_topic_num_partitions"])))
+    assert done.called
+    return coordinator
+
+
+def result_of(d: Deferred[Any]) -> Any:
+    """The result of a fired Deferred (AssertionError if it has not fired)."""
+    box: list[Any] = []
+
+    def keep(result: Any) -> Any:
+        box.append(result)
+        return result
+
+    d.addBoth(keep)
+    assert box, "the Deferred has not fired"
+    if hasattr(box[0], "raiseException"):
+        box[0].raiseException()
+    return box[0]
