@@ -26,8 +26,10 @@ from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.errors import (
     NONE,
     KafkaError,
+    LeaderNotAvailableError,
     NetworkExceptionError,
     NotControllerError,
+    UnknownTopicOrPartitionError,
     raise_for_code,
 )
 
@@ -464,4 +466,47 @@ class AdminClient:
             for r in response.responses:
                 result[ConfigResource(r.resource_type, r.resource_name)] = _error(
                     r.error_code, r.error_message)
+        return result
+
+    # --- records ------------------------------------------------------------------------------
+
+    def delete_records(self, offsets: Mapping[tuple[str, int], int], *,
+                       timeout_ms: int | None = None
+                       ) -> dict[tuple[str, int], int | KafkaError]:
+        """Delete the records before each (topic, partition)'s offset (-1: the high
+        watermark), as Kafka's ``deleteRecords``: the partition's new low watermark, or
+        the error its leader answered."""
+        result: dict[tuple[str, int], int | KafkaError] = {}
+        response = self._metadata(sorted({topic for topic, _ in offsets}))
+        leaders: dict[tuple[str, int], int] = {}
+        for t in response.topics:
+            for p in t.partitions:
+                leaders[(t.name, p.partition_index)] = p.leader_id
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for key in offsets:
+            leader = leaders.get(key, -1)
+            if key not in leaders:
+                result[key] = UnknownTopicOrPartitionError(
+                    f"Partition {key[0]}-{key[1]} does not exist")
+            elif leader < 0:
+                result[key] = LeaderNotAvailableError(f"{key[0]}-{key[1]} has no leader")
+            else:
+                by_leader.setdefault(leader, []).append(key)
+        request_cls = APIS[ApiKey.DELETE_RECORDS].request
+        s = request_cls.structs
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        for leader, keys in by_leader.items():
+            by_topic: dict[str, list[Any]] = {}
+            for topic, partition in keys:
+                by_topic.setdefault(topic, []).append(s["DeleteRecordsPartition"](
+                    partition_index=partition, offset=offsets[(topic, partition)]))
+            body = request_cls(topics=[s["DeleteRecordsTopic"](name=t, partitions=p)
+                                       for t, p in by_topic.items()], timeout_ms=timeout)
+            _, answer = self._connection(leader).request(ApiKey.DELETE_RECORDS, body,
+                                                         broker_wait_ms=timeout)
+            for t in answer.topics:
+                for p in t.partitions:
+                    error = _error(p.error_code, None)
+                    result[(t.name, p.partition_index)] = \
+                        p.low_watermark if error is None else error
         return result

@@ -169,6 +169,9 @@ class Consumer:
         self._completed: deque[_Completed] = deque()
         self._pending_error: KafkaError | None = None
         self._closed = False
+        self._started = time.monotonic()
+        self._stats = {"fetch-total": 0, "bytes-consumed-total": 0,
+                       "records-consumed-total": 0}
         self._coordinator: Any = None
         if self.group_id is not None:
             from kafkaclone.clients.group import ConsumerCoordinator
@@ -595,6 +598,7 @@ class Consumer:
 
     def _handle_fetch(self, response: Any, error: KafkaError | None,
                       positions: dict[tuple[str, int], int]) -> None:
+        self._stats["fetch-total"] += 1
         if error is not None:
             logger.debug("fetch failed: %s", error)
             self.metadata.request_update()
@@ -617,6 +621,7 @@ class Consumer:
                     raw = p.records
                     view = memoryview(b"") if raw is None else memoryview(raw)
                     view, next_offset = _scan_next_offset(view)
+                    self._stats["bytes-consumed-total"] += len(view)
                     assert fetch_offset is not None
                     self._completed.append(_Completed(key, fetch_offset, view, next_offset))
                     state.buffer = None
@@ -694,7 +699,17 @@ class Consumer:
         finally:
             self.max_poll_records = saved
 
+    def metrics(self) -> dict[str, float]:
+        """A few of Kafka's consumer-fetch-manager-metrics (totals and rates)."""
+        elapsed = max(1e-9, time.monotonic() - self._started)
+        out: dict[str, float] = {k: float(v) for k, v in self._stats.items()}
+        out["fetch-rate"] = out["fetch-total"] / elapsed
+        out["bytes-consumed-rate"] = out["bytes-consumed-total"] / elapsed
+        out["records-consumed-rate"] = out["records-consumed-total"] / elapsed
+        return out
+
     def _on_consume(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        self._stats["records-consumed-total"] += len(records)
         for interceptor in self.interceptors:
             hook = getattr(interceptor, "on_consume", None)
             if hook is not None:

@@ -217,6 +217,11 @@ class Metadata:
                 raise
             return response
 
+    def api_versions(self, *, timeout_s: float) -> dict[int, tuple[int, int]]:
+        """The version range per API key of some broker of the cluster."""
+        with self._lock:
+            return dict(self._connection(time.monotonic() + timeout_s).api_versions)
+
     def _update_once(self, names: list[str] | None, auto: bool, deadline: float) -> Any:
         conn = self._connection(deadline)
         request_cls = api.APIS[ApiKey.METADATA].request

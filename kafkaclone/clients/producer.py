@@ -283,6 +283,10 @@ class Producer:
         self._flushing = 0
         self._closing = False
         self._force_close = False
+        self._started = time.monotonic()
+        self._stats = {"record-send-total": 0, "record-error-total": 0,
+                       "record-retry-total": 0, "batch-total": 0, "request-total": 0,
+                       "outgoing-byte-total": 0}
         self._sender = threading.Thread(target=self._run, name=f"kafkaclone-producer-"
                                         f"network-thread | {self.client_id}", daemon=True)
         self._sender.start()
@@ -441,6 +445,21 @@ class Producer:
     def __len__(self) -> int:
         return self._incomplete
 
+    def metrics(self) -> dict[str, float]:
+        """A few of Kafka's producer-metrics, by their names (totals and rates since the
+        producer started)."""
+        elapsed = max(1e-9, time.monotonic() - self._started)
+        out: dict[str, float] = {k: float(v) for k, v in self._stats.items()}
+        out["record-send-rate"] = out["record-send-total"] / elapsed
+        out["outgoing-byte-rate"] = out["outgoing-byte-total"] / elapsed
+        out["request-rate"] = out["request-total"] / elapsed
+        out["batch-size-avg"] = out["outgoing-byte-total"] / max(1.0, out["batch-total"])
+        out["records-per-request-avg"] = out["record-send-total"] / max(1.0,
+                                                                         out["request-total"])
+        out["buffer-total-bytes"] = float(self._pool.total)
+        out["buffer-available-bytes"] = float(self._pool.total - self._pool.used)
+        return out
+
     def partitions_for(self, topic: str) -> list[int]:
         self._wait_for_metadata(topic, None, time.monotonic() + self.max_block_s)
         return sorted(self.metadata.topics[topic].partitions)
@@ -550,9 +569,12 @@ class Producer:
         request_cls = api.APIS[ApiKey.PRODUCE].request
         s = request_cls.structs
         by_topic: dict[str, list[Any]] = {}
+        stats = self._stats
         for batch in batches:
             batch.attempts += 1
             records = build_record_batch(batch.records, codec=self.codec)
+            stats["batch-total"] += 1
+            stats["outgoing-byte-total"] += len(records)
             by_topic.setdefault(batch.topic, []).append(
                 s["PartitionProduceData"](index=batch.partition, records=records))
         body = request_cls(transactional_id=None, acks=self.acks,
@@ -563,6 +585,7 @@ class Producer:
         def on_response(response: Any, error: KafkaError | None) -> None:
             self._handle_produce_response(batches, response, error)
 
+        stats["request-total"] += 1
         self._network.send(node_id, ApiKey.PRODUCE, body, on_response,
                            expect_response=self.acks != 0)
 
@@ -613,6 +636,7 @@ class Producer:
                 self.metadata.request_update()
             batch.retry_at = now + self.retry_backoff_s
             batch.drained_at = 0.0
+            self._stats["record-retry-total"] += len(batch.records)
             with self._lock:
                 tp = (batch.topic, batch.partition)
                 self._batches.setdefault(tp, deque()).appendleft(batch)
@@ -629,6 +653,8 @@ class Producer:
             done_callbacks = batch._done_callbacks
             batch._done_callbacks = []
         self._pool.release(batch.reserved)
+        self._stats["record-error-total" if error is not None else "record-send-total"] += \
+            len(batch.records)
         with self._lock:
             self._muted.discard((batch.topic, batch.partition))
         if any(batch.callbacks) or self.interceptors or done_callbacks:
