@@ -267,3 +267,113 @@ def test_killing_a_leader_during_acks_all_loses_nothing_acknowledged(
     for p, replicas in enumerate(assignment):
         wait_for_isr(zk, topic, p, set(BROKERS), timeout=60)
         wait_for_identical_replicas(cluster, topic, p, replicas)
+
+
+# -- truncation and unclean election ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def held_cluster() -> Iterator[LocalCluster]:
+    """Followers' fetches wait in the leader's purgatory up to 8 s for 1 MiB: small acks=1
+    writes stay on the leader until the wait ends (so a frozen leader keeps them alone)."""
+    with LocalCluster(3, overrides={"replica.fetch.min.bytes": "1048576",
+                                    "replica.fetch.wait.max.ms": "8000",
+                                    "replica.lag.time.max.ms": "30000"}) as local:
+        yield local
+
+
+@pytest.fixture
+def held_zk(held_cluster: LocalCluster) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=held_cluster.zookeeper_connect, timeout=10.0)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def wait_for_leader(zk: KazooClient, topic: str, partition: int, leader: int,
+                    timeout: float = 30) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        state = partition_state(zk, topic, partition)
+        return state if state is not None and state["leader"] == leader else None
+
+    state: dict[str, Any] = wait_until(check, timeout, f"{topic}-{partition} leader {leader}")
+    return state
+
+
+def test_a_frozen_leaders_unreplicated_suffix_is_truncated(
+        held_cluster: LocalCluster, held_zk: KazooClient) -> None:
+    cluster, zk = held_cluster, held_zk
+    controller = controller_id(zk)
+    old_leader = next(b for b in BROKERS if b != controller)
+    new_leader = next(b for b in BROKERS if b not in (controller, old_leader))
+    replicas = (old_leader, new_leader, controller)
+    topic = "truncation"
+    create_topic(cluster, topic, [replicas])
+    wait_for_isr(zk, topic, 0, set(BROKERS))
+    assert produce(cluster, topic, [(0, b"common-%d" % i) for i in range(50)], acks=1) == []
+    common = wait_for_identical_replicas(cluster, topic, 0, replicas)
+    # The followers' next fetches now wait up to 8 s: these writes stay on the leader.
+    assert produce(cluster, topic, [(0, b"unreplicated-%d" % i) for i in range(20)],
+                   acks=1) == []
+    cluster.broker(old_leader).suspend()
+    try:
+        assert b"unreplicated-19" in segment_bytes(cluster, old_leader, topic, 0)
+        assert segment_bytes(cluster, new_leader, topic, 0) == common
+        state = wait_for_leader(zk, topic, 0, new_leader)
+        assert old_leader not in state["isr"]
+        assert produce(cluster, topic, [(0, b"new-leader-%d" % i) for i in range(30)],
+                       acks=1) == []
+    finally:
+        cluster.broker(old_leader).resume()
+    # The old leader registers again, follows, truncates its suffix and catches up.
+    wait_for_isr(zk, topic, 0, set(BROKERS), timeout=60)
+    content = wait_for_identical_replicas(cluster, topic, 0, replicas, timeout=40)
+    assert content.startswith(common)
+    assert b"unreplicated-" not in content and b"new-leader-29" in content
+    read = consume_all(cluster, topic, 1)
+    assert [v for _, v in read[0]] == ([b"common-%d" % i for i in range(50)]
+                                       + [b"new-leader-%d" % i for i in range(30)])
+
+
+def test_unclean_leader_election_off_keeps_a_partition_offline_on_elects(
+        held_cluster: LocalCluster, held_zk: KazooClient) -> None:
+    cluster, zk = held_cluster, held_zk
+    controller = controller_id(zk)
+    first, second = (b for b in BROKERS if b != controller)
+    topics = {"unclean-off": "false", "unclean-on": "true"}
+    for topic, enabled in topics.items():
+        create_topic(cluster, topic, [(first, second)],
+                     {"unclean.leader.election.enable": enabled})
+        wait_for_isr(zk, topic, 0, {first, second})
+    cluster.broker(second).kill()
+    try:
+        for topic in topics:
+            wait_for_isr(zk, topic, 0, {first})
+            assert produce(cluster, topic, [(0, b"only-on-first-%d" % i) for i in range(10)],
+                           acks=1) == []
+        cluster.broker(first).kill()
+        for topic in topics:
+            state = wait_for_leader(zk, topic, 0, -1)
+            assert state["isr"] == [first]  # the ISR is never emptied
+    finally:
+        cluster.restart_broker(second)
+    state = wait_for_leader(zk, topic="unclean-on", partition=0, leader=second)
+    assert state["isr"] == [second]
+    assert produce(cluster, "unclean-on", [(0, b"after-unclean-%d" % i) for i in range(10)],
+                   acks=1) == []
+    time.sleep(2)  # the same controller event handled both partitions
+    off = partition_state(zk, "unclean-off", 0)
+    assert off is not None and off["leader"] == -1 and off["isr"] == [first]
+    log = cluster.broker(controller).log_path.read_text(errors="replace")
+    assert "Unclean leader election. Partition unclean-on-0" in log
+    assert "Partition unclean-off-0 has been assigned" not in log
+    # The first broker returns: it leads unclean-off again and follows unclean-on, whose
+    # new leader never had the records only the first broker wrote: they are truncated.
+    cluster.restart_broker(first)
+    wait_for_leader(zk, "unclean-off", 0, first)
+    for topic in topics:
+        wait_for_isr(zk, topic, 0, {first, second}, timeout=60)
+        content = wait_for_identical_replicas(cluster, topic, 0, (first, second), timeout=40)
+        assert (b"only-on-first-9" in content) == (topic == "unclean-off")
+        assert (b"after-unclean-9" in content) == (topic == "unclean-on")
