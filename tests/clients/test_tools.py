@@ -1,0 +1,166 @@
+"""The client tools through their scripts/ wrappers against a real cluster: console
+producer and consumer round trip, get-offsets, delete-records, and the perf tests' output
+lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import confluent_kafka
+import pytest
+
+from kafkaclone.clients import Consumer
+from kafkaclone.clients.admin import AdminClient, NewTopic
+from kafkaclone.testing.cluster import LocalCluster
+
+pytestmark = pytest.mark.timeout(180)
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(1, overrides={"auto.create.topics.enable": "false"}) as local:
+        yield local
+
+
+def new_topic(cluster: LocalCluster, partitions: int = 2) -> str:
+    name = f"tool-{uuid.uuid4().hex[:8]}"
+    with AdminClient(cluster.bootstrap_servers) as admin:
+        assert admin.create_topics([NewTopic(name, partitions, 1)]) == {name: None}
+    probe = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            meta = probe.list_topics(name, timeout=10).topics[name]
+            if meta.error is None and all(p.leader >= 0 for p in meta.partitions.values()):
+                return name
+            time.sleep(0.1)
+    finally:
+        probe.close()
+    raise AssertionError("no leaders")
+
+
+def run(script: str, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SCRIPTS / script), *args], input=None if stdin is None
+                          else stdin.decode(), capture_output=True, text=True, timeout=90,
+                          cwd="/")
+
+
+def test_console_producer_to_console_consumer_and_confluent_kafka(
+        cluster: LocalCluster) -> None:
+    topic = new_topic(cluster)
+    servers = cluster.bootstrap_servers
+    lines = b"".join(b"key%d:value %d\n" % (i, i) for i in range(20))
+    done = run("kafka-console-producer.sh", "--bootstrap-server", servers, "--topic", topic,
+               "--property", "parse.key=true", "--property", "key.separator=:",
+               "--compression-codec", "lz4", stdin=lines)
+    assert done.returncode == 0, done.stderr
+
+    reference = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": "x",
+                                          "enable.auto.commit": False})
+    reference.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(2)])
+    got = {}
+    deadline = time.monotonic() + 20
+    while len(got) < 20 and time.monotonic() < deadline:
+        message = reference.poll(0.5)
+        if message is not None and message.error() is None:
+            got[message.key()] = message.value()
+    reference.close()
+    assert got == {b"key%d" % i: b"value %d" % i for i in range(20)}
+
+    done = run("kafka-console-consumer.sh", "--bootstrap-server", servers, "--topic", topic,
+               "--from-beginning", "--max-messages", "20", "--property", "print.key=true",
+               "--property", "print.partition=true", "--property", "print.offset=true",
+               "--property", "print.timestamp=true", "--property", "key.separator=|")
+    assert done.returncode == 0, done.stderr
+    assert "Processed a total of 20 messages" in done.stderr
+    printed = done.stdout.splitlines()
+    assert len(printed) == 20
+    pattern = re.compile(r"CreateTime:\d+\|Partition:(\d)\|Offset:(\d+)\|key(\d+)\|value (\d+)")
+    for line in printed:
+        match = pattern.fullmatch(line)
+        assert match, line
+        assert match.group(3) == match.group(4)
+
+    # One partition from an offset, ended by --timeout-ms.
+    done = run("kafka-console-consumer.sh", "--bootstrap-server", servers, "--topic", topic,
+               "--partition", "0", "--offset", "1", "--timeout-ms", "1500")
+    assert done.returncode == 0
+    in_partition_0 = sum(1 for line in printed if "Partition:0" in line)
+    assert len(done.stdout.splitlines()) == in_partition_0 - 1
+    assert f"Processed a total of {in_partition_0 - 1} messages" in done.stderr
+    assert "TimeoutException" in done.stderr
+
+
+def test_console_tools_reject_bad_input(cluster: LocalCluster) -> None:
+    topic = new_topic(cluster, 1)
+    done = run("kafka-console-producer.sh", "--bootstrap-server", cluster.bootstrap_servers,
+               "--topic", topic, "--property", "parse.key=true", stdin=b"no separator\n")
+    assert done.returncode == 1 and "No key found on line 1" in done.stderr
+    done = run("kafka-console-consumer.sh", "--bootstrap-server", cluster.bootstrap_servers,
+               "--offset", "3", "--topic", topic)
+    assert done.returncode == 1 and "partition is required" in done.stderr
+    done = run("kafka-console-producer.sh", "--bootstrap-server", cluster.bootstrap_servers,
+               "--topic", topic, "--producer-property", "acks=most", stdin=b"x\n")
+    assert done.returncode == 1 and "acks" in done.stderr
+
+
+def test_get_offsets_and_delete_records(cluster: LocalCluster, tmp_path: Path) -> None:
+    topic = new_topic(cluster)
+    servers = cluster.bootstrap_servers
+    producer = confluent_kafka.Producer({"bootstrap.servers": servers})
+    for i in range(10):
+        producer.produce(topic, b"%d" % i, partition=i % 2, timestamp=1_600_000_000_000 + i)
+    assert producer.flush(30) == 0
+
+    done = run("kafka-get-offsets.sh", "--bootstrap-server", servers, "--topic", topic)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{topic}:0:5\n{topic}:1:5\n"
+    done = run("kafka-get-offsets.sh", "--broker-list", servers, "--topic", topic,
+               "--partitions", "1", "--time", str(1_600_000_000_000 + 4))
+    assert done.stdout == f"{topic}:1:2\n"
+
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 0,
+                                                   "offset": 3}], "version": 1}))
+    done = run("kafka-delete-records.sh", "--bootstrap-server", servers,
+               "--offset-json-file", str(offsets))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ("Executing records delete operation\n"
+                           "Records delete operation completed:\n"
+                           f"partition: {topic}-0\tlow_watermark: 3\n")
+    done = run("kafka-get-offsets.sh", "--bootstrap-server", servers, "--topic", topic,
+               "--time", "-2")
+    assert done.stdout == f"{topic}:0:3\n{topic}:1:0\n"
+
+
+def test_perf_tools_print_kafkas_lines(cluster: LocalCluster) -> None:
+    topic = new_topic(cluster)
+    servers = cluster.bootstrap_servers
+    done = run("kafka-producer-perf-test.sh", "--topic", topic, "--num-records", "3000",
+               "--record-size", "100", "--throughput", "2000", "--producer-props",
+               f"bootstrap.servers={servers}", "linger.ms=5")
+    assert done.returncode == 0, done.stderr
+    final = done.stdout.splitlines()[-1]
+    assert re.fullmatch(r"3000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms "
+                        r"avg latency, [\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ "
+                        r"ms 99th, \d+ ms 99.9th\.", final), final
+    rate = float(final.split()[3])
+    assert rate < 2600  # --throughput held it near 2000 records/s
+
+    done = run("kafka-consumer-perf-test.sh", "--bootstrap-server", servers, "--topic", topic,
+               "--messages", "3000", "--timeout", "10000")
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.splitlines()
+    assert header == ("start.time, end.time, data.consumed.in.MB, MB.sec, "
+                      "data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, "
+                      "fetch.MB.sec, fetch.nMsg.sec")
+    fields = row.split(", ")
+    assert len(fields) == 10 and fields[4] == "3000"
+    assert float(fields[2]) == pytest.approx(3000 * 100 / 1024 / 1024, abs=1e-4)
