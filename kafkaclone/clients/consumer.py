@@ -741,21 +741,33 @@ class Consumer:
             topic, partition = completed.tp
             take = min(columns.count - completed.row, max_records - len(out))
             kd, vd = self.key_deserializer, self.value_deserializer
-            offsets, timestamps, types = columns.offsets, columns.timestamps, \
-                columns.timestamp_types
-            for row in range(completed.row, completed.row + take):
-                key = columns.key(row)
-                value = columns.value(row)
+            first, last = completed.row, completed.row + take
+            offsets = columns.offsets[first:last].tolist()
+            timestamps = columns.timestamps[first:last].tolist()
+            types = columns.timestamp_types[first:last].tolist()
+            key_starts = columns.key_starts[first:last].tolist()
+            key_lengths = columns.key_lengths[first:last].tolist()
+            value_starts = columns.value_starts[first:last].tolist()
+            value_lengths = columns.value_lengths[first:last].tolist()
+            data = columns.data
+            headers = columns.headers
+            append = out.append
+            for i in range(take):
+                length = key_lengths[i]
+                key = None if length < 0 else data[key_starts[i]:key_starts[i] + length]
+                length = value_lengths[i]
+                value = None if length < 0 else \
+                    data[value_starts[i]:value_starts[i] + length]
                 if kd is not None and key is not None:
                     key = kd(key)
                 if vd is not None and value is not None:
                     value = vd(value)
-                out.append(ConsumerRecord(topic, partition, int(offsets[row]),
-                                          int(timestamps[row]), int(types[row]), key, value,
-                                          columns.header_list(row)))
+                append(ConsumerRecord(topic, partition, offsets[i], timestamps[i], types[i],
+                                      key, value, headers.get(first + i, [])
+                                      if headers else []))
             completed.row += take
             if take:
-                state.position = int(offsets[completed.row - 1]) + 1
+                state.position = offsets[take - 1] + 1
             if completed.row >= columns.count:
                 self._completed.popleft()
                 if completed.next_offset is not None and (

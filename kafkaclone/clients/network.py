@@ -132,6 +132,7 @@ class Metadata:
         self.last_refresh = 0.0
         self.need_update = False
         self.version = 0
+        self._available: dict[str, tuple[int, list[int]]] = {}
         self._lock = threading.RLock()
         self._conn: BrokerConnection | None = None
         self._closed = False
@@ -276,11 +277,17 @@ class Metadata:
         return len(meta.partitions)
 
     def available_partitions(self, topic: str) -> list[int]:
+        """The partitions of ``topic`` that have a live leader (cached per refresh)."""
+        cached = self._available.get(topic)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
         meta = self.topics.get(topic)
         if meta is None:
             return []
-        return sorted(p.id for p in meta.partitions.values()
-                      if p.leader >= 0 and p.leader in self.brokers)
+        found = sorted(p.id for p in meta.partitions.values()
+                       if p.leader >= 0 and p.leader in self.brokers)
+        self._available[topic] = (self.version, found)
+        return found
 
 
 # --- the network client -----------------------------------------------------------------------

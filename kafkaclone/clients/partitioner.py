@@ -50,9 +50,13 @@ def murmur2_partition(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
+Available = Callable[[], Sequence[int]]
+"""The partitions of the topic that have a leader now (computed only when asked)."""
+
+
 class Partitioner(Protocol):
     def partition(self, topic: str, key: bytes | None, partitions: int,
-                  available: Sequence[int]) -> int: ...
+                  available: Available) -> int: ...
 
     def on_new_batch(self, topic: str, previous: int) -> None: ...
 
@@ -66,11 +70,11 @@ class StickyPartitionCache:
         self._left: dict[str, int] = {}
         """The partition each topic's last full batch went to (the next one avoids it)."""
 
-    def partition(self, topic: str, partitions: int, available: Sequence[int]) -> int:
+    def partition(self, topic: str, partitions: int, available: Available) -> int:
         current = self._sticky.get(topic)
         if current is not None and current < partitions:
             return current
-        return self.next_partition(topic, partitions, available, self._left.get(topic))
+        return self.next_partition(topic, partitions, available(), self._left.get(topic))
 
     def next_partition(self, topic: str, partitions: int, available: Sequence[int],
                        previous: int | None) -> int:
@@ -101,12 +105,12 @@ class DefaultPartitioner:
         self.sticky = StickyPartitionCache()
 
     def partition(self, topic: str, key: bytes | None, partitions: int,
-                  available: Sequence[int]) -> int:
+                  available: Available) -> int:
         if key is None:
             if self.null_key == "sticky":
                 return self.sticky.partition(topic, partitions, available)
             if self.null_key == "random":
-                return random.choice(list(available) or range(partitions))
+                return random.choice(list(available()) or range(partitions))
             key = b""
         return murmur2_partition(key, partitions)
 
@@ -125,12 +129,13 @@ class RoundRobinPartitioner:
         self._lock = threading.Lock()
 
     def partition(self, topic: str, key: bytes | None, partitions: int,
-                  available: Sequence[int]) -> int:
+                  available: Available) -> int:
         with self._lock:
             counter = self._counters.setdefault(topic, itertools.count())
             n = next(counter)
-        if available:
-            return available[n % len(available)]
+        live = available()
+        if live:
+            return live[n % len(live)]
         return n % partitions
 
     def on_new_batch(self, topic: str, previous: int) -> None:
@@ -144,9 +149,9 @@ class ConsistentPartitioner:
         self.random_null = random_null
 
     def partition(self, topic: str, key: bytes | None, partitions: int,
-                  available: Sequence[int]) -> int:
+                  available: Available) -> int:
         if key is None and self.random_null:
-            return random.choice(list(available) or range(partitions))
+            return random.choice(list(available()) or range(partitions))
         return zlib.crc32(key or b"") % partitions
 
     def on_new_batch(self, topic: str, previous: int) -> None:
@@ -161,11 +166,11 @@ class CallablePartitioner:
         self.user = user
 
     def partition(self, topic: str, key: bytes | None, partitions: int,
-                  available: Sequence[int]) -> int:
+                  available: Available) -> int:
         if hasattr(self.user, "partition"):
-            chosen = self.user.partition(topic, key, partitions, available)
+            chosen = self.user.partition(topic, key, partitions, list(available()))
         else:
-            chosen = self.user(key, partitions, available)
+            chosen = self.user(key, partitions, list(available()))
         return int(chosen)
 
     def on_new_batch(self, topic: str, previous: int) -> None:

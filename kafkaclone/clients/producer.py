@@ -26,6 +26,7 @@ from typing import Any, Final
 from kafkaclone.clients.config import PRODUCER_CONFIG, ConfigException, parse_config
 from kafkaclone.clients.network import Metadata, NetworkClient
 from kafkaclone.clients.partitioner import Partitioner, make_partitioner
+from kafkaclone.clients.records import ZERO, encode_headers, encode_record, finish_batch
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.errors import (
@@ -38,10 +39,9 @@ from kafkaclone.protocol.errors import (
     NotEnoughReplicasError,
     RecordListTooLargeError,
     RequestTimedOutError,
-    UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kafkaclone.protocol.records import Codec, build_record_batch
+from kafkaclone.protocol.records import Codec
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +85,15 @@ class ProducerBatch:
         "_waiters_lock",
         "attempts",
         "base_offset",
+        "base_timestamp",
+        "buf",
         "callbacks",
         "created",
         "done",
         "drained_at",
         "error",
         "log_append_time",
+        "max_timestamp",
         "partition",
         "records",
         "reserved",
@@ -99,10 +102,14 @@ class ProducerBatch:
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int, now: float) -> None:
+    def __init__(self, topic: str, partition: int, now: float, timestamp: int) -> None:
         self.topic = topic
         self.partition = partition
         self.records: list[tuple[bytes | None, bytes | None, Any, int]] = []
+        self.buf = bytearray()
+        """The records encoded so far (kafkaclone.clients.records)."""
+        self.base_timestamp = timestamp
+        self.max_timestamp = timestamp
         self.callbacks: list[Any] = []
         self.size = BATCH_OVERHEAD
         self.reserved = 0
@@ -173,24 +180,23 @@ class FutureRecordMetadata:
 
 
 class _BufferPool:
-    """``buffer.memory``: bytes of records not yet acknowledged; ``reserve`` blocks while
-    the pool is full."""
+    """``buffer.memory``: bytes of records not yet acknowledged. ``reserve`` (called with
+    the accumulator's lock held) blocks while the pool is full."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, lock: threading.Lock) -> None:
         self.total = total
         self.used = 0
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(lock)
 
     def reserve(self, size: int, deadline: float) -> None:
-        with self._cond:
-            while self.used + size > self.total and self.used > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise RequestTimedOutError(
-                        f"Failed to allocate memory within the configured max blocking time "
-                        f"(buffer.memory={self.total} bytes are in use)")
-                self._cond.wait(remaining)
-            self.used += size
+        while self.used + size > self.total and self.used > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimedOutError(
+                    f"Failed to allocate memory within the configured max blocking time "
+                    f"(buffer.memory={self.total} bytes are in use)")
+            self._cond.wait(remaining)
+        self.used += size
 
     def release(self, size: int) -> None:
         if size:
@@ -274,8 +280,8 @@ class Producer:
         self.metadata.allow_auto_create = c["allow.auto.create.topics"]
         self._network = NetworkClient(self.metadata, c, client_id=self.client_id,
                                       max_in_flight=self.max_in_flight)
-        self._pool = _BufferPool(c["buffer.memory"])
         self._lock = threading.Lock()
+        self._pool = _BufferPool(c["buffer.memory"], self._lock)
         self._batches: dict[tuple[str, int], deque[ProducerBatch]] = {}
         self._muted: set[tuple[str, int]] = set()
         self._incomplete = 0
@@ -310,7 +316,7 @@ class Producer:
             raise RuntimeError("Cannot send after the producer is closed")
         if not isinstance(topic, str) or not topic:
             raise InvalidTopicExceptionError(f"Invalid topic {topic!r}")
-        for interceptor in self.interceptors:
+        for interceptor in self.interceptors or ():
             hook = getattr(interceptor, "on_send", None)
             if hook is None:
                 continue
@@ -321,18 +327,24 @@ class Producer:
                 continue
             if isinstance(changed, tuple) and len(changed) == 6:
                 topic, value, key, partition, headers, timestamp = changed
-        deadline = time.monotonic() + self.max_block_s
-        key_bytes = _to_bytes(self.key_serializer(key) if self.key_serializer and key is not None
-                              else key, "key")
-        value_bytes = _to_bytes(self.value_serializer(value) if self.value_serializer and
-                                value is not None else value, "value")
-        header_list = _headers(headers)
+        started = time.monotonic()
+        deadline = started + self.max_block_s
+        if self.key_serializer is not None and key is not None:
+            key = self.key_serializer(key)
+        if self.value_serializer is not None and value is not None:
+            value = self.value_serializer(value)
+        key_bytes = key if key is None or type(key) is bytes else _to_bytes(key, "key")
+        value_bytes = value if value is None or type(value) is bytes else \
+            _to_bytes(value, "value")
+        header_list = _headers(headers) if headers else []
+        encoded_headers = encode_headers(header_list) if header_list else ZERO
         if timestamp is None or timestamp <= 0:
             timestamp = time.time_ns() // 1_000_000
-        partitions = self._wait_for_metadata(topic, partition, deadline)
+        partitions = self.metadata.partition_count(topic)
+        if partitions is None or (partition is not None and partition >= partitions):
+            partitions = self._wait_for_metadata(topic, partition, deadline)
         size = RECORD_OVERHEAD + (len(key_bytes) if key_bytes else 0) + \
-            (len(value_bytes) if value_bytes else 0) + \
-            sum(len(k) + len(v or b"") + 10 for k, v in header_list)
+            (len(value_bytes) if value_bytes else 0) + len(encoded_headers)
         if size + BATCH_OVERHEAD + REQUEST_OVERHEAD > self.max_request_size:
             raise MessageTooLargeError(
                 f"The message is {size + BATCH_OVERHEAD} bytes when serialized which is larger "
@@ -343,34 +355,35 @@ class Producer:
                 f"The message is {size} bytes when serialized which is larger than the total "
                 f"memory buffer you have configured with the buffer.memory configuration.")
         if partition is None or partition < 0:
-            available = self.metadata.available_partitions(topic)
-            partition = self.partitioner.partition(topic, key_bytes, partitions, available)
+            partition = self.partitioner.partition(
+                topic, key_bytes, partitions,
+                lambda: self.metadata.available_partitions(topic))
             if not 0 <= partition < partitions:
                 raise ValueError(f"The partitioner chose partition {partition} of {topic}, "
                                  f"which has {partitions} partitions")
-        elif partition >= partitions:
-            raise UnknownTopicOrPartitionError(
-                f"Partition {partition} of topic {topic} with partition count {partitions} is "
-                f"not present in metadata after {self.max_block_s * 1000:.0f} ms.")
-        self._pool.reserve(size, deadline)
-        record = (key_bytes, value_bytes, header_list, timestamp)
         wake = False
         with self._lock:
+            self._pool.reserve(size, deadline)
             tp = (topic, partition)
             queue = self._batches.get(tp)
             if queue is None:
                 queue = self._batches[tp] = deque()
             batch = queue[-1] if queue else None
             if batch is None or (batch.size + size > self.batch_size and batch.records) or \
-                    batch.drained_at:
+                    batch.attempts:
                 if batch is not None and key_bytes is None:
                     # KIP-480: the sticky partition's batch is full; the next goes elsewhere.
                     self.partitioner.on_new_batch(topic, partition)
-                batch = ProducerBatch(topic, partition, time.monotonic())
+                batch = ProducerBatch(topic, partition, started, timestamp)
                 queue.append(batch)
                 wake = True
-            index = len(batch.records)
-            batch.records.append(record)
+            records = batch.records
+            index = len(records)
+            batch.buf += encode_record(index, timestamp - batch.base_timestamp, key_bytes,
+                                       value_bytes, encoded_headers)
+            if timestamp > batch.max_timestamp:
+                batch.max_timestamp = timestamp
+            records.append((key_bytes, value_bytes, header_list, timestamp))
             batch.callbacks.append(on_delivery)
             batch.size += size
             batch.reserved += size
@@ -572,7 +585,8 @@ class Producer:
         stats = self._stats
         for batch in batches:
             batch.attempts += 1
-            records = build_record_batch(batch.records, codec=self.codec)
+            records = finish_batch(batch.buf, len(batch.records), batch.base_timestamp,
+                                   batch.max_timestamp, self.codec)
             stats["batch-total"] += 1
             stats["outgoing-byte-total"] += len(records)
             by_topic.setdefault(batch.topic, []).append(
