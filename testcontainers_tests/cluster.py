@@ -309,7 +309,7 @@ class ZooKeeperNode(Node):
                 "org.apache.zookeeper.server.persistence.TxnLogToolkit", "--dump",
                 f"/var/lib/zookeeper-data/version-2/{name}",
             ])
-            lines += dump.splitlines()
+            lines += dump.split("\n")  # payloads may hold other line breaks
         return lines
 
 
