@@ -344,6 +344,12 @@ class BrokerNode(Node):
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.external_port}"
 
+    def log_digest(self, topic: str, partition: int) -> str:
+        """sha256 of the partition's log segments on this broker, in offset order."""
+        directory = f"{self.settings['log.dirs']}/{topic}-{partition}"
+        return self.exec(["sh", "-c", f"cat $(ls {directory}/*.log | sort) | sha256sum"]
+                         ).split()[0]
+
     def expire_zookeeper_session(self, session_timeout_s: float, zk: KazooClient,
                                  timeout: float = 60) -> None:
         """Make ZooKeeper expire this broker's session: drop its ZooKeeper traffic until its
@@ -487,6 +493,25 @@ class ContainerCluster:
             leader = self.leader(topic, partition)
             return leader if leader >= 0 and leader not in exclude else 0
         return wait_until(elected, timeout, f"a leader for {topic}-{partition}")
+
+    def replica_digests(self, topic: str, partition: int) -> dict[int, str]:
+        """sha256 of each replica's log segments (concatenated in offset order), per broker
+        holding the partition."""
+        replicas = json.loads(self.zk.get(f"/brokers/topics/{topic}")[0])["partitions"]
+        return {broker_id: self.brokers[broker_id].log_digest(topic, partition)
+                for broker_id in replicas[str(partition)]}
+
+    def wait_for_identical_replicas(self, topic: str, partition: int,
+                                    timeout: float = 60) -> str:
+        """Wait until every replica of the partition holds the same log bytes."""
+        def identical() -> str:
+            digests = self.replica_digests(topic, partition)
+            return next(iter(digests.values())) if len(set(digests.values())) == 1 else ""
+        try:
+            return wait_until(identical, timeout,
+                              f"the replicas of {topic}-{partition} to be identical")
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}: {self.replica_digests(topic, partition)}") from None
 
     def wait_for_isr(self, topic: str, partition: int, size: int, timeout: float = 90) -> None:
         wait_until(lambda: len(self.partition_state(topic, partition)["isr"]) >= size, timeout,

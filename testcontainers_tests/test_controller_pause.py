@@ -33,7 +33,8 @@ def test_a_paused_controller_is_fenced_after_it_resumes(
         start_cluster: Callable[..., ContainerCluster], history: History) -> None:
     cluster = start_cluster(3, session_timeout_ms=SESSION_TIMEOUT_MS)
     create_topic(cluster, STATE_TOPIC, PARTITIONS, replication_factor=3)
-    create_topic(cluster, DATA_TOPIC, PARTITIONS, replication_factor=1)
+    create_topic(cluster, DATA_TOPIC, PARTITIONS, replication_factor=3,
+                 config={"min.insync.replicas": "2"})
     old = wait_until(cluster.controller, 30, "a controller")
     old_epoch = cluster.controller_epoch()
     # No retries: a value is written at most once by the client, so a duplicate or a

@@ -1,5 +1,6 @@
 """Smoke: ZooKeeper and three brokers in containers, reached from the host through the
-brokers' EXTERNAL listeners; everything confluent-kafka produces is read back, once."""
+brokers' EXTERNAL listeners; everything confluent-kafka produces (RF 3, acks=all) is read
+back once, and the three replicas of each partition end byte-identical."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def test_produce_and_consume_through_the_external_listeners(
         assert endpoints == [f"INTERNAL://broker-{broker.broker_id}:9092",
                              f"EXTERNAL://{broker.bootstrap}"]
 
-    create_topic(cluster, TOPIC, PARTITIONS, replication_factor=1)
+    create_topic(cluster, TOPIC, PARTITIONS, replication_factor=3,
+                 config={"min.insync.replicas": "2"})
     leaders = {cluster.leader(TOPIC, p) for p in range(PARTITIONS)}
     assert leaders == {1, 2, 3}, "the partitions are spread over the three brokers"
 
@@ -43,3 +45,6 @@ def test_produce_and_consume_through_the_external_listeners(
     assert result.valid, result.summary()
     assert read == VALUES
     assert result.read_positions == VALUES
+    # acks=all: every replica holds the same bytes once the followers caught up.
+    for partition in range(PARTITIONS):
+        cluster.wait_for_identical_replicas(TOPIC, partition)
