@@ -29,6 +29,8 @@ from kazoo.client import KazooClient
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
+from . import zktxn
+
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -469,6 +471,11 @@ class ContainerCluster:
         registration: dict[str, Any] = json.loads(data)
         registration["czxid"] = stat.czxid  # the broker epoch
         return registration
+
+    def transactions(self) -> list[zktxn.Txn]:
+        """Every ZooKeeper transaction so far, merged from the logs of the members that run."""
+        return zktxn.merge(*(zktxn.parse(node.transaction_log())
+                             for node in self.zookeepers if node.status() == "running"))
 
     def controller(self) -> int:
         data, _ = self.zk.get("/controller")

@@ -71,7 +71,7 @@ def test_a_paused_controller_is_fenced_after_it_resumes(
     assert cluster.controller_epoch() == new_epoch
     takeover_zxid = cluster.zk.exists("/controller").czxid
 
-    txns = zktxn.parse(cluster.zookeepers[0].transaction_log())
+    txns = cluster.transactions()
     old_sessions = zktxn.sessions_registering(txns, old)
     assert len(old_sessions) >= 2, "its first session and the one it registered again with"
     stray = zktxn.writes_by(txns, old_sessions, takeover_zxid,
@@ -83,6 +83,7 @@ def test_a_paused_controller_is_fenced_after_it_resumes(
     epochs = [value for _, value in zktxn.controller_epoch_writes(txns)]
     assert epochs == sorted(set(epochs)) and epochs[-1] == new_epoch, epochs
     assert zktxn.partition_state_anomalies(txns) == []
+    assert zktxn.foreign_controller_writes(txns) == []
 
     drain(cluster, DATA_TOPIC, PARTITIONS, history)
     result = history.check()

@@ -98,3 +98,28 @@ def test_two_leaders_in_one_leader_epoch_and_epochs_going_back_are_reported() ->
     problems = zktxn.partition_state_anomalies(zktxn.parse(lines))
     assert any("two leaders, 2 and 1, in leader epoch 4" in p for p in problems), problems
     assert any("controller epoch went back from 2 to 1" in p for p in problems), problems
+
+
+def test_a_controller_write_from_another_session_is_reported() -> None:
+    lines = [
+        *elect_controller(OLD, 1, broker=1, epoch=1),
+        *write_state(OLD, 2, 0, leader=1, leader_epoch=0, controller_epoch=1, kind="create"),
+        *elect_controller(NEW, 3, broker=2, epoch=2),
+        *write_state(NEW, 4, 0, leader=2, leader_epoch=1, controller_epoch=2),
+    ]
+    assert zktxn.foreign_controller_writes(zktxn.parse(lines)) == []
+    # The old controller's guarded write landing after the new one took over.
+    lines += write_state(OLD, 5, 1, leader=1, leader_epoch=0, controller_epoch=2,
+                         kind="create")
+    problems = zktxn.foreign_controller_writes(zktxn.parse(lines))
+    assert problems == [f"zxid 0x5: session {OLD:#x} wrote "
+                        f"/brokers/topics/t/partitions/1/state as controller; the "
+                        f"controller's session was {NEW}"]
+
+
+def test_merge_fills_one_members_gaps_from_the_others() -> None:
+    first = zktxn.parse([*elect_controller(OLD, 1, broker=1, epoch=1),
+                         *write_state(OLD, 3, 0, 1, 0, 1, kind="create")])
+    second = zktxn.parse([*elect_controller(OLD, 1, broker=1, epoch=1),
+                          *write_state(OLD, 2, 1, 1, 0, 1, kind="create")])
+    assert [t.zxid for t in zktxn.merge(first, second)] == [1, 2, 3]

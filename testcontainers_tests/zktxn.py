@@ -9,7 +9,10 @@ znode stats alone cannot, because they see every intermediate write, not only th
 - ``writes_by``: the writes a set of sessions made after a zxid (fencing: none expected);
 - ``partition_state_anomalies``: leader elections written under a controller epoch that was
   no longer current, two leaders for one partition in one leader epoch, or a partition's
-  controller epoch going backwards.
+  controller epoch going backwards;
+- ``foreign_controller_writes``: a controller write (a multi guarded by a check of
+  ``/controller_epoch``) from any session but the one that set the current epoch: two
+  controllers acting.
 """
 
 from __future__ import annotations
@@ -173,4 +176,31 @@ def partition_state_anomalies(txns: list[Txn]) -> list[str]:
                 problems.append(f"zxid {txn.zxid:#x}: {op.path} has two leaders, {known} and "
                                 f"{leader}, in leader epoch {epoch}")
             last[op.path] = state
+    return problems
+
+
+def merge(*logs: list[Txn]) -> list[Txn]:
+    """One history from several ensemble members' logs (a member that was down while others
+    committed may have caught up from a snapshot, so its own log has gaps)."""
+    by_zxid: dict[int, Txn] = {}
+    for txns in logs:
+        for txn in txns:
+            by_zxid.setdefault(txn.zxid, txn)
+    return [by_zxid[zxid] for zxid in sorted(by_zxid)]
+
+
+def foreign_controller_writes(txns: list[Txn]) -> list[str]:
+    """Controller writes not made by the session that set the current controller epoch."""
+    problems: list[str] = []
+    controller_session: int | None = None
+    for txn in txns:
+        writes = txn.writes
+        if any(op.path == "/controller_epoch" for op in writes):
+            controller_session = txn.session
+            continue
+        guarded = any(op.kind == "check" and op.path == "/controller_epoch" for op in txn.ops)
+        if guarded and writes and txn.session != controller_session:
+            paths = ", ".join(op.path or "?" for op in writes)
+            problems.append(f"zxid {txn.zxid:#x}: session {txn.session:#x} wrote {paths} as "
+                            f"controller; the controller's session was {controller_session!r}")
     return problems
