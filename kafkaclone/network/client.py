@@ -194,6 +194,9 @@ class KafkaClientConnection:
             return
         self._protocol = proto
         self._failures = 0
+        socket_transport: Any = proto.transport
+        if hasattr(socket_transport, "setTcpNoDelay"):
+            socket_transport.setTcpNoDelay(True)  # as Kafka's NetworkClient: no Nagle delay
         logger.debug("connected to %s:%s", self.host, self.port)
         self._wake_connect_waiters(None)
 

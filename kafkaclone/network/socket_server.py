@@ -119,6 +119,10 @@ class KafkaServerProtocol(Int32StringReceiver):
 
     def connectionMade(self) -> None:
         transport: Any = self.transport
+        # As Kafka's Acceptor: no Nagle delay on answers (a follower's fetch answer or an
+        # acks=all produce answer would otherwise wait for the peer's delayed ACK).
+        if hasattr(transport, "setTcpNoDelay"):
+            transport.setTcpNoDelay(True)
         peer = transport.getPeer()
         self.info = ConnectionInfo(self.connection_id, getattr(peer, "host", ""),
                                    getattr(peer, "port", 0), self.listener_name)
