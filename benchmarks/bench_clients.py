@@ -31,6 +31,9 @@ from kafkaclone.testing.cluster import LocalCluster
 
 PARTITIONS = 6
 VALUE = b"x" * 100
+FETCH = {"fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 8 << 20,
+         "fetch.min.bytes": 1}
+"""The same fetch sizes for both consumers (the Spark reader's); both wait 500 ms at most."""
 
 
 def create_topic(servers: str) -> str:
@@ -82,7 +85,7 @@ def produce_ours(servers: str, topic: str, records: int, codec: str) -> float:
 
 def consume_confluent(servers: str, topic: str, records: int) -> float:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": "bench",
-                                         "enable.auto.commit": False})
+                                         "enable.auto.commit": False, **FETCH})
     consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got = 0
     start = time.perf_counter()
@@ -96,9 +99,7 @@ def consume_confluent(servers: str, topic: str, records: int) -> float:
 
 
 def consume_ours(servers: str, topic: str, records: int, columnar: bool) -> float:
-    consumer = Consumer({"bootstrap.servers": servers, "max.poll.records": 10000,
-                         "fetch.max.bytes": 64 << 20,
-                         "max.partition.fetch.bytes": 8 << 20})
+    consumer = Consumer({"bootstrap.servers": servers, "max.poll.records": 10000, **FETCH})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got = 0
     start = time.perf_counter()
