@@ -1,11 +1,15 @@
-"""AdminClient: topic and config administration over the Kafka protocol, synchronous.
+"""AdminClient: topic, config and consumer group administration over the Kafka protocol,
+synchronous.
 
 A subset of Kafka's Admin API: create, delete, list and describe topics; create
 partitions; describe, alter and incrementally alter configs; describe the cluster; the API
-versions of each broker. It bootstraps from ``bootstrap_servers`` with Metadata, sends
-controller-only requests (CreateTopics, DeleteTopics, CreatePartitions) to the controller
-named by Metadata (refreshing and retrying on NOT_CONTROLLER), a broker's own config
-requests to that broker, and everything else to any broker.
+versions of each broker; list offsets; list, describe and delete consumer groups, list,
+alter and delete their committed offsets (sent to the group's coordinator, found with
+FindCoordinator and found again on NOT_COORDINATOR). It bootstraps from
+``bootstrap_servers`` with Metadata, sends controller-only requests (CreateTopics,
+DeleteTopics, CreatePartitions) to the controller named by Metadata (refreshing and
+retrying on NOT_CONTROLLER), a broker's own config requests to that broker, and everything
+else to any broker.
 
 Per-topic / per-resource outcomes come back as ``KafkaError | None`` (None: success), so a
 caller can report each one; a request that cannot be made at all raises.
@@ -30,6 +34,7 @@ from kafkaclone.protocol.errors import (
     NetworkExceptionError,
     NotControllerError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     raise_for_code,
 )
 
@@ -510,3 +515,256 @@ class AdminClient:
                     result[(t.name, p.partition_index)] = \
                         p.low_watermark if error is None else error
         return result
+
+    # --- consumer groups ----------------------------------------------------------------------
+
+    def find_coordinator(self, group_id: str) -> Node:
+        """The broker coordinating ``group_id`` (FindCoordinator), retried while the
+        coordinator is not available or loading, up to ``default_api_timeout_ms``."""
+        deadline = time.monotonic() + self.default_api_timeout_ms / 1000.0
+        request_cls = APIS[ApiKey.FIND_COORDINATOR].request
+        while True:
+            _, response = self._any_connection().request(
+                ApiKey.FIND_COORDINATOR, request_cls(key=group_id, key_type=0))
+            error = _error(response.error_code, getattr(response, "error_message", None))
+            if error is None:
+                node = Node(response.node_id, response.host, response.port, None)
+                self._nodes.setdefault(node.id, node)
+                return node
+            if not error.retriable or time.monotonic() > deadline:
+                raise error
+            time.sleep(0.2)
+
+    def _to_coordinator(self, group_id: str, key: ApiKey, body: Any,
+                        error_of: Any) -> Any:
+        """Send to the group's coordinator; find it again (until the API timeout) when the
+        answer is NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS."""
+        deadline = time.monotonic() + self.default_api_timeout_ms / 1000.0
+        while True:
+            node = self.find_coordinator(group_id)
+            try:
+                _, response = self._connection(node.id).request(key, body)
+            except NetworkExceptionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            if error_of(response) in COORDINATOR_RETRY_CODES and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            return response
+
+    def list_consumer_groups(self, states: Iterable[str] = ()) -> list[ConsumerGroupListing]:
+        """Every group of every broker (ListGroups to each), sorted by id; ``states``
+        filters by state (ListGroups v4)."""
+        self.refresh_metadata()
+        request_cls = APIS[ApiKey.LIST_GROUPS].request
+        wanted = list(states)
+        listings: dict[str, ConsumerGroupListing] = {}
+        for node_id in sorted(self._nodes):
+            connection = self._connection(node_id)
+            version = connection.version_for(ApiKey.LIST_GROUPS)
+            if wanted and version < 4:
+                raise UnsupportedVersionError("Listing groups by state needs ListGroups v4")
+            _, response = connection.request(ApiKey.LIST_GROUPS,
+                                             request_cls(states_filter=wanted), version)
+            raise_for_code(response.error_code)
+            for g in response.groups:
+                listings[g.group_id] = ConsumerGroupListing(
+                    g.group_id, g.protocol_type == "", getattr(g, "group_state", None) or None)
+        return [listings[g] for g in sorted(listings)]
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]
+                                 ) -> dict[str, ConsumerGroupDescription | KafkaError]:
+        from kafkaclone.protocol.messages.consumer_protocol import decode_assignment
+
+        request_cls = APIS[ApiKey.DESCRIBE_GROUPS].request
+        result: dict[str, ConsumerGroupDescription | KafkaError] = {}
+        for group_id in group_ids:
+            try:
+                coordinator = self.find_coordinator(group_id)
+                response = self._to_coordinator(
+                    group_id, ApiKey.DESCRIBE_GROUPS,
+                    request_cls(groups=[group_id], include_authorized_operations=False),
+                    lambda r: r.groups[0].error_code)
+            except KafkaError as exc:
+                result[group_id] = exc
+                continue
+            described = response.groups[0]
+            error = _error(described.error_code, None)
+            if error is not None:
+                result[group_id] = error
+                continue
+            members = []
+            for m in described.members:
+                partitions: list[tuple[str, int]] = []
+                if described.protocol_type == "consumer" and m.member_assignment:
+                    try:
+                        _, decoded = decode_assignment(m.member_assignment)
+                        partitions = [(a.topic, p) for a in decoded.assigned_partitions
+                                      for p in a.partitions]
+                    except KafkaError:
+                        partitions = []
+                members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id,
+                                                 m.client_host, partitions))
+            result[group_id] = ConsumerGroupDescription(
+                group_id, described.protocol_type == "", members, described.protocol_data,
+                described.group_state, coordinator)
+        return result
+
+    def list_consumer_group_offsets(self, group_id: str,
+                                    partitions: Iterable[tuple[str, int]] | None = None
+                                    ) -> dict[tuple[str, int], CommittedOffset]:
+        """The group's committed offsets (all of them when ``partitions`` is None);
+        partitions without a committed offset are left out."""
+        request_cls = APIS[ApiKey.OFFSET_FETCH].request
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            topics = [request_cls.structs["OffsetFetchRequestTopic"](name=t, partition_indexes=p)
+                      for t, p in by_topic.items()]
+        response = self._to_coordinator(
+            group_id, ApiKey.OFFSET_FETCH,
+            request_cls(group_id=group_id, topics=topics, require_stable=False),
+            lambda r: r.error_code)
+        raise_for_code(response.error_code)
+        result: dict[tuple[str, int], CommittedOffset] = {}
+        for t in response.topics:
+            for p in t.partitions:
+                raise_for_code(p.error_code)
+                if p.committed_offset >= 0:
+                    result[(t.name, p.partition_index)] = CommittedOffset(
+                        p.committed_offset, p.metadata or "", p.committed_leader_epoch)
+        return result
+
+    def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]
+                                     ) -> dict[tuple[str, int], KafkaError | None]:
+        """Commit ``offsets`` for the group as an admin (no generation, no member): only an
+        inactive group accepts it (UNKNOWN_MEMBER_ID otherwise)."""
+        request_cls = APIS[ApiKey.OFFSET_COMMIT].request
+        s = request_cls.structs
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), offset in offsets.items():
+            by_topic.setdefault(topic, []).append(s["OffsetCommitRequestPartition"](
+                partition_index=partition, committed_offset=offset, committed_leader_epoch=-1,
+                committed_metadata=""))
+        body = request_cls(group_id=group_id, generation_id=-1, member_id="",
+                           group_instance_id=None, retention_time_ms=-1,
+                           topics=[s["OffsetCommitRequestTopic"](name=t, partitions=p)
+                                   for t, p in by_topic.items()])
+        response = self._to_coordinator(
+            group_id, ApiKey.OFFSET_COMMIT, body,
+            lambda r: next((p.error_code for t in r.topics for p in t.partitions), NONE))
+        return {(t.name, p.partition_index): _error(p.error_code, None)
+                for t in response.topics for p in t.partitions}
+
+    def delete_consumer_groups(self, group_ids: Sequence[str]) -> dict[str, KafkaError | None]:
+        request_cls = APIS[ApiKey.DELETE_GROUPS].request
+        result: dict[str, KafkaError | None] = {}
+        for group_id in group_ids:
+            try:
+                response = self._to_coordinator(group_id, ApiKey.DELETE_GROUPS,
+                                                request_cls(groups_names=[group_id]),
+                                                lambda r: r.results[0].error_code)
+                result[group_id] = _error(response.results[0].error_code, None)
+            except KafkaError as exc:
+                result[group_id] = exc
+        return result
+
+    def delete_consumer_group_offsets(self, group_id: str,
+                                      partitions: Iterable[tuple[str, int]]
+                                      ) -> tuple[KafkaError | None,
+                                                 dict[tuple[str, int], KafkaError | None]]:
+        """(the group-level error, each partition's outcome) of an OffsetDelete."""
+        request_cls = APIS[ApiKey.OFFSET_DELETE].request
+        s = request_cls.structs
+        by_topic: dict[str, list[Any]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(
+                s["OffsetDeleteRequestPartition"](partition_index=partition))
+        response = self._to_coordinator(
+            group_id, ApiKey.OFFSET_DELETE,
+            request_cls(group_id=group_id, topics=[
+                s["OffsetDeleteRequestTopic"](name=t, partitions=p)
+                for t, p in by_topic.items()]),
+            lambda r: r.error_code)
+        return _error(response.error_code, None), {
+            (t.name, p.partition_index): _error(p.error_code, None)
+            for t in response.topics for p in t.partitions}
+
+    def list_offsets(self, specs: Mapping[tuple[str, int], int]
+                     ) -> dict[tuple[str, int], tuple[int, int] | KafkaError]:
+        """ListOffsets to each partition's leader: per partition (offset, timestamp) for the
+        spec -2 (earliest), -1 (latest) or a timestamp in ms (the first offset at or after
+        it; offset -1 when there is none)."""
+        response = self._metadata(sorted({topic for topic, _ in specs}))
+        leaders = {(t.name, p.partition_index): p.leader_id
+                   for t in response.topics for p in t.partitions}
+        result: dict[tuple[str, int], tuple[int, int] | KafkaError] = {}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for key in specs:
+            leader = leaders.get(key)
+            if leader is None:
+                result[key] = UnknownTopicOrPartitionError(
+                    f"Partition {key[0]}-{key[1]} does not exist")
+            elif leader < 0:
+                result[key] = LeaderNotAvailableError(f"{key[0]}-{key[1]} has no leader")
+            else:
+                by_leader.setdefault(leader, []).append(key)
+        request_cls = APIS[ApiKey.LIST_OFFSETS].request
+        s = request_cls.structs
+        for leader, keys in by_leader.items():
+            by_topic: dict[str, list[Any]] = {}
+            for topic, partition in keys:
+                by_topic.setdefault(topic, []).append(s["ListOffsetsPartition"](
+                    partition_index=partition, current_leader_epoch=-1,
+                    timestamp=specs[(topic, partition)], max_num_offsets=1))
+            connection = self._connection(leader)
+            body = request_cls(replica_id=-1, isolation_level=0, topics=[
+                s["ListOffsetsTopic"](name=t, partitions=p) for t, p in by_topic.items()])
+            _, answer = connection.request(ApiKey.LIST_OFFSETS, body)
+            for t in answer.topics:
+                for p in t.partitions:
+                    error = _error(p.error_code, None)
+                    result[(t.name, p.partition_index)] = (
+                        (p.offset, p.timestamp) if error is None else error)
+        return result
+
+
+COORDINATOR_RETRY_CODES: Final = frozenset({14, 15, 16})
+"""COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR."""
+
+
+@dataclass(frozen=True)
+class ConsumerGroupListing:
+    group_id: str
+    is_simple_consumer_group: bool
+    state: str | None
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    consumer_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    group_id: str
+    is_simple_consumer_group: bool
+    members: list[MemberDescription]
+    partition_assignor: str
+    state: str
+    coordinator: Node
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    offset: int
+    metadata: str
+    leader_epoch: int
