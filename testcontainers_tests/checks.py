@@ -25,8 +25,16 @@ def check_controller_history(cluster: ContainerCluster) -> list[zktxn.Txn]:
     return txns
 
 
+# Without idempotence (the brokers do not serve InitProducerId yet) a value may be written
+# twice although the producer runs with retries=0: librdkafka re-sends a batch the old leader
+# appended, that the followers copied, but that it then answered NOT_LEADER_OR_FOLLOWER
+# (seen in the clean leader bounces: the second copy acknowledged retry.backoff.ms later).
+# Kafka 2.8 answers the same way, so duplicates are allowed; everything else is checked.
+NON_IDEMPOTENT = tuple(kind for kind in CheckResult.ANOMALIES if kind != "duplicates")
+
+
 def check_history(history: History, *, min_acked: int,
-                  anomalies: Sequence[str] = CheckResult.ANOMALIES) -> CheckResult:
+                  anomalies: Sequence[str] = NON_IDEMPOTENT) -> CheckResult:
     """The History shows none of ``anomalies`` and at least ``min_acked`` acknowledgements."""
     result = history.check(anomalies)
     progress(result.summary())

@@ -228,6 +228,27 @@ class Node:
         self.network.docker_network().connect(self.container_name, aliases=[self.alias])
         self.connected = True
 
+    def ip_address(self) -> str:
+        """The container's address on the suite's network."""
+        container = self.docker()
+        container.reload()
+        return str(container.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"])
+
+    def isolate_from(self, addresses: list[str]) -> None:
+        """Drop every packet between this container and ``addresses`` (needs NET_ADMIN):
+        a network partition that, unlike ``disconnect``, leaves the test process (reaching
+        the container through the network's gateway) on this container's side."""
+        progress(f"partition {self.alias} from {', '.join(addresses)}")
+        for address in addresses:
+            self.exec(["iptables", "-I", "INPUT", "-s", address, "-j", "DROP"])
+            self.exec(["iptables", "-I", "OUTPUT", "-d", address, "-j", "DROP"])
+
+    def heal(self, addresses: list[str]) -> None:
+        progress(f"heal the partition of {self.alias}")
+        for address in addresses:
+            self.exec(["iptables", "-D", "INPUT", "-s", address, "-j", "DROP"])
+            self.exec(["iptables", "-D", "OUTPUT", "-d", address, "-j", "DROP"])
+
     def block_port(self, port: int) -> None:
         """Drop this container's outgoing TCP traffic to ``port`` (needs NET_ADMIN)."""
         self.exec(["iptables", "-I", "OUTPUT", "-p", "tcp", "--dport", str(port), "-j", "DROP"])
@@ -476,6 +497,17 @@ class ContainerCluster:
         """Every ZooKeeper transaction so far, merged from the logs of the members that run."""
         return zktxn.merge(*(zktxn.parse(node.transaction_log())
                              for node in self.zookeepers if node.status() == "running"))
+
+    def peer_addresses(self, node: Node) -> list[str]:
+        """The addresses of every other node of the cluster (ZooKeeper and brokers)."""
+        return [other.ip_address() for other in [*self.zookeepers, *self.brokers.values()]
+                if other is not node]
+
+    def wait_for_deregistration(self, broker_id: int, timeout: float | None = None) -> None:
+        """Wait until ZooKeeper dropped the broker's registration (its session ended)."""
+        wait_until(lambda: self.zk.exists(f"/brokers/ids/{broker_id}") is None,
+                   timeout or self.session_timeout_s + 20,
+                   f"/brokers/ids/{broker_id} to go")
 
     def controller(self) -> int:
         data, _ = self.zk.get("/controller")

@@ -8,7 +8,7 @@
 
 Both end with ZooKeeper's transaction log (``/controller_epoch`` only rose, never two
 controllers writing, no election under a stale epoch, never two leaders of a partition in one
-leader epoch), the History (nothing acknowledged lost, no duplicate, no reordering) and
+leader epoch), the History (nothing acknowledged lost, no reordering) and
 byte-identical replicas.
 """
 

@@ -34,13 +34,18 @@ QUIET = {"log_level": 3}
 
 def create_topic(cluster: ContainerCluster, topic: str, partitions: int,
                  replication_factor: int, config: Mapping[str, str] | None = None,
-                 timeout: float = 60) -> None:
-    """CreateTopics through the brokers, then wait until every partition has a leader
-    and its full ISR in ZooKeeper."""
+                 timeout: float = 60,
+                 assignment: list[list[int]] | None = None) -> None:
+    """CreateTopics through the brokers (``assignment``: the replicas of each partition,
+    else the brokers place them), then wait until every partition has a leader and its
+    full ISR in ZooKeeper."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **QUIET})
-    futures = admin.create_topics(
-        [NewTopic(topic, partitions, replication_factor, config=dict(config or {}))],
-        request_timeout=30)
+    if assignment is not None:
+        new_topic = NewTopic(topic, len(assignment), replica_assignment=assignment,
+                             config=dict(config or {}))
+    else:
+        new_topic = NewTopic(topic, partitions, replication_factor, config=dict(config or {}))
+    futures = admin.create_topics([new_topic], request_timeout=30)
     futures[topic].result(timeout=40)
 
     def ready() -> bool:
@@ -107,6 +112,12 @@ class Writer:
 
     def acked(self) -> int:
         return sum(1 for send in self.history.sends if send.producer == self.name and send.acked)
+
+    def wait_for_sent(self, at_least: int, timeout: float) -> None:
+        wait_until(lambda: self.sent >= at_least or not self._thread.is_alive(), timeout,
+                   f"{at_least} values sent by {self.name}")
+        if self.sent < at_least:
+            raise AssertionError(f"writer {self.name} ended after {self.sent} values")
 
     def wait_for_acks(self, at_least: int, timeout: float) -> None:
         wait_until(lambda: self.acked() >= at_least, timeout,
