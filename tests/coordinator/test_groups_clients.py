@@ -436,3 +436,59 @@ def test_group_ids_that_are_not_znode_names(cluster: LocalCluster, zk: KazooClie
         finally:
             c.close()
         assert zk.get(f"/consumers/{znode}/offsets/{topic}/0")[0] == b"3"
+
+
+def test_kcat_balanced_consumer_commits(cluster: LocalCluster, zk: KazooClient) -> None:
+    topic = group = "kcat-group"
+    create_topic(cluster, topic, partitions=3)
+    produce(cluster, topic, 150, partitions=3)  # 50 per partition
+    done = subprocess.run(
+        ["kcat", "-b", cluster.bootstrap_servers, "-G", group, "-o", "beginning",
+         "-c", "150", "-f", "%p %o\n", "-X", "enable.auto.commit=true",
+         "-X", "auto.commit.interval.ms=200", topic],
+        capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    seen = sorted(tuple(map(int, line.split())) for line in done.stdout.splitlines() if line)
+    assert seen == sorted((p, o) for p in range(3) for o in range(50))
+    # kcat commits on close: each partition's next offset is in ZooKeeper.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        found = {p: zk.exists(f"/consumers/{group}/offsets/{topic}/{p}") for p in range(3)}
+        if all(found.values()) and all(
+                zk.get(f"/consumers/{group}/offsets/{topic}/{p}")[0] == b"50" for p in range(3)):
+            break
+        time.sleep(0.2)
+    assert {p: zk.get(f"/consumers/{group}/offsets/{topic}/{p}")[0] for p in range(3)} == \
+        dict.fromkeys(range(3), b"50")
+
+
+def test_aiokafka_group_consumer(cluster: LocalCluster, zk: KazooClient) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    topic = group = "aiokafka-group"
+    create_topic(cluster, topic, partitions=2)
+    produce(cluster, topic, 100, partitions=2)
+
+    async def consume() -> list[int]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers,
+                                    group_id=group, auto_offset_reset="earliest",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        values: list[int] = []
+        try:
+            async with asyncio.timeout(60):
+                async for message in consumer:
+                    values.append(int(message.value))
+                    if len(values) == 100:
+                        break
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return values
+
+    values = asyncio.run(consume())
+    assert sorted(values) == list(range(100))
+    assert [zk.get(f"/consumers/{group}/offsets/{topic}/{p}")[0] for p in range(2)] == [
+        b"50", b"50"]
