@@ -17,7 +17,9 @@ own broker id as ``replica_id``; the leader records each follower's position fro
   ``replica.fetch.max.bytes`` each, ``replica.fetch.response.max.bytes`` in all, waiting
   up to ``replica.fetch.wait.max.ms`` for ``replica.fetch.min.bytes``), append what came
   with the leader's offsets and epochs, take the leader's high watermark and log start
-  offset.
+  offset. Fetches run in an incremental fetch session (KIP-227, :class:`FetchSessionHandler`):
+  after a full fetch that opens the session, a fetch names only the partitions whose fetch
+  position changed, plus the ones to forget.
 
 Truncation (KIP-101, KIP-279): a partition that becomes a follower may hold records its
 new leader never had. With ``inter.broker.protocol.version`` 2.7-IV1 or later (Kafka 2.8's
@@ -65,6 +67,8 @@ from kafkaclone.protocol.errors import (
     NONE,
     CorruptMessageError,
     FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
+    InvalidFetchSessionEpochError,
     InvalidRecordError,
     KafkaError,
     KafkaStorageError,
@@ -81,9 +85,10 @@ FETCH = APIS[ApiKey.FETCH].request
 OFFSET_FOR_LEADER_EPOCH = APIS[ApiKey.OFFSET_FOR_LEADER_EPOCH].request
 LIST_OFFSETS = APIS[ApiKey.LIST_OFFSETS].request
 
-FINAL_EPOCH: Final = -1
-"""A fetch session epoch of -1 with session id 0: a full fetch that opens no session."""
 INVALID_SESSION_ID: Final = 0
+INITIAL_EPOCH: Final = 0
+"""A full fetch that asks the leader for a new session (closing the one named)."""
+_INT32_MAX: Final = 0x7FFFFFFF
 
 
 # -- configuration -------------------------------------------------------------------------
@@ -253,6 +258,90 @@ ConnectionFactory = Callable[[BrokerEndPoint, str], FetcherConnection]
 """(source broker, client id) -> connection."""
 
 
+@dataclass(frozen=True)
+class FetchPosition:
+    """What a fetch asks of one partition; the leader's session keeps the last one sent."""
+
+    fetch_offset: int
+    log_start_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+
+
+class FetchSessionHandler:
+    """The follower's side of a fetch session with one leader (KIP-227, Kafka's
+    FetchSessionHandler): full fetches until the leader opens a session, then incremental
+    ones carrying only the partitions added or changed since the last fetch and the ones
+    removed (``forgotten``). An error, or an answer naming a partition outside the session,
+    makes the next fetch a full one that closes the session and asks for a new one; an
+    unknown session starts over without one."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.session_partitions: dict[TopicPartition, FetchPosition] = {}
+
+    @property
+    def is_full(self) -> bool:
+        return self.epoch == INITIAL_EPOCH
+
+    def build(self, wanted: Mapping[TopicPartition, FetchPosition]
+              ) -> tuple[dict[TopicPartition, FetchPosition], list[TopicPartition]]:
+        """(partitions to send, partitions to forget) for a fetch of ``wanted``."""
+        if self.is_full:
+            self.session_partitions = dict(wanted)
+            return dict(wanted), []
+        forgotten = [tp for tp in self.session_partitions if tp not in wanted]
+        for tp in forgotten:
+            del self.session_partitions[tp]
+        to_send: dict[TopicPartition, FetchPosition] = {}
+        for tp, position in wanted.items():
+            if self.session_partitions.get(tp) != position:
+                to_send[tp] = position
+                self.session_partitions[tp] = position
+        return to_send, forgotten
+
+    def handle_response(self, error_code: int, session_id: int,
+                        partitions: Iterable[TopicPartition]) -> bool:
+        """Move the session on after an answer; whether its partition data may be used."""
+        if error_code != NONE:
+            logger.info("[%s] Fetch session %d at epoch %d failed: %s", self.name,
+                        self.session_id, self.epoch, error_for_code(error_code).name)
+            if error_code == FetchSessionIdNotFoundError.code:
+                self.session_id = INVALID_SESSION_ID
+            self.epoch = INITIAL_EPOCH
+            return False
+        answered = set(partitions)
+        unknown = answered - self.session_partitions.keys()
+        if self.is_full:
+            missing = self.session_partitions.keys() - answered
+            if unknown or missing:
+                logger.info("[%s] The leader's full fetch answer did not match the request "
+                            "(unexpected %s, missing %s)", self.name, sorted(unknown),
+                            sorted(missing))
+                self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+                return False
+            self.session_id = session_id
+            self.epoch = INITIAL_EPOCH if session_id == INVALID_SESSION_ID else 1
+            return True
+        if unknown:
+            logger.info("[%s] The leader's incremental fetch answer named partitions outside "
+                        "the session: %s", self.name, sorted(unknown))
+            self.epoch = INITIAL_EPOCH
+            return False
+        if session_id == INVALID_SESSION_ID:  # the leader closed the session
+            self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+        else:
+            self.epoch = 1 if self.epoch >= _INT32_MAX else self.epoch + 1
+        return True
+
+    def handle_error(self) -> None:
+        """The fetch got no answer: start over with a full fetch."""
+        self.epoch = INITIAL_EPOCH
+
+
 def initial_fetch_offset(partition: FollowerPartition, truncation_on_fetch: bool) -> int:
     """Where a new follower starts (Kafka's initialFetchOffset): its log end offset when it
     can truncate on fetch (its log knows an epoch), else its high watermark."""
@@ -307,6 +396,7 @@ class ReplicaFetcher:
         self._running = False
         self._loop: Deferred[None] | None = None
         self._wakeup: Deferred[None] | None = None
+        self.session = FetchSessionHandler(self.name)
         self.fetch_requests_sent = 0
         """How many Fetch requests went out (tests and monitoring)."""
 
@@ -605,10 +695,10 @@ class ReplicaFetcher:
     # -- fetching ------------------------------------------------------------------------------
 
     def _build_fetch(self) -> tuple[Any, dict[TopicPartition, PartitionFetchState]]:
-        """One Fetch for every partition ready to fetch (None if there is none)."""
+        """One Fetch for every partition ready to fetch (None if there is none): in the
+        session, only what changed since the last fetch."""
         now = self._clock.seconds()
-        structs = FETCH.structs
-        by_topic: dict[str, list[Any]] = {}
+        wanted: dict[TopicPartition, FetchPosition] = {}
         fetched: dict[TopicPartition, PartitionFetchState] = {}
         for tp, state in self.partition_states.items():
             if not state.is_ready_for_fetch(now):
@@ -622,24 +712,37 @@ class ReplicaFetcher:
             last_fetched_epoch = (state.last_fetched_epoch
                                   if self.config.truncation_on_fetch
                                   and state.last_fetched_epoch is not None else UNDEFINED_EPOCH)
-            by_topic.setdefault(tp.topic, []).append(structs["FetchPartition"](
-                partition=tp.partition, current_leader_epoch=state.current_leader_epoch,
-                fetch_offset=state.fetch_offset, last_fetched_epoch=last_fetched_epoch,
-                log_start_offset=log_start_offset,
-                partition_max_bytes=self.config.replica_fetch_max_bytes))
+            wanted[tp] = FetchPosition(state.fetch_offset, log_start_offset,
+                                       self.config.replica_fetch_max_bytes,
+                                       state.current_leader_epoch, last_fetched_epoch)
             fetched[tp] = state
         if not fetched:
             return None, fetched
+        to_send, forgotten = self.session.build(wanted)
+        structs = FETCH.structs
+        by_topic: dict[str, list[Any]] = {}
+        for tp, position in to_send.items():
+            by_topic.setdefault(tp.topic, []).append(structs["FetchPartition"](
+                partition=tp.partition, current_leader_epoch=position.current_leader_epoch,
+                fetch_offset=position.fetch_offset,
+                last_fetched_epoch=position.last_fetched_epoch,
+                log_start_offset=position.log_start_offset,
+                partition_max_bytes=position.max_bytes))
+        forgotten_by_topic: dict[str, list[int]] = {}
+        for tp in forgotten:
+            forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
         config = self.config
         request = FETCH(
             cluster_id=None, replica_id=config.broker_id,
             max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=config.replica_fetch_min_bytes,
             max_bytes=config.replica_fetch_response_max_bytes, isolation_level=0,
-            session_id=INVALID_SESSION_ID, session_epoch=FINAL_EPOCH,
+            session_id=self.session.session_id, session_epoch=self.session.epoch,
             topics=[structs["FetchTopic"](topic=topic, partitions=partitions)
                     for topic, partitions in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+            forgotten_topics_data=[structs["ForgottenTopic"](topic=topic, partitions=parts)
+                                   for topic, parts in forgotten_by_topic.items()],
+            rack_id="")
         return request, fetched
 
     async def _process_fetch_request(self, request: Any,
@@ -649,6 +752,7 @@ class ReplicaFetcher:
             response = await self._connection.send(ApiKey.FETCH, self.config.fetch_version,
                                                    request)
         except (KafkaError, ConnectionError, CancelledError) as exc:
+            self.session.handle_error()
             if not self._running:
                 return
             logger.info("[%s] Error sending fetch request to broker %d: %s", self.name,
@@ -658,12 +762,17 @@ class ReplicaFetcher:
             return
         if not self._running:
             return
-        if response.error_code != NONE:
-            logger.warning("[%s] Fetch request to broker %d failed: %s", self.name,
-                           self.source.id, error_for_code(response.error_code).name)
-            self._delay_partitions(fetched)
-            await self._sleep(self.config.replica_fetch_backoff_ms / 1000.0)
-            return
+        answered = [TopicPartition(topic.topic, data.partition_index)
+                    for topic in response.responses for data in topic.partitions]
+        if not self.session.handle_response(response.error_code, response.session_id,
+                                            answered):
+            if response.error_code not in (NONE, FetchSessionIdNotFoundError.code,
+                                           InvalidFetchSessionEpochError.code):
+                logger.warning("[%s] Fetch request to broker %d failed: %s", self.name,
+                               self.source.id, error_for_code(response.error_code).name)
+                self._delay_partitions(fetched)
+                await self._sleep(self.config.replica_fetch_backoff_ms / 1000.0)
+            return  # a session error: the next fetch is a full one, at once
         with_errors: list[TopicPartition] = []
         diverging: dict[TopicPartition, tuple[PartitionFetchState, int, int]] = {}
         for topic in response.responses:

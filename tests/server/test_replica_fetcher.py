@@ -84,11 +84,13 @@ class Connection:
         self.closed = False
         self.in_flight: list[Deferred[Any]] = []
         self.sent: list[int] = []
+        self.bodies: list[tuple[int, Any]] = []
 
     def send(self, api_key: int, api_version: int, body: Any) -> Deferred[Any]:
         if self.closed or self.target in self.network.down:
             return fail(NetworkExceptionError(f"broker {self.target} unreachable"))
         self.sent.append(api_key)
+        self.bodies.append((api_key, body))
         frame = api.encode_request(api_key, api_version, 7, self.client_id, body)
         broker = self.network.brokers[self.target]
         answered = broker.dispatcher.dispatch(CONNECTION, bytearray(frame))
@@ -396,3 +398,56 @@ def test_fetcher_ids_follow_javas_string_hash() -> None:
     assert fetcher_id_for(TopicPartition("hello", 3), 7) == 1220935311 % 7
     assert fetcher_id_for(TopicPartition("t", 0), 1) == 0
     assert {fetcher_id_for(TopicPartition("t", p), 3) for p in range(6)} == {0, 1, 2}
+
+
+def _fetches(connection: Connection) -> list[Any]:
+    return [body for key, body in connection.bodies if key == ApiKey.FETCH]
+
+
+def _named(fetch: Any) -> set[tuple[str, int]]:
+    return {(t.topic, p.partition) for t in fetch.topics for p in t.partitions}
+
+
+def test_followers_fetch_in_an_incremental_session(network: Network) -> None:
+    tps = [TopicPartition("t", p) for p in range(3)]
+    for tp in tps:
+        network.leader_and_isr((1, 2), leader=1, leader_epoch=0, replicas=(1, 2), tp=tp)
+    network.pump(1.5)
+    connection = network.connections[-1]
+    fetches = _fetches(connection)
+    first = fetches[0]
+    assert (first.session_id, first.session_epoch) == (0, 0)  # full, asks for a session
+    assert _named(first) == {("t", 0), ("t", 1), ("t", 2)}
+    session = network.brokers[1].replica_manager.fetch_sessions
+    assert len(session) == 1
+    later = fetches[-1]
+    assert later.session_id != 0 and later.session_epoch == len(fetches) - 1
+    assert _named(later) == set()  # nothing moved: an empty incremental fetch
+    settled(network.produce(1, b"a", b"b", tp=tps[1]))
+    network.pump(0.2)
+    assert network.log(2, tps[1]).log_end_offset == 2
+    # Only the partition whose fetch offset moved is named again.
+    named = [_named(f) for f in _fetches(connection)[len(fetches):]]
+    assert named[0] == {("t", 1)} and all(n == set() for n in named[1:])
+    # A partition that leaves the fetcher is forgotten by the session.
+    network.leader_and_isr((2,), leader=2, leader_epoch=1, replicas=(1, 2), tp=tps[2])
+    network.pump(1.0)
+    forgotten = [(t.topic, p) for f in _fetches(connection)[len(fetches):]
+                 for t in f.forgotten_topics_data for p in t.partitions]
+    assert forgotten == [("t", 2)]
+
+
+def test_a_lost_fetch_session_starts_over_with_a_full_fetch(network: Network) -> None:
+    network.leader_and_isr((1, 2), leader=1, leader_epoch=0, replicas=(1, 2))
+    network.pump(1.5)
+    connection = network.connections[-1]
+    sessions = network.brokers[1].replica_manager.fetch_sessions
+    (lost,) = list(sessions.sessions)
+    sessions.remove(lost)  # the leader evicted it (or restarted)
+    settled(network.produce(1, b"a", acks=1))
+    before = len(_fetches(connection))
+    network.pump(1.5)
+    after = _fetches(connection)[before:]
+    assert any(f.session_epoch == 0 for f in after)  # FETCH_SESSION_ID_NOT_FOUND, then full
+    assert network.log(2).log_end_offset == 1
+    assert len(sessions) == 1 and lost not in sessions.sessions
