@@ -6,14 +6,22 @@
 # 2. brings up ZooKeeper on 127.0.0.1:2181 and three brokers on 127.0.0.1:9092-9094
 #    (scripts/cluster-up.sh; data under .cluster/, git-ignored);
 # 3. creates the topic "demo" (6 partitions, replication factor 3) and describes it;
-# 4. lists the cluster as librdkafka sees it (kcat -L).
-# Safe to run again: a running cluster and an existing topic are reused.
+# 4. lists the cluster as librdkafka sees it (kcat -L);
+# 5. produces 10,000 keyed lines with kafka-console-producer.sh (acks=all), consumes them in
+#    the group demo-group with kafka-console-consumer.sh, counts them again with kcat (a
+#    client nobody here wrote) and shows the group's offsets with kafka-consumer-groups.sh;
+# 6. runs the Spark job (kafkaclone.tools.spark_demo): 200,000 JSON monitoring events are
+#    produced, read back in parallel by the kafkaclone Spark source, filtered, grouped per
+#    host and minute and written to another topic, as a batch job and as a streaming query;
+#    it prints the read rates and the result table.
+# Safe to run again: a running cluster and existing topics are reused (the counts then
+# include the earlier runs' records where noted).
 set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
 
 export KAFKACLONE_APT_PACKAGES="zookeeper kcat"
-export KAFKACLONE_EXTRAS=""
+export KAFKACLONE_EXTRAS="spark"
 bash scripts/setup-env.sh
 
 bootstrap=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
@@ -29,5 +37,32 @@ scripts/kafka-topics.sh --bootstrap-server "$bootstrap" --describe --topic demo
 
 step "The cluster as librdkafka sees it (kcat -L)"
 kcat -L -b "$bootstrap" -t demo
+
+step "Produce 10,000 keyed records (kafka-console-producer.sh, acks=all)"
+run_id=$(date +%s)
+seq 1 10000 | awk -v run="$run_id" '{ printf "user-%d:event %d of run %s\n", $1 % 50, $1, run }' |
+    scripts/kafka-console-producer.sh --bootstrap-server "$bootstrap" --topic demo \
+        --property parse.key=true --property key.separator=: --request-required-acks all
+scripts/kafka-get-offsets.sh --bootstrap-server "$bootstrap" --topic demo
+
+step "Consume them in the group demo-group (kafka-console-consumer.sh)"
+scripts/kafka-console-consumer.sh --bootstrap-server "$bootstrap" --topic demo \
+    --group demo-group --from-beginning --max-messages 10000 --timeout-ms 30000 \
+    --property print.key=true --property print.partition=true --property print.offset=true |
+    tail -n 3
+
+step "The group's committed offsets and lag (kafka-consumer-groups.sh)"
+scripts/kafka-consumer-groups.sh --bootstrap-server "$bootstrap" --describe --group demo-group
+
+step "Everything in the topic, counted by kcat (librdkafka)"
+kcat -C -b "$bootstrap" -t demo -o beginning -e -q | wc -l
+
+step "The Spark job: monitoring events -> filter -> count per host and minute -> topic"
+for topic in demo-events demo-problem-counts demo-problem-counts-streaming; do
+    scripts/kafka-topics.sh --bootstrap-server "$bootstrap" --create --if-not-exists \
+        --topic "$topic" --partitions 4 --replication-factor 3
+done
+.venv/bin/python -m kafkaclone.tools.spark_demo --bootstrap-server "$bootstrap" \
+    --produce 200000
 
 printf '\nThe cluster keeps running; stop it with: bash scripts/cluster-down.sh\n'
