@@ -196,7 +196,8 @@ def test_killed_member_partitions_move_within_session_timeout(cluster: LocalClus
 
 def test_exactly_once_with_commits_after_processing(cluster: LocalCluster) -> None:
     topic = group = "exactly-once"
-    total = 20_000
+    # The acceptance run is 100k: KAFKACLONE_EXACTLY_ONCE_MESSAGES=100000.
+    total = int(os.environ.get("KAFKACLONE_EXACTLY_ONCE_MESSAGES", "20000"))
     create_topic(cluster, topic)
     produce(cluster, topic, total)
     seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
