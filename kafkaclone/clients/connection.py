@@ -43,8 +43,12 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, *, node_id: int | None = None,
                  client_id: str = "kafkaclone",
-                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> None:
+                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+                 connect_timeout_ms: int | None = None) -> None:
         self.host = host
+        self.connect_timeout_ms = connect_timeout_ms
+        """The bound on opening the socket and the ApiVersions exchange (Kafka's
+        socket.connection.setup.timeout.ms); request_timeout_ms if None."""
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -79,7 +83,9 @@ class BrokerConnection:
         """Open the connection and negotiate API versions (no-op when connected)."""
         if self._sock is not None:
             return
-        timeout = self.request_timeout_ms / 1000.0
+        limit_ms = self.request_timeout_ms if self.connect_timeout_ms is None else \
+            min(self.request_timeout_ms, self.connect_timeout_ms)
+        timeout = limit_ms / 1000.0
         try:
             sock = socket.create_connection((self.host, self.port), timeout=timeout)
         except OSError as exc:
@@ -90,7 +96,7 @@ class BrokerConnection:
         self._sock = sock
         self._selector = selectors.DefaultSelector()
         try:
-            self._negotiate()
+            self._negotiate(time.monotonic() + timeout)
         except BaseException:
             self.close()
             raise
@@ -112,16 +118,16 @@ class BrokerConnection:
 
     # --- versions -----------------------------------------------------------------------------
 
-    def _negotiate(self) -> None:
+    def _negotiate(self, deadline: float) -> None:
         ours = api.APIS[ApiKey.API_VERSIONS]
         version = ours.max_version
         body = ours.request(client_software_name=CLIENT_SOFTWARE_NAME,
                             client_software_version=CLIENT_SOFTWARE_VERSION)
-        response = self._round_trip(ApiKey.API_VERSIONS, version, body)
+        response = self._round_trip(ApiKey.API_VERSIONS, version, body, deadline=deadline)
         if response.error_code == UnsupportedVersionError.code:
             theirs = {k.api_key: k.max_version for k in response.api_keys}
             version = min(version, theirs.get(ApiKey.API_VERSIONS, 0))
-            response = self._round_trip(ApiKey.API_VERSIONS, version, body)
+            response = self._round_trip(ApiKey.API_VERSIONS, version, body, deadline=deadline)
         raise_for_code(response.error_code, f"ApiVersions from {self._describe()}")
         self.api_versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
                              for k in response.api_keys}
@@ -156,11 +162,14 @@ class BrokerConnection:
             version = self.version_for(key, max_version)
         return version, self._round_trip(key, version, body, broker_wait_ms)
 
-    def _round_trip(self, key: ApiKey, version: int, body: Any, broker_wait_ms: int = 0) -> Any:
+    def _round_trip(self, key: ApiKey, version: int, body: Any, broker_wait_ms: int = 0, *,
+                    deadline: float | None = None) -> Any:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         payload = api.encode_request(key, version, correlation_id, self.client_id, body)
-        deadline = time.monotonic() + (self.request_timeout_ms + max(0, broker_wait_ms)) / 1000.0
+        if deadline is None:
+            deadline = time.monotonic() + \
+                (self.request_timeout_ms + max(0, broker_wait_ms)) / 1000.0
         try:
             self._write(struct.pack(">i", len(payload)) + payload, deadline)
             (length,) = struct.unpack(">i", self._read(4, deadline))

@@ -324,6 +324,7 @@ class NetworkClient:
         self.client_id = client_id
         self.request_timeout_ms: int = conf["request.timeout.ms"]
         self.reconnect_backoff_ms: int = conf["reconnect.backoff.ms"]
+        self.connect_timeout_ms: int = conf["socket.connection.setup.timeout.ms"]
         self.reconnect_backoff_max_ms: int = conf["reconnect.backoff.max.ms"]
         self.max_in_flight = max_in_flight
         self._nodes: dict[int, _Node] = {}
@@ -348,7 +349,8 @@ class NetworkClient:
                 return None
             node = _Node(BrokerConnection(broker.host, broker.port, node_id=node_id,
                                           client_id=self.client_id,
-                                          request_timeout_ms=self.request_timeout_ms))
+                                          request_timeout_ms=self.request_timeout_ms,
+                                          connect_timeout_ms=self.connect_timeout_ms))
             self._nodes[node_id] = node
         return node
 

@@ -20,6 +20,7 @@ from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,
+    RequestTimedOutError,
     UnknownMemberIdError,
 )
 from kafkaclone.testing.cluster import LocalCluster
@@ -93,35 +94,38 @@ def test_a_leader_killed_mid_produce_loses_nothing_acknowledged(cluster: LocalCl
                          "delivery.timeout.ms": 60000, "retry.backoff.ms": 100})
     acked: list[bytes] = []
     failed: list[str] = []
+    acked_after_kill: set[int] = set()
     lock = threading.Lock()
+    killed_at: list[float] = []
 
     def delivered(error: Any, metadata: Any) -> None:
         with lock:
             if error is None:
                 acked.append(metadata.value)
+                if killed_at and time.monotonic() > killed_at[0] + 0.5:
+                    acked_after_kill.add(metadata.partition)
             else:
                 failed.append(str(error))
 
     start = time.monotonic()
     sent = 0
-    killed = False
     try:
         while time.monotonic() - start < 9 and sent < 100_000:
-            if not killed and time.monotonic() - start > 3:
+            if not killed_at and time.monotonic() - start > 3:
                 cluster.broker(victim).kill()
-                killed = True
+                killed_at.append(time.monotonic())
             producer.send(topic, b"m-%d" % sent, partition=sent % 3, on_delivery=delivered)
             sent += 1
             if sent % 50 == 0:
                 time.sleep(0.005)
         assert producer.flush(90) == 0
-        retried = producer.metrics()["record-retry-total"]
     finally:
         producer.close(5)
-    assert retried > 0  # the batches for the dead leader went to the new one
-    assert killed and not failed, failed[:5]
+        cluster.restart_broker(victim)
+    assert killed_at and not failed, failed[:5]
     assert len(acked) == sent > 1000
-    cluster.restart_broker(victim)
+    # The partitions the dead broker led took records again once they had new leaders.
+    assert {0, 2} <= acked_after_kill
     present = set(read_all(cluster, topic, 3))
     assert set(acked) <= present
 
@@ -141,11 +145,19 @@ def stable_coordinator(cluster: LocalCluster, group: str) -> int:
     raise AssertionError("the coordinator kept moving")
 
 
-def commit_through_rebalances(consumer: Consumer, got: list[bytes]) -> list[TopicPartition]:
-    """A synchronous commit, rejoining (by polling) when the coordinator does not know the
-    member any more (Kafka's CommitFailedException case)."""
+def commit_through_rebalances(consumer: Consumer, got: list[bytes],
+                              ends: dict[TopicPartition, int]) -> list[TopicPartition]:
+    """Read to ``ends`` and commit synchronously; when the coordinator does not know the
+    member any more (Kafka's CommitFailedException case) poll to rejoin, which restarts
+    from the committed offsets, and read to the ends again."""
     deadline = time.monotonic() + 60
     while True:
+        while time.monotonic() < deadline:
+            assigned = consumer.assignment()
+            if sorted(assigned) == sorted(ends) and all(
+                    tp.offset >= ends[tp] for tp in consumer.position(assigned)):
+                break
+            got += [r.value for r in consumer.poll(0.3)]
         try:
             committed = consumer.commit(asynchronous=False)
             assert committed is not None
@@ -153,7 +165,7 @@ def commit_through_rebalances(consumer: Consumer, got: list[bytes]) -> list[Topi
         except (UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError):
             if time.monotonic() > deadline:
                 raise
-            got += [r.value for r in consumer.poll(0.5)]
+            got += [r.value for r in consumer.poll(0.3)]
 
 
 def find_coordinator(cluster: LocalCluster, group: str) -> int:
@@ -194,26 +206,61 @@ def test_a_coordinator_killed_mid_consume(cluster: LocalCluster) -> None:
     while len(got) < 100 and time.monotonic() < deadline:
         got += [r.value for r in consumer.poll(0.3)]
     assert sorted(got) == sorted(b"before-%d" % i for i in range(100))
-    commit_through_rebalances(consumer, got)
+    commit_through_rebalances(consumer, got, {TopicPartition(topic, 0): 50,
+                                              TopicPartition(topic, 1): 50})
 
     cluster.broker(coordinator).kill()
-    for i in range(100):
-        producer.send(topic, b"after-%d" % i, partition=i % 2)
-    assert producer.flush(60) == 0
-    producer.close()
-    expected = {b"before-%d" % i for i in range(100)} | {b"after-%d" % i for i in range(100)}
-    deadline = time.monotonic() + 60
-    while set(got) != expected and time.monotonic() < deadline:
-        got += [r.value for r in consumer.poll(0.3)]
-    # Everything arrives (a rejoin may deliver some records again: at least once).
-    assert set(got) == expected
-    # Commits go to the new coordinator, which answers for the group.
-    committed = commit_through_rebalances(consumer, got)
-    assert sum(tp.offset for tp in committed) == 200
-    assert find_coordinator(cluster, group) != coordinator
-    consumer.close()
-    cluster.restart_broker(coordinator)
+    try:
+        for i in range(100):
+            producer.send(topic, b"after-%d" % i, partition=i % 2)
+        assert producer.flush(60) == 0
+        producer.close()
+        expected = {b"before-%d" % i for i in range(100)} | {b"after-%d" % i for i in range(100)}
+        deadline = time.monotonic() + 60
+        while set(got) != expected and time.monotonic() < deadline:
+            got += [r.value for r in consumer.poll(0.3)]
+        # Everything arrives (a rejoin may deliver some records again: at least once).
+        assert set(got) == expected
+        # Commits go to the new coordinator, which answers for the group.
+        committed = commit_through_rebalances(consumer, got, {TopicPartition(topic, 0): 100,
+                                                              TopicPartition(topic, 1): 100})
+        assert sum(tp.offset for tp in committed) == 200
+        assert find_coordinator(cluster, group) != coordinator
+        consumer.close()
+    finally:
+        cluster.restart_broker(coordinator)
     checker = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     assert sum(tp.offset for tp in checker.committed(
         [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)) == 200
     checker.close()
+
+
+def test_a_frozen_leader_fails_sends_by_delivery_timeout_and_polls_return(
+        cluster: LocalCluster) -> None:
+    victim = next(b for b in BROKERS if b != controller(cluster))
+    others = [b for b in BROKERS if b != victim]
+    topic = create_topic(cluster, {0: [victim, *others]})
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "request.timeout.ms": 2000, "fetch.max.wait.ms": 500,
+                         "socket.connection.setup.timeout.ms": 1000})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    consumer.poll(0.5)  # connected to the leader before it freezes
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "request.timeout.ms": 1000, "delivery.timeout.ms": 2500,
+                         "socket.connection.setup.timeout.ms": 1000})
+    producer.send(topic, b"warm", partition=0).result(10)
+    cluster.broker(victim).suspend()
+    try:
+        started = time.monotonic()
+        future = producer.send(topic, b"frozen", partition=0)
+        with pytest.raises(RequestTimedOutError):
+            future.result(15)
+        assert time.monotonic() - started < 8
+        started = time.monotonic()
+        assert consumer.poll(1.0) == []
+        assert consumer.poll(1.0) == []
+        assert time.monotonic() - started < 8
+    finally:
+        cluster.broker(victim).resume()
+        producer.close(5)
+        consumer.close()
