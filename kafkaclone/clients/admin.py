@@ -561,13 +561,19 @@ class AdminClient:
         request_cls = APIS[ApiKey.LIST_GROUPS].request
         wanted = list(states)
         listings: dict[str, ConsumerGroupListing] = {}
+        deadline = time.monotonic() + self.default_api_timeout_ms / 1000.0
         for node_id in sorted(self._nodes):
             connection = self._connection(node_id)
             version = connection.version_for(ApiKey.LIST_GROUPS)
             if wanted and version < 4:
                 raise UnsupportedVersionError("Listing groups by state needs ListGroups v4")
-            _, response = connection.request(ApiKey.LIST_GROUPS,
-                                             request_cls(states_filter=wanted), version)
+            while True:
+                _, response = connection.request(ApiKey.LIST_GROUPS,
+                                                 request_cls(states_filter=wanted), version)
+                if response.error_code not in COORDINATOR_RETRY_CODES or \
+                        time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)  # a broker still loading its groups: ask again
             raise_for_code(response.error_code)
             for g in response.groups:
                 listings[g.group_id] = ConsumerGroupListing(
