@@ -337,8 +337,14 @@ class Consumer:
         if self._coordinator is not None:
             need_committed = [k for k, s in missing if s.reset_to is None]
             if need_committed:
-                committed = self._coordinator.fetch_committed(
-                    need_committed, max(0.0, deadline - time.monotonic()))
+                try:
+                    committed = self._coordinator.fetch_committed(
+                        need_committed, max(0.0, deadline - time.monotonic()))
+                except KafkaError as exc:
+                    if wait or not exc.retriable:
+                        raise
+                    logger.debug("fetching committed offsets failed: %s", exc)
+                    return
                 for key in need_committed:
                     offset = committed.get(key)
                     if offset is not None and offset >= 0:
