@@ -1,4 +1,4 @@
-"""Coordinator failover: kill -9 the broker coordinating a consuming group. The
+"""Coordinator placement and failover: kill -9 the broker coordinating a consuming group. The
 ``__consumer_offsets`` partition's leadership moves (RF 3), the new leader loads the group
 from ZooKeeper, the consumer finds it and goes on from the committed offsets; no committed
 offset is lost and every message is consumed."""
@@ -129,3 +129,23 @@ def test_kill_coordinator_during_consumption(cluster: LocalCluster) -> None:
     # yet committed when the coordinator died are read again.
     duplicates = len(seen) - len(expected)
     assert duplicates <= 100 * (commit_failures + 1) * PARTITIONS, duplicates
+
+
+def test_too_few_brokers_for_the_offsets_topic() -> None:
+    """offsets.topic.replication.factor 3 on one broker: as Kafka, __consumer_offsets is not
+    created and FindCoordinator answers COORDINATOR_NOT_AVAILABLE (clients keep retrying)."""
+    with LocalCluster(1, overrides={"offsets.topic.replication.factor": "3"}) as single:
+        with BrokerConnection("127.0.0.1", single.broker(1).port) as connection:
+            for _ in range(3):
+                _, found = connection.request(ApiKey.FIND_COORDINATOR,
+                                              api.APIS[ApiKey.FIND_COORDINATOR].request(
+                                                  key=GROUP, key_type=0), version=3)
+                assert (found.error_code, found.node_id) == (15, -1)  # COORDINATOR_NOT_AVAILABLE
+                time.sleep(0.2)
+        zk = KazooClient(hosts=single.zookeeper_connect, timeout=10.0)
+        zk.start(timeout=10)
+        try:
+            assert zk.exists("/brokers/topics/__consumer_offsets") is None
+        finally:
+            zk.stop()
+            zk.close()
