@@ -48,6 +48,7 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Final, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -140,20 +141,20 @@ class ReplicaFetcherConfig:
             inter_broker_protocol_version=config.inter_broker_protocol_version,
         )
 
-    @property
+    @cached_property
     def truncation_on_fetch(self) -> bool:
         """KIP-595's diverging epochs in Fetch v12 (inter.broker.protocol.version 2.7-IV1+)."""
         return _ibp_at_least(self.inter_broker_protocol_version, 2, 7, 1)
 
-    @property
+    @cached_property
     def fetch_version(self) -> int:
         return 12 if self.truncation_on_fetch else 11
 
-    @property
+    @cached_property
     def offset_for_leader_epoch_version(self) -> int:
         return 4 if _ibp_at_least(self.inter_broker_protocol_version, 2, 8) else 3
 
-    @property
+    @cached_property
     def list_offsets_version(self) -> int:
         return 6 if _ibp_at_least(self.inter_broker_protocol_version, 2, 8) else 5
 

@@ -451,3 +451,18 @@ def test_a_lost_fetch_session_starts_over_with_a_full_fetch(network: Network) ->
     assert any(f.session_epoch == 0 for f in after)  # FETCH_SESSION_ID_NOT_FOUND, then full
     assert network.log(2).log_end_offset == 1
     assert len(sessions) == 1 and lost not in sessions.sessions
+
+
+@pytest.mark.parametrize(("ibp", "on_fetch", "fetch", "epochs", "list_offsets"), [
+    ("2.8-IV1", True, 12, 4, 6),
+    ("2.7-IV2", True, 12, 3, 5),
+    ("2.7-IV1", True, 12, 3, 5),
+    ("2.7-IV0", False, 11, 3, 5),
+    ("2.6-IV0", False, 11, 3, 5),
+])
+def test_request_versions_follow_the_inter_broker_protocol(
+        ibp: str, on_fetch: bool, fetch: int, epochs: int, list_offsets: int) -> None:
+    config = ReplicaFetcherConfig(1, inter_broker_protocol_version=ibp)
+    assert config.truncation_on_fetch is on_fetch
+    assert (config.fetch_version, config.offset_for_leader_epoch_version,
+            config.list_offsets_version) == (fetch, epochs, list_offsets)
