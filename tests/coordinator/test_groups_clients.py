@@ -493,3 +493,39 @@ def test_aiokafka_group_consumer(cluster: LocalCluster, zk: KazooClient) -> None
     assert sorted(values) == list(range(100))
     assert [zk.get(f"/consumers/{group}/offsets/{topic}/{p}")[0] for p in range(2)] == [
         b"50", b"50"]
+
+
+def test_static_member_restart_keeps_its_partitions_without_rebalance(
+        cluster: LocalCluster) -> None:
+    """KIP-345 with librdkafka: a static member (group.instance.id) that restarts within its
+    session takes its old place; the other member is not rebalanced."""
+    topic = group = "static-members"
+    create_topic(cluster, topic)
+    revoked: list[int] = []
+    other = consumer(cluster, group, **{"group.instance.id": "instance-b",
+                                        "session.timeout.ms": 10_000})
+    other.subscribe([topic], on_revoke=lambda c, parts: revoked.append(len(parts)))
+    first = consumer(cluster, group, **{"group.instance.id": "instance-a",
+                                        "session.timeout.ms": 10_000})
+    first.subscribe([topic])
+    members = [other, first]
+    try:
+        poll_until(members, lambda: partition_counts(members) == [3, 3])
+        before = assigned([first])
+        revoked.clear()
+        first.close()  # a static member sends no LeaveGroup
+        members = [other]
+        restarted = consumer(cluster, group, **{"group.instance.id": "instance-a",
+                                                "session.timeout.ms": 10_000})
+        restarted.subscribe([topic])
+        members = [other, restarted]
+        poll_until(members, lambda: len(restarted.assignment()) == 3, timeout=30)
+        assert assigned([restarted]) == before
+        for _ in range(20):  # a while longer: still no rebalance for the other member
+            for c in members:
+                c.poll(0.05)
+        assert revoked == []
+        assert partition_counts(members) == [3, 3]
+    finally:
+        for c in members:
+            c.close()
