@@ -1,1 +1,2 @@
-"""Group and transaction coordinators (not built yet)."""
+"""Coordinators: ``group`` (consumer groups and committed offsets, built) and
+``transaction`` (producer ids and transactions, not built yet)."""
