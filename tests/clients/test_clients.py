@@ -481,3 +481,28 @@ def test_a_thread_safe_producer(cluster: LocalCluster) -> None:
     producer.close()
     records = consume_all(cluster, topic, 2000)
     assert len(records) == 2000 and len({r.value for r in records}) == 2000
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_our_producer_to_kafka_python_every_codec(cluster: LocalCluster, codec: str) -> None:
+    topic = new_topic(cluster, partitions=2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "compression.type": codec, "linger.ms": 5})
+    expected = {(b"k%d" % i, b"%s-%d" % (codec.encode(), i)) for i in range(300)}
+    for key, value in expected:
+        producer.send(topic, value, key=key, headers=[("codec", codec.encode())])
+    assert producer.flush(30) == 0
+    producer.close()
+    consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers,
+                                   consumer_timeout_ms=5000)
+    consumer.assign([kafka.TopicPartition(topic, p) for p in range(2)])
+    consumer.seek_to_beginning()
+    got = set()
+    deadline = time.monotonic() + 30
+    while len(got) < 300 and time.monotonic() < deadline:
+        for batch in consumer.poll(500).values():
+            for message in batch:
+                assert message.headers == [("codec", codec.encode())]
+                got.add((message.key, message.value))
+    consumer.close()
+    assert got == expected

@@ -164,3 +164,47 @@ def test_perf_tools_print_kafkas_lines(cluster: LocalCluster) -> None:
     fields = row.split(", ")
     assert len(fields) == 10 and fields[4] == "3000"
     assert float(fields[2]) == pytest.approx(3000 * 100 / 1024 / 1024, abs=1e-4)
+
+
+def test_console_consumer_group_resumes_where_it_left_off(cluster: LocalCluster,
+                                                          tmp_path: Path) -> None:
+    topic = new_topic(cluster)
+    servers = cluster.bootstrap_servers
+    config = tmp_path / "producer.properties"
+    config.write_text("acks=all\nlinger.ms=1\n")
+    done = run("kafka-console-producer.sh", "--broker-list", servers, "--topic", topic,
+               "--producer.config", str(config),
+               stdin=b"".join(b"line %d\n" % i for i in range(10)))
+    assert done.returncode == 0, done.stderr
+    group = f"console-{uuid.uuid4().hex[:6]}"
+    first = run("kafka-console-consumer.sh", "--bootstrap-server", servers, "--include",
+                f"{topic}|no-such-topic", "--group", group, "--from-beginning",
+                "--max-messages", "10")
+    assert first.returncode == 0, first.stderr
+    assert "Processed a total of 10 messages" in first.stderr
+    assert sorted(first.stdout.splitlines()) == sorted(f"line {i}" for i in range(10))
+    done = run("kafka-console-producer.sh", "--bootstrap-server", servers, "--topic", topic,
+               stdin=b"".join(b"more %d\n" % i for i in range(5)))
+    assert done.returncode == 0, done.stderr
+    # The group committed what it read when the first consumer closed: the second one
+    # starts there (--from-beginning only applies without a committed offset).
+    second = run("kafka-console-consumer.sh", "--bootstrap-server", servers, "--topic", topic,
+                 "--group", group, "--from-beginning", "--timeout-ms", "3000")
+    assert "Processed a total of 5 messages" in second.stderr, second.stderr
+    assert sorted(second.stdout.splitlines()) == sorted(f"more {i}" for i in range(5))
+
+
+def test_progress_line_on_a_terminal() -> None:
+    import io
+
+    from kafkaclone.tools.client_options import Progress
+
+    err = io.StringIO()
+    progress = Progress("records", err, enabled=True)
+    progress._last -= 2  # as if a second had passed
+    progress.add(500)
+    progress.done()
+    assert re.fullmatch(r"\r500 records \([\d,]+ records/s\)   \n", err.getvalue())
+    quiet = io.StringIO()
+    Progress("records", quiet, enabled=False).add(10)
+    assert quiet.getvalue() == ""
