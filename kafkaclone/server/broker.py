@@ -453,6 +453,10 @@ class KafkaBroker(MultiService):
 
     async def _start_group_coordinator(self) -> None:
         assert self.replica_manager is not None
+        if self.config.offsets_storage != "zookeeper":
+            raise BrokerStartupError(
+                f"offsets.storage={self.config.offsets_storage} is not supported: committed "
+                "offsets are kept in ZooKeeper only (offsets.storage=zookeeper)")
         coordinator = GroupCoordinator(self.broker_id, GroupConfig.from_kafka_config(self.config),
                                        ZkGroupStore(self.zk_client), self.reactor)
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
