@@ -198,11 +198,11 @@ class _BufferPool:
             self._cond.wait(remaining)
         self.used += size
 
-    def release(self, size: int) -> None:
+    def release_locked(self, size: int) -> None:
+        """Give ``size`` bytes back (the caller holds the accumulator's lock)."""
         if size:
-            with self._cond:
-                self.used -= size
-                self._cond.notify_all()
+            self.used -= size
+            self._cond.notify_all()
 
 
 def _load(spec: Any) -> Any:
@@ -666,10 +666,10 @@ class Producer:
                 batch._event.set()
             done_callbacks = batch._done_callbacks
             batch._done_callbacks = []
-        self._pool.release(batch.reserved)
         self._stats["record-error-total" if error is not None else "record-send-total"] += \
             len(batch.records)
-        with self._lock:
+        with self._lock:  # one acquisition: the send() path contends for this lock
+            self._pool.release_locked(batch.reserved)
             self._muted.discard((batch.topic, batch.partition))
         if any(batch.callbacks) or self.interceptors or done_callbacks:
             for index, callback in enumerate(batch.callbacks):
