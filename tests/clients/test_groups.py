@@ -122,6 +122,13 @@ def test_two_members_split_a_topic_and_a_leaving_member_hands_over(
     b = Member(conf, [topic])
     wait_for(lambda: len(a.current()) == 2 and len(b.current()) == 2, 30, "a 2/2 split")
     assert sorted(a.current() + b.current()) == [TopicPartition(topic, p) for p in range(4)]
+    # The coordinator's view (DescribeGroups) matches what each member was given.
+    with AdminClient(cluster.bootstrap_servers) as admin:
+        description = admin.describe_consumer_groups([group])[group]
+    assert not isinstance(description, Exception)
+    assert description.state == "Stable" and description.partition_assignor == "range"
+    assert sorted(sorted(m.assignment) for m in description.members) == sorted(
+        sorted((tp.topic, tp.partition) for tp in member.current()) for member in (a, b))
     produce(cluster, topic, 200)
     wait_for(lambda: len(a.values()) + len(b.values()) >= 200, 30, "200 records")
     assert sorted(a.values() + b.values()) == sorted(f"v{i}".encode() for i in range(200))
@@ -224,8 +231,18 @@ def test_manual_commits_and_committed_offsets(cluster: LocalCluster) -> None:
     assert [tp.offset for tp in found] == [7, 3]
 
     # A manual assignment without offsets starts at the committed ones.
+    seen: list[str] = []
+
+    class Interceptor:
+        def on_consume(self, records: list[Any]) -> list[Any]:
+            seen.append(f"consume {len(records)}")
+            return records
+
+        def on_commit(self, offsets: list[TopicPartition], error: Any) -> None:
+            seen.append(f"commit {sum(tp.offset for tp in offsets)} {error}")
+
     resumed = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
-                        "enable.auto.commit": False})
+                        "enable.auto.commit": False, "interceptor.classes": [Interceptor()]})
     resumed.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
     assert resumed.position([TopicPartition(topic, 0), TopicPartition(topic, 1)]) == [
         TopicPartition(topic, 0, 7), TopicPartition(topic, 1, 3)]
@@ -240,6 +257,8 @@ def test_manual_commits_and_committed_offsets(cluster: LocalCluster) -> None:
         [(0, o) for o in range(7, high0)] + [(1, o) for o in range(3, high1)]
     resumed.commit(asynchronous=True)
     resumed.close()
+    assert sum(int(e.split()[1]) for e in seen if e.startswith("consume")) == len(records)
+    assert seen[-1] == f"commit {high0 + high1} None"
     checker = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     assert [tp.offset for tp in checker.committed(
         [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)] == [high0, high1]
