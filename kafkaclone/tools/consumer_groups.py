@@ -543,11 +543,11 @@ class ConsumerGroupService:
                              "if the group is not empty.")
         else:
             self.print_error(f"Encounter some unknown error: {error.name}")
-        self.out.write(f"\n{'TOPIC':<30} {'PARTITION':<15} STATUS\n")
+        self.out.write(f"\n{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}\n")
         for (topic, partition), outcome in sorted(results.items(),
                                                   key=lambda item: f"{item[0][0]}{item[0][1]}"):
             status = "Successful" if outcome is None else f"Error: {outcome.message}"
-            self.out.write(f"{topic:<30} {partition!s:<15} {status}\n")
+            self.out.write(f"{topic:<30} {partition!s:<15} {status:<15}\n")
 
 
 def _java_name(error: KafkaError) -> str:
