@@ -110,6 +110,7 @@ class ZkGroupStore:
         await self.zk_client.delete_consumer_offsets(group_id, partitions)
 
     async def delete_group(self, group_id: str) -> None:
+        self._written.pop(group_id, None)  # its mirror goes with it
         await self.zk_client.delete_consumer_group(group_id)
 
     async def groups_with_offsets(self) -> list[str]:
