@@ -245,8 +245,11 @@ class ConsumerCoordinator:
                     raise error
                 break
             except KafkaError as exc:
-                if exc.code in _REJOIN_ERRORS:
+                if exc.code in _REJOIN_ERRORS and self.subscribed:
                     self._need_rejoin = True
+                    if exc.code != RebalanceInProgressError.code:
+                        # Kafka's CommitFailedException: this member's generation is gone.
+                        self.member_id, self.generation = "", -1
                 if exc.code in _COORDINATOR_ERRORS:
                     self._coordinator_dead()
                 if not exc.retriable or time.monotonic() + self.retry_backoff_s >= deadline:
@@ -350,6 +353,10 @@ class ConsumerCoordinator:
                   "lost": "on_partitions_lost"}[kind]
         callback = {"assign": self._on_assign, "revoke": self._on_revoke,
                     "lost": self._on_lost}[kind]
+        if kind == "lost" and callback is None and not (
+                self._listener is not None and hasattr(self._listener, method)):
+            # Kafka's default onPartitionsLost is onPartitionsRevoked.
+            method, callback = "on_partitions_revoked", self._on_revoke
         try:
             if self._listener is not None and hasattr(self._listener, method):
                 getattr(self._listener, method)(partitions)
@@ -359,15 +366,19 @@ class ConsumerCoordinator:
             logger.exception("The rebalance listener's %s failed", method)
 
     def _revoke(self) -> None:
+        """Give up the current assignment before a rejoin (eager rebalancing): auto-commit
+        and ``on_partitions_revoked``; when the membership was lost (the coordinator no
+        longer knows this member) no commit is possible and ``on_partitions_lost`` runs."""
         owned = [TopicPartition(t, p) for t, parts in self._owned.items() for p in parts]
-        if self.auto_commit and self.generation >= 0:
+        lost = self.generation < 0
+        if self.auto_commit and not lost:
             positions = self.consumer.current_positions()
             if positions:
                 try:
                     self._commit_sync(positions, self.consumer.default_api_timeout_s)
                 except KafkaError as exc:
                     logger.warning("Auto-commit before the rebalance failed: %s", exc)
-        self._call_listener("revoke", owned)
+        self._call_listener("lost" if lost else "revoke", owned)
         self.consumer._set_assignment([])
         self._owned = {}
 
@@ -559,6 +570,11 @@ class ConsumerCoordinator:
                             self._commit_sync(positions, self.consumer.default_api_timeout_s)
                         except KafkaError as exc:
                             logger.warning("Auto-commit on close failed: %s", exc)
+                if self._owned:
+                    self._call_listener("revoke", [
+                        TopicPartition(t, p) for t, parts in self._owned.items()
+                        for p in parts])
+                    self._owned = {}
                 self._leave("the consumer is being closed")
         finally:
             self._closed.set()

@@ -70,6 +70,7 @@ class Member:
         self.consumer = Consumer(conf)
         self.records: list[Any] = []
         self.assigned: list[list[TopicPartition]] = []
+        self.revoked: list[list[TopicPartition]] = []
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -80,7 +81,7 @@ class Member:
                 member.assigned.append(sorted(partitions))
 
             def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
-                pass
+                member.revoked.append(sorted(partitions))
 
         self.consumer.subscribe(topics, Listener())
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -137,7 +138,9 @@ def test_two_members_split_a_topic_and_a_leaving_member_hands_over(
     with a._lock:
         assert all(r.partition in owned_by_a for r in a.records)
 
+    held_by_b = b.current()
     b.stop()  # commits its positions and leaves: a takes over everything
+    assert b.revoked[-1] == held_by_b  # close revokes what it held
     wait_for(lambda: len(a.current()) == 4, 30, "the survivor to own everything")
     produce(cluster, topic, 40, tag="late")
     wait_for(lambda: sum(v.startswith(b"late") for v in a.values()) >= 40, 30, "late records")
