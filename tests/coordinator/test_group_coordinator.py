@@ -41,6 +41,7 @@ from kafkaclone.protocol.errors import (
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
     RebalanceInProgressError,
+    RequestTimedOutError,
     UnknownMemberIdError,
 )
 from tests.coordinator.helpers import (
@@ -457,3 +458,22 @@ def test_expired_offsets_of_empty_groups_are_removed() -> None:
     assert store.offsets["simple"]
     clock.advance(40)
     assert "simple" not in store.offsets and "simple" not in coordinator.groups
+
+
+def test_commit_that_the_store_does_not_finish_times_out() -> None:
+    clock = task.Clock()
+    store = MemoryGroupStore()
+    coordinator = make_coordinator(clock, store, offsets_commit_timeout_ms=5000)
+    never: Deferred[None] = Deferred()
+
+    async def stuck(group_id: str, offsets: Any) -> None:
+        await never
+
+    store.commit_offsets = stuck  # type: ignore[method-assign]
+    tp = TopicPartition("t", 0)
+    d = Deferred.fromCoroutine(coordinator.handle_commit_offsets(
+        "g", "", None, -1, {tp: OffsetAndMetadata(1)}))
+    clock.advance(4.9)
+    assert not d.called
+    clock.advance(0.2)
+    assert result_of(d) == {tp: RequestTimedOutError.code}

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from twisted.internet.defer import Deferred
+from twisted.internet.defer import TimeoutError as DeferredTimeoutError
 
 from kafkaclone.cluster.topic import GROUP_METADATA_TOPIC_NAME
 from kafkaclone.coordinator.group.metadata import (
@@ -71,6 +72,7 @@ from kafkaclone.protocol.errors import (
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
     RebalanceInProgressError,
+    RequestTimedOutError,
     UnknownMemberIdError,
     UnknownServerError,
 )
@@ -113,6 +115,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
     offsets_retention_check_interval_ms: int = 600_000
+    offsets_commit_timeout_ms: int = 5000
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> GroupConfig:
@@ -125,6 +128,7 @@ class GroupConfig:
             offset_metadata_max_bytes=config.offset_metadata_max_bytes,
             offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
         )
 
 
@@ -858,7 +862,8 @@ class GroupCoordinator:
     async def store_offsets(self, group_id: str,
                             offsets: Mapping[TopicPartition, OffsetAndMetadata]
                             ) -> dict[TopicPartition, int]:
-        """Write the offsets whose metadata fits ``offset.metadata.max.bytes`` in one go."""
+        """Write the offsets whose metadata fits ``offset.metadata.max.bytes`` in one go;
+        REQUEST_TIMED_OUT if the store takes longer than ``offsets.commit.timeout.ms``."""
         errors: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, value in offsets.items():
@@ -867,9 +872,17 @@ class GroupCoordinator:
             else:
                 valid[tp] = value
         if valid:
+            write: Deferred[None] = Deferred.fromCoroutine(
+                self.store.commit_offsets(group_id, valid))
+            clock: Any = self.clock  # an IReactorTime (the reactor or a task.Clock)
+            write.addTimeout(self.config.offsets_commit_timeout_ms / 1000.0, clock)
             try:
-                await self.store.commit_offsets(group_id, valid)
+                await write
                 code = NONE
+            except DeferredTimeoutError:
+                logger.warning("Committing offsets of group %s took more than "
+                               "offsets.commit.timeout.ms", group_id)
+                code = RequestTimedOutError.code
             except Exception as exc:
                 logger.error("Committing offsets of group %s failed: %s", group_id, exc)
                 # Kafka maps a failed write to the offsets topic to COORDINATOR_NOT_AVAILABLE
