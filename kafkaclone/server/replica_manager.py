@@ -506,9 +506,9 @@ class ReplicaManager:
                     # partition keeps its old state (a later LeaderAndIsr retries), but its
                     # log exists so that its high watermark is checkpointed (KAFKA-1647).
                     logger.error(
-                        "Received LeaderAndIsr request from controller %d epoch %d with "
-                        "correlation id for partition %s (last update controller epoch %d) "
-                        "but cannot become follower since the new leader %d is unavailable.",
+                        "Received LeaderAndIsr request from controller %d epoch %d for "
+                        "partition %s (last update controller epoch %d) but cannot become "
+                        "follower since the new leader %d is unavailable.",
                         controller_id, controller_epoch, tp, state.controller_epoch,
                         state.leader)
                     partition.create_log_if_not_exists(state.is_new,

@@ -466,3 +466,19 @@ def test_request_versions_follow_the_inter_broker_protocol(
     assert config.truncation_on_fetch is on_fetch
     assert (config.fetch_version, config.offset_for_leader_epoch_version,
             config.list_offsets_version) == (fetch, epochs, list_offsets)
+
+
+def test_a_leader_missing_from_the_metadata_cache_is_not_followed_yet(
+        network: Network) -> None:
+    network.leader_and_isr((1,), leader=1, leader_epoch=4, replicas=(1, 2))
+    settled(network.produce(1, b"a", acks=1))
+    network.cache.dead.add(1)
+    network.leader_and_isr((2,), leader=1, leader_epoch=4, replicas=(1, 2))
+    follower = network.brokers[2].replica_manager.get_partition(TP)
+    assert follower is not None and follower.log is not None  # its log exists (KAFKA-1647)
+    assert follower.leader_epoch == -1  # not made a follower: the same request may retry
+    assert network.fetchers(2).fetch_state(TP) is None
+    network.cache.dead.discard(1)
+    network.leader_and_isr((2,), leader=1, leader_epoch=4, replicas=(1, 2))
+    network.pump(0.5)
+    assert network.log(2).log_end_offset == 1

@@ -84,6 +84,8 @@ def wait_for_isr(zk: KazooClient, topic: str, partition: int, isr: set[int],
 
 
 def controller_id(zk: KazooClient) -> int:
+    """The controller, once one is elected (a cluster just started may not have one yet)."""
+    wait_until(lambda: zk.exists("/controller") is not None, 30, "a controller")
     broker: int = json.loads(zk.get("/controller")[0])["brokerid"]
     return broker
 
