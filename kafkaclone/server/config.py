@@ -483,7 +483,10 @@ BROKER_CONFIG: Final = ConfigDef([
                   validator=at_least(0)),
         ConfigKey("num.replica.fetchers", INT, 1, HIGH,
                   "Fetcher threads per source broker.",
-                  note=_ONE_REACTOR),
+                  note="Fetchers per source broker, each its own connection and fetch loop "
+                       "on the reactor thread; a partition goes to fetcher abs(31 * "
+                       "topic hash + partition) % n, as Kafka. Read at startup: a dynamic "
+                       "change applies at the next restart."),
         LOG_MANAGER_CONFIG_KEYS["replica.high.watermark.checkpoint.interval.ms"],
         ConfigKey("fetch.purgatory.purge.interval.requests", INT, 1000, MEDIUM,
                   "Purge completed delayed fetches every this many requests."),
