@@ -79,13 +79,15 @@ class BrokerConnection:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    def connect(self) -> None:
-        """Open the connection and negotiate API versions (no-op when connected)."""
+    def connect(self, timeout_s: float | None = None) -> None:
+        """Open the connection and negotiate API versions (no-op when connected), within
+        ``timeout_s`` if given (and the connect timeout)."""
         if self._sock is not None:
             return
         limit_ms = self.request_timeout_ms if self.connect_timeout_ms is None else \
             min(self.request_timeout_ms, self.connect_timeout_ms)
-        timeout = limit_ms / 1000.0
+        timeout = limit_ms / 1000.0 if timeout_s is None else \
+            max(0.001, min(limit_ms / 1000.0, timeout_s))
         try:
             sock = socket.create_connection((self.host, self.port), timeout=timeout)
         except OSError as exc:

@@ -569,12 +569,15 @@ class Consumer:
             by_node.setdefault(leader, []).append(key)
         return by_node
 
-    def _send_fetches(self) -> None:
+    def _send_fetches(self, deadline: float | None = None) -> None:
+        """A Fetch to each leader of fetchable partitions without one in flight (connecting
+        within ``deadline``, the caller's poll timeout, where a connection is missing)."""
         c = self.config
         request_cls = api.APIS[ApiKey.FETCH].request
         s = request_cls.structs
         for node_id, keys in self._fetchable().items():
-            if not self._network.ready(node_id):
+            timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
+            if not self._network.ready(node_id, timeout):
                 continue
             by_topic: dict[str, list[Any]] = {}
             positions: dict[tuple[str, int], int] = {}
@@ -667,7 +670,7 @@ class Consumer:
             except KafkaError as exc:
                 logger.debug("metadata refresh failed: %s", exc)
         self._update_positions(max(deadline, time.monotonic() + 0.001), wait=False)
-        self._send_fetches()
+        self._send_fetches(deadline)
         remaining = max(0.0, deadline - time.monotonic())
         if self._completed:
             remaining = 0.0

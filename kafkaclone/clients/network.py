@@ -354,9 +354,9 @@ class NetworkClient:
             self._nodes[node_id] = node
         return node
 
-    def ready(self, node_id: int) -> bool:
-        """Connected to ``node_id`` (connecting now unless in reconnect backoff) with room
-        for another request in flight."""
+    def ready(self, node_id: int, timeout_s: float | None = None) -> bool:
+        """Connected to ``node_id`` (connecting now, within ``timeout_s`` if given, unless
+        in reconnect backoff) with room for another request in flight."""
         node = self._node(node_id)
         if node is None:
             return False
@@ -366,7 +366,7 @@ class NetworkClient:
             if node.failures and time.monotonic() - node.failed_at < backoff:
                 return False
             try:
-                node.conn.connect()
+                node.conn.connect(timeout_s)
             except KafkaError as exc:
                 node.failures += 1
                 node.failed_at = time.monotonic()
@@ -455,7 +455,7 @@ class NetworkClient:
         """Send one request and poll until its answer (other requests complete meanwhile)."""
         timeout = self.request_timeout_ms / 1000.0 if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout
-        while not self.ready(node_id):
+        while not self.ready(node_id, max(0.001, deadline - time.monotonic())):
             if self._nodes.get(node_id) is None:
                 raise LeaderNotAvailableError(f"Broker {node_id} is not in the metadata")
             if time.monotonic() >= deadline:
