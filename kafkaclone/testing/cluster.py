@@ -31,6 +31,10 @@ from typing import IO, Final
 
 from kazoo.client import KazooClient
 
+from kafkaclone.clients.connection import BrokerConnection
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.testing.zookeeper import ZooKeeperServer, free_port
 
 logger = logging.getLogger(__name__)
@@ -249,12 +253,33 @@ class LocalCluster:
                         f"broker {broker_id} exited with {process.returncode}:\n"
                         f"{process.log_tail()}")
             registered = self.registered_broker_ids()
-            if all(b in registered for b in wanted):
+            if all(b in registered for b in wanted) and all(
+                self._serves_metadata(b, registered) for b in wanted
+            ):
                 return
             if time.monotonic() > deadline:
                 raise ClusterStartError(f"brokers {wanted} not all registered (only "
                                         f"{registered}) within the timeout")
             time.sleep(0.1)
+
+    def _serves_metadata(self, broker_id: int, registered: list[int]) -> bool:
+        """Whether the broker's metadata cache knows the controller and every registered
+        broker yet. Between its registration and the controller's first UpdateMetadata a
+        broker answers Metadata with no brokers, which clients such as librdkafka's admin
+        take as "no controller" and do not retry soon: a started cluster is one whose
+        brokers answer Metadata fully."""
+        request_cls = APIS[ApiKey.METADATA].request
+        body = request_cls(topics=[], allow_auto_topic_creation=False,
+                           include_cluster_authorized_operations=False,
+                           include_topic_authorized_operations=False)
+        try:
+            with BrokerConnection("127.0.0.1", self.brokers[broker_id].port,
+                                  request_timeout_ms=5_000) as conn:
+                _, response = conn.request(ApiKey.METADATA, body, max_version=9)
+        except (OSError, KafkaError):
+            return False
+        known = {b.node_id for b in response.brokers}
+        return response.controller_id >= 0 and all(b in known for b in registered)
 
     def restart_broker(self, broker_id: int) -> None:
         """Start a stopped or killed broker again and wait for its registration."""
