@@ -1,13 +1,13 @@
-"""Coordinator placement and failover: kill -9 the broker coordinating a consuming group. The
-``__consumer_offsets`` partition's leadership moves (RF 3), the new leader loads the group
-from ZooKeeper, the consumer finds it and goes on from the committed offsets; no committed
-offset is lost and every message is consumed."""
+"""Coordinator placement and failover: kill -9 (or stop with a controlled shutdown) the broker
+coordinating a consuming group. The ``__consumer_offsets`` partition's leadership moves
+(RF 3), the new leader loads the group from ZooKeeper, the consumer finds it and goes on
+from the committed offsets; no committed offset is lost and every message is consumed."""
 
 from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,6 @@ from kafkaclone.testing.cluster import LocalCluster
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-TOPIC, GROUP = "failover", "failover-group"
 PARTITIONS, PER_PARTITION = 3, 1000
 
 
@@ -35,7 +34,7 @@ def cluster() -> Iterator[LocalCluster]:
         yield local
 
 
-def find_coordinator(cluster: LocalCluster, exclude: int | None = None) -> int:
+def find_coordinator(cluster: LocalCluster, group: str, exclude: int | None = None) -> int:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for broker_id in (1, 2, 3):
@@ -45,7 +44,7 @@ def find_coordinator(cluster: LocalCluster, exclude: int | None = None) -> int:
                 with BrokerConnection("127.0.0.1", cluster.broker(broker_id).port) as c:
                     _, found = c.request(ApiKey.FIND_COORDINATOR,
                                          api.APIS[ApiKey.FIND_COORDINATOR].request(
-                                             key=GROUP, key_type=0), version=2)
+                                             key=group, key_type=0), version=2)
             except Exception:
                 continue
             if found.error_code == 0 and found.node_id != exclude:
@@ -54,30 +53,34 @@ def find_coordinator(cluster: LocalCluster, exclude: int | None = None) -> int:
     raise AssertionError("no coordinator")
 
 
-def committed_in_zookeeper(zk: KazooClient) -> dict[int, int]:
+def committed_in_zookeeper(zk: KazooClient, group: str, topic: str) -> dict[int, int]:
     result = {}
     for p in range(PARTITIONS):
-        path = f"/consumers/{GROUP}/offsets/{TOPIC}/{p}"
+        path = f"/consumers/{group}/offsets/{topic}/{p}"
         if zk.exists(path):
             result[p] = int(zk.get(path)[0])
     return result
 
 
-def test_kill_coordinator_during_consumption(cluster: LocalCluster) -> None:
+def consume_across(cluster: LocalCluster, topic: str, group: str,
+                   disrupt: Callable[[int], None]) -> None:
+    """Consume ``topic`` in ``group`` committing after each batch; a third of the way,
+    ``disrupt(coordinator id)``; then check the group finishes on another coordinator with
+    no committed offset lost or gone back, every message read, and few read twice."""
     done = subprocess.run(
         [str(SCRIPTS / "kafka-topics.sh"), "--bootstrap-server", cluster.bootstrap_servers,
-         "--create", "--topic", TOPIC, "--partitions", str(PARTITIONS),
+         "--create", "--topic", topic, "--partitions", str(PARTITIONS),
          "--replication-factor", "3"], capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stdout + done.stderr
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     for i in range(PER_PARTITION):
         for p in range(PARTITIONS):
-            producer.produce(TOPIC, value=f"{p}:{i}".encode(), partition=p)
+            producer.produce(topic, value=f"{p}:{i}".encode(), partition=p)
     assert producer.flush(60) == 0
 
     zk = KazooClient(hosts=cluster.zookeeper_connect, timeout=10.0)
     zk.start(timeout=10)
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": GROUP,
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
                          "enable.partition.eof": False})
@@ -93,30 +96,31 @@ def test_kill_coordinator_during_consumption(cluster: LocalCluster) -> None:
                 pending[message.partition()] = message.offset() + 1
         if pending:
             try:
-                consumer.commit(offsets=[CkTopicPartition(TOPIC, p, o)
+                consumer.commit(offsets=[CkTopicPartition(topic, p, o)
                                          for p, o in pending.items()], asynchronous=False)
                 pending.clear()
             except KafkaException:
                 commit_failures += 1  # the coordinator is moving: commit again next round
 
     try:
-        consumer.subscribe([TOPIC])
+        consumer.subscribe([topic])
         deadline = time.monotonic() + 60
         while len(seen) < PARTITIONS * PER_PARTITION // 3:
             assert time.monotonic() < deadline, "the group does not consume"
             consume_batch()
-        coordinator = find_coordinator(cluster)
-        before = committed_in_zookeeper(zk)
+        coordinator = find_coordinator(cluster, group)
+        before = committed_in_zookeeper(zk, group, topic)
         assert sum(before.values()) > 0
-        cluster.broker(coordinator).kill()  # SIGKILL: no controlled shutdown
-        new_coordinator = find_coordinator(cluster, exclude=coordinator)
+        disrupt(coordinator)
+        new_coordinator = find_coordinator(cluster, group, exclude=coordinator)
         assert new_coordinator != coordinator
         deadline = time.monotonic() + 120
-        while committed_in_zookeeper(zk) != dict.fromkeys(range(PARTITIONS), PER_PARTITION):
+        end = dict.fromkeys(range(PARTITIONS), PER_PARTITION)
+        while committed_in_zookeeper(zk, group, topic) != end:
             assert time.monotonic() < deadline, (
-                f"stuck at {committed_in_zookeeper(zk)} after {len(seen)} messages")
+                f"stuck at {committed_in_zookeeper(zk, group, topic)} after {len(seen)}")
             consume_batch()
-            after = committed_in_zookeeper(zk)
+            after = committed_in_zookeeper(zk, group, topic)
             # No committed offset is lost or goes back.
             assert all(after.get(p, 0) >= offset for p, offset in before.items())
     finally:
@@ -126,9 +130,39 @@ def test_kill_coordinator_during_consumption(cluster: LocalCluster) -> None:
     expected = {f"{p}:{i}" for p in range(PARTITIONS) for i in range(PER_PARTITION)}
     assert set(seen) == expected
     # Consumption resumed from the committed offsets: at most the messages processed but not
-    # yet committed when the coordinator died are read again.
+    # yet committed when the coordinator went away are read again.
     duplicates = len(seen) - len(expected)
     assert duplicates <= 100 * (commit_failures + 1) * PARTITIONS, duplicates
+
+
+def test_kill_coordinator_during_consumption(cluster: LocalCluster) -> None:
+    killed: list[int] = []
+
+    def kill(coordinator: int) -> None:
+        cluster.broker(coordinator).kill()  # SIGKILL: no controlled shutdown
+        killed.append(coordinator)
+
+    try:
+        consume_across(cluster, "failover", "failover-group", kill)
+    finally:
+        for broker_id in killed:
+            cluster.broker(broker_id).start()
+        cluster.wait_for_brokers([1, 2, 3])
+
+
+def test_coordinator_moves_on_controlled_shutdown(cluster: LocalCluster) -> None:
+    stopped: list[int] = []
+
+    def stop(coordinator: int) -> None:
+        cluster.broker(coordinator).stop()  # SIGTERM: leadership moves away first
+        stopped.append(coordinator)
+
+    try:
+        consume_across(cluster, "graceful", "graceful-group", stop)
+    finally:
+        for broker_id in stopped:
+            cluster.broker(broker_id).start()
+        cluster.wait_for_brokers([1, 2, 3])
 
 
 def test_too_few_brokers_for_the_offsets_topic() -> None:
@@ -139,7 +173,7 @@ def test_too_few_brokers_for_the_offsets_topic() -> None:
             for _ in range(3):
                 _, found = connection.request(ApiKey.FIND_COORDINATOR,
                                               api.APIS[ApiKey.FIND_COORDINATOR].request(
-                                                  key=GROUP, key_type=0), version=3)
+                                                  key="any", key_type=0), version=3)
                 assert (found.error_code, found.node_id) == (15, -1)  # COORDINATOR_NOT_AVAILABLE
                 time.sleep(0.2)
         zk = KazooClient(hosts=single.zookeeper_connect, timeout=10.0)
