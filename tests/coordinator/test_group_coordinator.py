@@ -477,3 +477,27 @@ def test_commit_that_the_store_does_not_finish_times_out() -> None:
     assert not d.called
     clock.advance(0.2)
     assert result_of(d) == {tp: RequestTimedOutError.code}
+
+
+class _Partition:
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic_partition = TopicPartition(topic, partition)
+
+
+def test_leadership_listener_loads_and_unloads_offsets_partitions() -> None:
+    from kafkaclone.coordinator.group.coordinator import GroupConfig
+
+    clock = task.Clock()
+    store = MemoryGroupStore()
+    store.offsets["x"] = {TopicPartition("t", 0): OffsetAndMetadata(1)}
+    coordinator = GroupCoordinator(1, GroupConfig(offsets_topic_num_partitions=3), store, clock)
+    coordinator.startup()
+    home = partition_for("x", 3)
+    coordinator.on_leadership_change(
+        [_Partition("__consumer_offsets", home), _Partition("other-topic", 0)], [])
+    assert coordinator.owned_partitions == {home}
+    assert coordinator.groups["x"].state is GroupState.EMPTY
+    assert coordinator.validate_group_status("x") is None
+    coordinator.on_leadership_change([], [_Partition("__consumer_offsets", home)])
+    assert coordinator.owned_partitions == set() and "x" not in coordinator.groups
+    assert isinstance(coordinator.validate_group_status("x"), NotCoordinatorError)
