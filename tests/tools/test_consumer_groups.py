@@ -275,3 +275,23 @@ def test_parse_duration() -> None:
     assert parse_duration_ms("PT1H") == 3_600_000
     assert parse_duration_ms("P1DT2H3M4.5S") == 93_784_500
     assert parse_duration_ms("-PT10S") == -10_000
+
+
+def test_all_groups_and_export(cluster: LocalCluster) -> None:
+    topic = "many-groups"
+    create_topic(cluster, topic, 1)
+    produce(cluster, topic, 5, 1)
+    for group in ("many-a", "many-b"):
+        code, _, _ = tool(cluster, "--reset-offsets", "--group", group, "--topic", topic,
+                          "--to-offset", "2", "--execute")
+        assert code == 0
+    code, out, _ = tool(cluster, "--list")
+    assert {"many-a", "many-b"} <= set(out.split("\n"))
+    code, out, err = tool(cluster, "--describe", "--all-groups")
+    assert code == 0, out + err
+    rows = [line.split() for line in out.split("\n") if line.startswith("many-")]
+    assert ["many-a", topic, "0", "2", "5", "3", "-", "-", "-"] in rows
+    assert ["many-b", topic, "0", "2", "5", "3", "-", "-", "-"] in rows
+    code, out, _ = tool(cluster, "--reset-offsets", "--group", "many-a", "--topic", topic,
+                        "--to-latest", "--dry-run", "--export")
+    assert code == 0 and out == f"{topic},0,5\n"
