@@ -14,6 +14,7 @@ the acknowledgement.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import threading
@@ -166,7 +167,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         except OSError as exc:
             err.write(f"{exc}\n")
             return 1
-        out.write(f"Reading payloads from: {opts.payload_file}\n")
+        out.write(f"Reading payloads from: {os.path.abspath(opts.payload_file)}\n")
         payloads = [p.encode() for p in text.split(delimiter) if p]
         if not payloads:
             err.write("File does not exist or empty file provided.\n")

@@ -208,3 +208,43 @@ def test_progress_line_on_a_terminal() -> None:
     quiet = io.StringIO()
     Progress("records", quiet, enabled=False).add(10)
     assert quiet.getvalue() == ""
+
+
+def test_perf_tools_payload_file_metrics_and_detailed_stats(cluster: LocalCluster,
+                                                            tmp_path: Path) -> None:
+    topic = new_topic(cluster, 1)
+    servers = cluster.bootstrap_servers
+    payloads = tmp_path / "payloads.txt"
+    payloads.write_text("alpha|beta|gamma")
+    done = run("kafka-producer-perf-test.sh", "--topic", topic, "--num-records", "2000",
+               "--payload-file", str(payloads), "--payload-delimiter", "|",
+               "--throughput", "-1", "--producer-props", f"bootstrap.servers={servers}",
+               "--print-metrics")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"Reading payloads from: {payloads}"
+    assert lines[1] == "Number of messages read: 3"
+    assert any(line.startswith("2000 records sent, ") for line in lines)
+    metric = re.compile(r"producer-metrics:record-send-total:\{client-id=perf-producer-client\}"
+                        r" +: 2000\.000")
+    assert any(metric.fullmatch(line) for line in lines), done.stdout
+
+    done = run("kafka-consumer-perf-test.sh", "--bootstrap-server", servers, "--topic", topic,
+               "--messages", "2000", "--show-detailed-stats", "--reporting-interval", "1",
+               "--timeout", "10000")
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert header.startswith("time, threadId, data.consumed.in.MB, MB.sec, ")
+    assert rows and all(len(row.split(", ")) == 10 and row.split(", ")[1] == "0"
+                        for row in rows)
+    consumed = {payload.encode() for payload in ("alpha", "beta", "gamma")}
+    reader = Consumer({"bootstrap.servers": servers})
+    from kafkaclone.clients import TopicPartition
+
+    reader.assign([TopicPartition(topic, 0, 0)])
+    values: set[bytes] = set()
+    deadline = time.monotonic() + 10
+    while len(values) < 3 and time.monotonic() < deadline:
+        values |= {r.value for r in reader.poll(0.5)}
+    reader.close()
+    assert values == consumed
