@@ -193,6 +193,7 @@ class KafkaBroker(MultiService):
         self.replica_manager: ReplicaManager | None = None
         self.dynamic_config_manager: DynamicConfigManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self._group_store: ZkGroupStore | None = None
         self._controller: ControllerLike | None = None
         self._controller_epoch = 0
         self._ports: dict[str, Any] = {}
@@ -457,8 +458,9 @@ class KafkaBroker(MultiService):
             raise BrokerStartupError(
                 f"offsets.storage={self.config.offsets_storage} is not supported: committed "
                 "offsets are kept in ZooKeeper only (offsets.storage=zookeeper)")
+        self._group_store = ZkGroupStore(self.zk_client)
         coordinator = GroupCoordinator(self.broker_id, GroupConfig.from_kafka_config(self.config),
-                                       ZkGroupStore(self.zk_client), self.reactor)
+                                       self._group_store, self.reactor)
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
         coordinator.startup()
         self.group_coordinator = coordinator
@@ -470,6 +472,8 @@ class KafkaBroker(MultiService):
                 if self.group_coordinator.on_leadership_change in listeners:
                     listeners.remove(self.group_coordinator.on_leadership_change)
             self.group_coordinator.shutdown()
+        if self._group_store is not None:
+            self._group_store.close()
 
     async def _start_socket_server(self) -> None:
         config = self.config

@@ -14,6 +14,7 @@ from kazoo.client import KazooClient
 from kafkaclone.coordinator.group.store import MembershipMirror, OffsetAndMetadata, ZkGroupStore
 from kafkaclone.log.common import TopicPartition
 from kafkaclone.testing.reactor import run, run_until
+from kafkaclone.testing.zookeeper import expire_session
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.znodes import (
     ConsumerOffsetMetadataZNode,
@@ -133,3 +134,17 @@ def test_membership_mirror(store: ZkGroupStore, zk: KazooClient,
     store.update_mirror("g", None)
     run_until(lambda: not zk.get_children("/consumers/g/ids")
               and not zk.get_children("/consumers/g/owners/t"))
+
+
+def test_mirror_is_written_again_after_a_session_expiry(store: ZkGroupStore, zk: KazooClient,
+                                                        zk_client: KafkaZkClient) -> None:
+    store.update_mirror("g", MembershipMirror({"m-1": ("t",)}, {TopicPartition("t", 0): "m-1"}))
+    run_until(lambda: zk.exists("/consumers/g/owners/t/0") is not None)
+    old_session = zk_client.session_id
+    expire_session(zk_client.kazoo_client)
+    # The new session writes the ephemeral znodes again.
+    run_until(lambda: zk_client.session_id != old_session
+              and (stat := zk.exists("/consumers/g/owners/t/0")) is not None
+              and stat.ephemeralOwner == zk_client.session_id
+              and zk.exists("/consumers/g/ids/m-1") is not None, timeout=30)
+    store.close()

@@ -9,7 +9,7 @@ under ``/consumers`` (``offsets.storage=zookeeper``, Kafka's legacy layout).
   consumer's registration format (its subscribed topics); ``/consumers/<g>/owners/<t>/<p>``
   (ephemeral): the member id the partition is assigned to. Written by the coordinator after
   each rebalance, removed when the group empties or moves; ephemeral, so they vanish with
-  the coordinator's ZooKeeper session.
+  the coordinator's ZooKeeper session (and are written again when a new session starts).
 
 Group and member ids that are not legal znode names are percent-encoded
 (:func:`kafkaclone.zk.znodes.encode_znode_name`).
@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from twisted.internet.defer import Deferred, DeferredList
 
 from kafkaclone.log.common import TopicPartition
-from kafkaclone.zk.client import KafkaZkClient
+from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler
 from kafkaclone.zk.znodes import (
     ConsumerIdsZNode,
     ConsumerOffsetZNode,
@@ -87,6 +87,20 @@ class GroupStore(Protocol):
         ...
 
 
+MIRROR_SESSION_HANDLER: Final = "group-membership-mirror"
+
+
+class _MirrorSessionHandler(StateChangeHandler):
+    """The mirror's znodes are ephemeral: after a session expiry, write them again."""
+
+    def __init__(self, store: ZkGroupStore) -> None:
+        super().__init__(MIRROR_SESSION_HANDLER)
+        self._store = store
+
+    def after_initializing_session(self) -> None:
+        self._store.rewrite_mirrors()
+
+
 class ZkGroupStore:
     """:class:`GroupStore` in ZooKeeper, through the broker's KafkaZkClient."""
 
@@ -94,6 +108,17 @@ class ZkGroupStore:
         self.zk_client = zk_client
         self._written: dict[str, MembershipMirror] = {}
         self._mirror_chain: dict[str, Deferred[None]] = {}
+        zk_client.register_state_change_handler(_MirrorSessionHandler(self))
+
+    def close(self) -> None:
+        self.zk_client.unregister_state_change_handler(MIRROR_SESSION_HANDLER)
+
+    def rewrite_mirrors(self) -> None:
+        """Write every group's last mirror again (its ephemeral znodes went with the old
+        ZooKeeper session)."""
+        written, self._written = self._written, {}
+        for group_id, mirror in written.items():
+            self.update_mirror(group_id, mirror)
 
     async def commit_offsets(self, group_id: str,
                              offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
