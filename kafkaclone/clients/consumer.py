@@ -633,6 +633,11 @@ class Consumer:
                     self._stats["bytes-consumed-total"] += len(view)
                     assert fetch_offset is not None
                     self._completed.append(_Completed(key, fetch_offset, view, next_offset))
+                    if len(view):
+                        # As Kafka's consumer: a partition that returned data goes last in
+                        # the next requests, so every partition gets to be first (the one
+                        # a broker answers with a whole batch even above its byte limits).
+                        self._assignment[key] = self._assignment.pop(key)
                     state.buffer = None
                 elif p.error_code == OffsetOutOfRangeError.code:
                     target = self._reset_target()

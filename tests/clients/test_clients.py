@@ -506,3 +506,26 @@ def test_our_producer_to_kafka_python_every_codec(cluster: LocalCluster, codec: 
                 got.add((message.key, message.value))
     consumer.close()
     assert got == expected
+
+
+def test_batches_above_max_partition_fetch_bytes_on_one_broker(cluster: LocalCluster) -> None:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    with AdminClient(cluster.bootstrap_servers) as admin:
+        assert admin.create_topics([NewTopic(name, replica_assignment={0: [1], 1: [1],
+                                                                       2: [1]})]) == {name: None}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    big = [bytes([65 + p]) * 300_000 for p in range(3)]
+    for p in range(3):
+        producer.send(name, big[p], partition=p).result(30)
+        producer.send(name, b"small-%d" % p, partition=p).result(30)
+    producer.close()
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "max.partition.fetch.bytes": 100_000})
+    consumer.assign([TopicPartition(name, p, 0) for p in range(3)])
+    got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    deadline = time.monotonic() + 20
+    while sum(map(len, got.values())) < 6 and time.monotonic() < deadline:
+        for record in consumer.poll(0.5):
+            got[record.partition].append(record.value)
+    consumer.close()
+    assert got == {p: [big[p], b"small-%d" % p] for p in range(3)}
