@@ -1,7 +1,8 @@
 """Replication on a local cluster of three broker processes, with clients nobody here wrote
 (confluent-kafka): acks=all on RF 3 topics, byte-identical replicas, followers that die and
-rejoin the ISR, a leader killed under load losing nothing acknowledged, a frozen leader's
-unreplicated suffix truncated, and unclean leader election on and off.
+rejoin the ISR, a leader killed (kill -9) and a rolling restart (SIGTERM, start) under
+acks=all load losing nothing acknowledged, a frozen leader's unreplicated suffix
+truncated, and unclean leader election on and off.
 """
 
 from __future__ import annotations
@@ -272,6 +273,71 @@ def test_killing_a_leader_during_acks_all_loses_nothing_acknowledged(
     assert result.valid, result.summary()
     for p, replicas in enumerate(assignment):
         wait_for_isr(zk, topic, p, set(BROKERS), timeout=60)
+        wait_for_identical_replicas(cluster, topic, p, replicas)
+
+
+def test_a_rolling_restart_under_acks_all_loses_nothing_acknowledged(
+        cluster: LocalCluster, zk: KazooClient) -> None:
+    """Each broker in turn stops cleanly (SIGTERM: controlled shutdown) and starts again
+    while a producer keeps writing with acks=all; the next broker goes once every ISR is
+    full again."""
+    topic = "rolling-restart"
+    assignment = [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
+    create_topic(cluster, topic, assignment, {"min.insync.replicas": "2"})
+    for p in range(len(assignment)):
+        wait_for_isr(zk, topic, p, set(BROKERS))
+    history = History()
+    stop = threading.Event()
+
+    def produce_until_stopped() -> None:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                             "linger.ms": 5, "enable.idempotence": False,
+                             "message.timeout.ms": 30000, "retry.backoff.ms": 100})
+
+        def delivered(err: Any, msg: Any) -> None:
+            value = msg.value().decode()
+            if err is None:
+                history.send_acked(topic, value, msg.partition(), msg.offset())
+            else:
+                history.send_failed(value, str(err))
+
+        started = time.monotonic()
+        sent = 0
+        while not stop.is_set() and time.monotonic() - started < 90 and sent < 500_000:
+            value = f"r-{sent}"
+            history.send_invoked(topic, value)
+            try:
+                producer.produce(topic, value=value.encode(), partition=sent % 3,
+                                 on_delivery=delivered)
+            except BufferError:
+                history.send_failed(value, "local queue full")
+            sent += 1
+            producer.poll(0.001 if sent % 20 == 0 else 0)
+        producer.flush(40)
+
+    thread = threading.Thread(target=produce_until_stopped)
+    thread.start()
+    try:
+        time.sleep(1)
+        for broker_id in BROKERS:
+            cluster.broker(broker_id).stop(timeout=30)
+            assert cluster.broker(broker_id).returncode == 0
+            cluster.restart_broker(broker_id)
+            for p in range(len(assignment)):
+                wait_for_isr(zk, topic, p, set(BROKERS), timeout=40)
+        time.sleep(1)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert len(history.acked_values()) > 1000
+    read = consume_all(cluster, topic, len(assignment))
+    for p, records in read.items():
+        history.poll("checker", topic, p, [(offset, value.decode()) for offset, value in records])
+    result = history.check(["lost", "inconsistent_offsets", "nonmonotonic_polls",
+                            "unexpected"])
+    assert result.valid, result.summary()
+    for p, replicas in enumerate(assignment):
         wait_for_identical_replicas(cluster, topic, p, replicas)
 
 
