@@ -47,6 +47,8 @@ from tests.server.data_path_helpers import (
     settled,
 )
 
+pytestmark = pytest.mark.timeout(60)
+
 TP = TopicPartition("t", 0)
 NEW_IBP = "2.8-IV1"
 OLD_IBP = "2.6-IV0"

@@ -23,6 +23,8 @@ from kazoo.client import KazooClient
 from kafkaclone.testing.cluster import LocalCluster
 from kafkaclone.testing.history import History
 
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 BROKERS = (1, 2, 3)
 
