@@ -37,6 +37,7 @@ from kafkaclone.server.replica_fetcher import (
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from tests.server.data_path_helpers import (
     CONNECTION,
+    DELETE_RECORDS,
     START_MS,
     DataPathBroker,
     TopicConfigs,
@@ -484,3 +485,21 @@ def test_a_leader_missing_from_the_metadata_cache_is_not_followed_yet(
     network.leader_and_isr((2,), leader=1, leader_epoch=4, replicas=(1, 2))
     network.pump(0.5)
     assert network.log(2).log_end_offset == 1
+
+
+def test_delete_records_completes_once_followers_moved_their_log_start(
+        network: Network) -> None:
+    network.leader_and_isr((1, 2, 3), leader=1, leader_epoch=0)
+    for i in range(4):
+        settled(network.produce(1, b"v%d" % i, acks=1))
+    network.pump(1.0)
+    s = DELETE_RECORDS.structs
+    waiting = network.brokers[1].send(ApiKey.DELETE_RECORDS, 2, DELETE_RECORDS(
+        timeout_ms=5000, topics=[s["DeleteRecordsTopic"](name="t", partitions=[
+            s["DeleteRecordsPartition"](partition_index=0, offset=3)])]))
+    assert pending(waiting)  # the followers still start at 0
+    network.pump(2.0)
+    answer = settled(waiting).topics[0].partitions[0]
+    assert (answer.error_code, answer.low_watermark) == (0, 3)
+    for broker_id in (1, 2, 3):
+        assert network.log(broker_id).log_start_offset == 3, broker_id
