@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from twisted.internet import task
 
 from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.log.common import TopicPartition
-from kafkaclone.network.socket_server import ConnectionInfo
+from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.errors import (
@@ -338,3 +340,33 @@ def test_real_clients_frames_are_answered(frame_file: str) -> None:
     assert set(codes) <= {NONE, MemberIdRequiredError.code, UnknownMemberIdError.code,
                           IllegalGenerationError.code, RebalanceInProgressError.code,
                           UnknownTopicOrPartitionError.code}, codes
+
+
+GROUP_FRAMES = sorted(p for p in GOLDEN.glob("*.bin") if p.name.startswith(GROUP_APIS))
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(GROUP_FRAMES), st.lists(
+    st.tuples(st.integers(min_value=0, max_value=10_000), st.integers(0, 255)),
+    min_size=1, max_size=4))
+def test_mutated_frames_never_break_the_coordinator(frame_file: Path,
+                                                    mutations: list[tuple[int, int]]) -> None:
+    """Bytes flipped anywhere after the header: the request is answered, or its connection
+    closed (unreadable body); a handler never fails."""
+    frame = bytearray(frame_file.read_bytes())
+    header_end = 8 + 2 + int.from_bytes(frame[8:10], "big", signed=True)
+    for position, value in mutations:
+        if len(frame) > header_end:
+            frame[header_end + position % (len(frame) - header_end)] = value
+    broker = FakeBroker()
+    load_handlers()
+    try:
+        d = RequestHandler(broker=broker, handlers=HANDLERS).dispatch(CONNECTION, bytes(frame))
+    except CloseConnection:
+        return
+    broker.clock.advance(0.001)
+    broker.clock.advance(400)  # any join or sync still waiting answers by then
+    box: list[Any] = []
+    d.addBoth(box.append)
+    assert box and isinstance(box[0], bytes | type(None)), box
