@@ -976,13 +976,22 @@ class ReplicaFetcherManager:
         for (source, fetcher_id), states in groups.items():
             key = (source.id, fetcher_id)
             fetcher = self.fetchers.get(key)
+            carried: dict[TopicPartition, InitialFetchState] = {}
             if fetcher is not None and fetcher.source != source:
+                # The broker's endpoint changed: a new fetcher (connection) takes over the
+                # old one's partitions where they were.
+                carried = {tp: InitialFetchState(source, state.current_leader_epoch,
+                                                 state.fetch_offset)
+                           for tp, state in fetcher.partition_states.items()
+                           if tp not in states}
                 self._shutdown_fetcher(key)
                 fetcher = None
             if fetcher is None:
                 fetcher = self._create_fetcher(fetcher_id, source)
                 self.fetchers[key] = fetcher
                 fetcher.start()
+                if carried:
+                    fetcher.add_partitions(carried)
             self.failed_partitions.difference_update(states)
             fetcher.add_partitions(states)
             logger.info("Added fetcher to broker %d for partitions %s", source.id,

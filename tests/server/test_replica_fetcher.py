@@ -63,6 +63,7 @@ class MetadataCache:
     def __init__(self, broker_ids: list[int]) -> None:
         self.broker_ids = broker_ids
         self.dead: set[int] = set()
+        self.ports = {b: 9000 + b for b in broker_ids}
         self.partitions: set[TopicPartition] = set()
 
     def partition_state(self, topic: str, partition: int) -> Any:
@@ -72,7 +73,7 @@ class MetadataCache:
         return broker_id not in self.dead
 
     def alive_endpoints(self, listener: str) -> list[tuple[Any, Any]]:
-        return [(SimpleNamespace(id=b), SimpleNamespace(host="127.0.0.1", port=9000 + b))
+        return [(SimpleNamespace(id=b), SimpleNamespace(host="127.0.0.1", port=self.ports[b]))
                 for b in self.broker_ids if b not in self.dead]
 
 
@@ -154,7 +155,7 @@ class Network:
                                                      log_manager, configs, broker_id=broker_id)
 
     def connect(self, source: BrokerEndPoint, client_id: str) -> Connection:
-        assert source.port == 9000 + source.id
+        assert source.port == self.cache.ports[source.id]
         connection = Connection(self, source.id, client_id)
         self.connections.append(connection)
         return connection
@@ -503,3 +504,23 @@ def test_delete_records_completes_once_followers_moved_their_log_start(
     assert (answer.error_code, answer.low_watermark) == (0, 3)
     for broker_id in (1, 2, 3):
         assert network.log(broker_id).log_start_offset == 3, broker_id
+
+
+def test_a_leader_with_a_new_endpoint_gets_a_new_fetcher_that_keeps_every_partition(
+        network: Network) -> None:
+    tps = [TopicPartition("t", p) for p in range(2)]
+    for tp in tps:
+        network.leader_and_isr((1, 2), leader=1, leader_epoch=0, replicas=(1, 2), tp=tp)
+    settled(network.produce(1, b"a", tp=tps[1]))
+    network.pump(0.5)
+    old = network.fetchers(2).fetchers[(1, 0)]
+    old_connection = network.connections[-1]
+    network.cache.ports[1] = 9101  # broker 1 registered again elsewhere
+    network.leader_and_isr((2,), leader=1, leader_epoch=1, replicas=(1, 2), tp=tps[0])
+    new = network.fetchers(2).fetchers[(1, 0)]
+    assert new is not old and new.source.port == 9101 and old_connection.closed
+    assert set(new.partition_states) == set(tps)
+    assert new.partition_states[tps[1]].fetch_offset == 1  # carried where it was
+    settled(network.produce(1, b"b", tp=tps[1]))
+    network.pump(0.5)
+    assert network.log(2, tps[1]).log_end_offset == 2
