@@ -93,6 +93,7 @@ class ConsumerCoordinator:
         the leader watches in metadata)."""
         self._owned: dict[str, list[int]] = {}
         self._last_owned: dict[str, list[int]] = {}
+        self._joining = False
         """The last assignment received (sent in the next JoinGroup for sticky)."""
         self._coordinator: BrokerConnection | None = None
         self._lock = threading.RLock()
@@ -383,6 +384,13 @@ class ConsumerCoordinator:
         self._owned = {}
 
     def _rejoin(self) -> None:
+        self._joining = True
+        try:
+            self._rejoin_now()
+        finally:
+            self._joining = False
+
+    def _rejoin_now(self) -> None:
         if self._owned:
             self._revoke()
         deadline = time.monotonic() + max(self.consumer.default_api_timeout_s,
@@ -513,7 +521,10 @@ class ConsumerCoordinator:
     def _heartbeat_loop(self) -> None:
         request_cls = api.APIS[ApiKey.HEARTBEAT].request
         while not self._closed.wait(self.heartbeat_interval_s):
-            if not self.subscribed or self.generation < 0 or self._need_rejoin:
+            # As Kafka's heartbeat thread: quiet while the caller's poll joins the group,
+            # but a member told to rejoin keeps heartbeating (and being checked against
+            # max.poll.interval.ms) until its poll does so.
+            if not self.subscribed or self.generation < 0 or self._joining:
                 continue
             if time.monotonic() - self._last_poll > self.rebalance_timeout_ms / 1000.0:
                 logger.warning(

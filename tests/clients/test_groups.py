@@ -266,3 +266,41 @@ def test_manual_commits_and_committed_offsets(cluster: LocalCluster) -> None:
     assert [tp.offset for tp in checker.committed(
         [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)] == [high0, high1]
     checker.close()
+
+
+def test_a_member_that_stops_polling_leaves_after_max_poll_interval(
+        cluster: LocalCluster) -> None:
+    topic = new_topic(cluster, 2)
+    group = f"slow-{uuid.uuid4().hex[:6]}"
+    base = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+            "auto.offset.reset": "earliest", **FAST}
+    slow = Consumer({**base, "max.poll.interval.ms": 1500})
+    lost: list[list[TopicPartition]] = []
+
+    class Listener:
+        def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+            pass
+
+        def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+            pass
+
+        def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+            lost.append(sorted(partitions))
+
+    slow.subscribe([topic], Listener())
+    deadline = time.monotonic() + 30
+    while len(slow.assignment()) < 2 and time.monotonic() < deadline:
+        slow.poll(0.2)
+    assert len(slow.assignment()) == 2
+    healthy = Member(base, [topic])
+    # slow does not poll: after max.poll.interval.ms its heartbeat thread leaves the group
+    # and the healthy member gets every partition.
+    wait_for(lambda: len(healthy.current()) == 2, 30, "the healthy member to own everything")
+    # Back in poll, the slow member has lost its partitions and joins again.
+    deadline = time.monotonic() + 30
+    while not lost and time.monotonic() < deadline:
+        slow.poll(0.2)
+    assert lost == [[TopicPartition(topic, 0), TopicPartition(topic, 1)]]
+    wait_for(lambda: len(healthy.current()) == 1, 30, "a 1/1 split again")
+    healthy.stop()
+    slow.close()
