@@ -101,7 +101,7 @@ def start_cluster(image: str, request: pytest.FixtureRequest) -> Iterator[
     finally:
         for cluster in clusters:
             if _failed(request):
-                cluster.dump_logs(80)
+                cluster.dump_logs(150)
             cluster.close()
         progress(f"--- {request.node.name}: containers removed")
 
