@@ -5,8 +5,10 @@
 - The ZooKeeper server cut off the network (docker network disconnect) beyond the brokers'
   session timeout: it expires every session; reconnected, every broker registers again (a
   new broker epoch), a new controller is elected with a higher epoch.
+- The controller alone losing its session: its ZooKeeper traffic dropped (iptables) until
+  ZooKeeper expired the session; it registers again and another controller takes over.
 
-Both end with ZooKeeper's transaction log (``/controller_epoch`` only rose, never two
+All end with ZooKeeper's transaction log (``/controller_epoch`` only rose, never two
 controllers writing, no election under a stale epoch, never two leaders of a partition in one
 leader epoch), the History (nothing acknowledged lost, no reordering) and
 byte-identical replicas.
@@ -109,4 +111,25 @@ def test_zookeeper_unreachable_beyond_the_session_timeout(
                "a controller elected with a higher epoch")
     progress(f"controller {cluster.controller()} with epoch {cluster.controller_epoch()} "
              f"(was {epoch_before})")
+    finish(cluster, writer, history)
+
+
+@pytest.mark.timeout(480)
+def test_the_controllers_zookeeper_session_expired(
+        start_cluster: Callable[..., ContainerCluster], history: History) -> None:
+    cluster = start_cluster(3, session_timeout_ms=SESSION_TIMEOUT_MS)
+    writer = start_writer(cluster, history)
+    controller = wait_until(cluster.controller, 30, "a controller")
+    epoch_before = cluster.controller_epoch()
+    registered_at = cluster.broker_registration(controller)["czxid"]
+
+    # Its ZooKeeper traffic dropped until ZooKeeper expired the session, then let through.
+    cluster.brokers[controller].expire_zookeeper_session(SESSION_TIMEOUT_MS / 1000, cluster.zk)
+    wait_until(lambda: cluster.broker_registration(controller)["czxid"] > registered_at, 60,
+               f"broker {controller} registered again with a new session")
+    assert cluster.registered_brokers() == [1, 2, 3]
+    wait_until(lambda: cluster.controller_epoch() > epoch_before, 30,
+               "a controller elected with a higher epoch")
+    progress(f"controller {cluster.controller()} with epoch {cluster.controller_epoch()} "
+             f"(was broker {controller} with epoch {epoch_before})")
     finish(cluster, writer, history)
