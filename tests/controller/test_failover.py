@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from kafkaclone.testing.cluster import LocalCluster
 
@@ -58,9 +59,11 @@ def wait_for(predicate, timeout: float, what: str):
 
 
 def controller_id(zk: KazooClient) -> int | None:
-    if zk.exists("/controller") is None:
+    # One read, not exists-then-get: the ephemeral znode may vanish in between.
+    try:
+        data, _ = zk.get("/controller")
+    except NoNodeError:
         return None
-    data, _ = zk.get("/controller")
     return int(json.loads(data)["brokerid"])
 
 
