@@ -33,8 +33,8 @@ from kafkaclone.testing.cluster import LocalCluster
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 6
 NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE, OFFSET_OUT_OF_RANGE = 6, 2, 1
-REPLICATION_FACTOR = 1
-"""Replicated topics (RF 3) need the replica fetchers (the follower side of issue 5)."""
+REPLICATION_FACTOR = 3
+"""Every topic is replicated on the three brokers, so acks=all waits for the followers."""
 
 
 @pytest.fixture(scope="module")
