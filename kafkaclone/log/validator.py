@@ -4,7 +4,8 @@ Kafka's LogValidator, kept at the batch level: the header fields, the CRC over t
 the record count against lastOffsetDelta, the batch's base and max timestamps. Records
 are decoded only where the topic's ``compression.type`` asks the broker to recompress.
 Only magic 2 batches are accepted; legacy (v0/v1) message sets are refused with
-UNSUPPORTED_FOR_MESSAGE_FORMAT until up-conversion exists.
+UNSUPPORTED_FOR_MESSAGE_FORMAT (the Produce handler up-converts those of Produce v0-2
+first, with kafkaclone.log.conversion).
 
 Validation never changes the buffer; ``assign_offsets`` then rewrites baseOffset and
 partitionLeaderEpoch in place (outside the CRC), and under LogAppendTime the timestamp

@@ -1,8 +1,13 @@
 """Fetch (key 1): consumers and followers read partitions (Kafka 2.8's
 ``KafkaApis.handleFetchRequest``).
 
-Versions 4-12. Versions 0-3 need down-conversion to message format 0/1, which this broker
-does not do yet; they are not advertised.
+Versions 0-12. Versions 0-3 (clients older than 0.11) read message format 0 (v0-1) or 1
+(v2-3): the stored magic 2 batches are down-converted (kafkaclone.log.conversion), unless
+the topic has ``message.downconversion.enable=false`` (UNSUPPORTED_VERSION) or is zstd
+compressed (UNSUPPORTED_COMPRESSION_TYPE). Versions 0-2 predate KIP-74: their limits are
+hard, so a first batch above ``partition_max_bytes`` is not returned (Kafka sends the
+first bytes of it, which down-convert to nothing). KAFKA_STORAGE_ERROR is
+NOT_LEADER_OR_FOLLOWER for them, as for every version up to 5 in Kafka.
 
 - ``replica_id >= 0``: a follower. It reads up to the log end offset, and its fetch offset
   tells the leader how far it got (ISR expand, high watermark). ``replica_id = -1``: a
@@ -28,9 +33,18 @@ from typing import Any, Final
 
 from kafkaclone.cluster.partition import FetchIsolation
 from kafkaclone.log.common import TopicPartition
+from kafkaclone.log.conversion import down_convert, fetch_magic
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE
+from kafkaclone.protocol.errors import (
+    NONE,
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    UnsupportedCompressionTypeError,
+    UnsupportedVersionError,
+)
+from kafkaclone.protocol.records import LOG_OVERHEAD
 from kafkaclone.server.delayed.fetch import FetchParams, LogReadResult, PartitionFetchInfo
 from kafkaclone.server.fetch_session import new_context
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -46,6 +60,9 @@ DEBUGGING_CONSUMER_ID: Final = -2
 READ_COMMITTED: Final = 1
 INVALID_SESSION_ID: Final = 0
 _EMPTY: Final = b""
+_LAST_UNCONVERTED_VERSION: Final = 3
+_LAST_HARD_LIMIT_VERSION: Final = 2
+_LENGTH_OFFSET: Final = 8
 
 
 def fetch_params(request: Any, broker: BrokerServices) -> FetchParams:
@@ -83,7 +100,64 @@ def _partition_data(index: int, result: LogReadResult, isolation: FetchIsolation
     return data
 
 
-@handler(ApiKey.FETCH, versions=(4, 12))
+def _whole_batches(records: memoryview, limit: int) -> memoryview:
+    """The complete batches of ``records`` that fit in ``limit`` bytes."""
+    size = 0
+    end = len(records)
+    while size + LOG_OVERHEAD <= end:
+        batch_size = LOG_OVERHEAD + int.from_bytes(
+            records[size + _LENGTH_OFFSET:size + LOG_OVERHEAD], "big", signed=True)
+        if size + batch_size > min(limit, end):
+            break
+        size += batch_size
+    return records[:size]
+
+
+def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
+                    result: LogReadResult, fetch_offset: int, limit: int) -> LogReadResult:
+    """Fetch v0-3: the partition's read in the message format of ``version`` (Kafka's
+    KafkaApis.maybeConvertFetchedData); ``limit``: the hard byte limit of v0-2."""
+    if result.error_code == KafkaStorageError.code:
+        return result._replace(error_code=NotLeaderOrFollowerError.code)
+    log = broker.replica_manager.log_manager.get_log(tp)
+    if log is not None and log.config.compression_type == "zstd":
+        return result._replace(error_code=UnsupportedCompressionTypeError.code, records=None)
+    if result.error_code != NONE or not result.records:
+        return result
+    records = result.records
+    if version <= _LAST_HARD_LIMIT_VERSION:
+        records = _whole_batches(records, limit)
+    if not records:
+        return result._replace(records=None)
+    if log is not None and not log.config.message_downconversion_enable:
+        return result._replace(error_code=UnsupportedVersionError.code, records=None)
+    try:
+        converted = down_convert(records, fetch_magic(version), fetch_offset)
+    except KafkaError as exc:
+        return result._replace(error_code=exc.code, records=None)
+    return result._replace(records=memoryview(converted))
+
+
+def _convert_results(version: int, broker: BrokerServices, params: FetchParams,
+                     infos: list[tuple[TopicPartition, PartitionFetchInfo]],
+                     results: list[tuple[TopicPartition, LogReadResult]]
+                     ) -> list[tuple[TopicPartition, LogReadResult]]:
+    """Fetch v0-3 results, down-converted; v0-2 keep within their hard limits: each
+    partition its ``partition_max_bytes``, all together the request's ``max_bytes``."""
+    requested = dict(infos)
+    remaining = params.max_bytes
+    converted = []
+    for tp, result in results:
+        info = requested[tp]
+        limit = min(info.max_bytes, remaining)
+        data = _down_converted(version, broker, tp, result, info.fetch_offset, limit)
+        if version <= _LAST_HARD_LIMIT_VERSION and result.records is not None:
+            remaining -= len(_whole_batches(result.records, limit))
+        converted.append((tp, data))
+    return converted
+
+
+@handler(ApiKey.FETCH, versions=(0, 12))
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     broker: BrokerServices = ctx.broker
     params = fetch_params(request, broker)
@@ -103,6 +177,8 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                          session_id=INVALID_SESSION_ID, responses=[])
     results = await broker.replica_manager.fetch_messages(params, context.partitions)
     session_id, results = context.respond(sessions, results)
+    if ctx.api_version <= _LAST_UNCONVERTED_VERSION:
+        results = _convert_results(ctx.api_version, broker, params, infos, results)
     responses: list[Any] = []
     current_topic: str | None = None
     partitions: list[Any] = []

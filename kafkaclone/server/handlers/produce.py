@@ -1,8 +1,10 @@
 """Produce (key 0): append record batches on partition leaders (Kafka 2.8's
 ``KafkaApis.handleProduceRequest``).
 
-Versions 3-9 (magic 2 batches). Versions 0-2 carry legacy message sets (magic 0/1), which
-need conversion this broker does not do yet; they are not advertised.
+Versions 3-9 carry magic 2 batches. Versions 0-2 (clients older than 0.11) carry legacy
+message sets (magic 0/1), which are up-converted to one magic 2 batch before the append
+(kafkaclone.log.conversion); as in Kafka, those versions are not held to "exactly one
+magic 2 batch", and a set with no complete message appends nothing (base offset -1).
 
 Per partition, as Kafka answers:
 
@@ -25,6 +27,7 @@ import logging
 from typing import Any, Final
 
 from kafkaclone.log.common import TopicPartition
+from kafkaclone.log.conversion import up_convert
 from kafkaclone.network.socket_server import CloseConnection
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
@@ -82,6 +85,11 @@ def validate_records(version: int, records: Any) -> memoryview:
     return view[:first_size] if rest else view
 
 
+def _legacy_records(records: Any) -> memoryview | None:
+    """A Produce v0-2 partition's message set as magic 2 (None: no complete entry)."""
+    return None if records is None else up_convert(memoryview(records))
+
+
 def _partition_response(index: int, result: ProducePartitionResult) -> Any:
     if result.error_code != NONE:
         return _PartitionResponse(index=index, error_code=result.error_code, base_offset=-1,
@@ -93,7 +101,7 @@ def _partition_response(index: int, result: ProducePartitionResult) -> Any:
                               error_message=None)
 
 
-@handler(ApiKey.PRODUCE, versions=(3, 9))
+@handler(ApiKey.PRODUCE, versions=(0, 9))
 async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
@@ -111,7 +119,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 results[tp] = ProducePartitionResult(UnknownTopicOrPartitionError.code)
                 continue
             try:
-                entries[tp] = validate_records(version, data.records)
+                if version >= 3:
+                    entries[tp] = validate_records(version, data.records)
+                else:
+                    converted = _legacy_records(data.records)
+                    if converted is None:
+                        results[tp] = ProducePartitionResult(NONE)
+                    else:
+                        entries[tp] = converted
             except KafkaError as exc:
                 results[tp] = ProducePartitionResult(exc.code, error_message=exc.message)
 
