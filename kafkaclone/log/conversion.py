@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Final
 
 from kafkaclone.protocol.errors import (
+    InvalidRecordError,
     InvalidTimestampError,
     UnsupportedCompressionTypeError,
 )
@@ -55,34 +56,46 @@ def up_convert(records: memoryview) -> memoryview | None:
     """The entries of a Produce v0-2 partition as magic 2, writable, or None if it holds
     no complete entry (a trailing partial entry is dropped, as Kafka's batch iterator does).
 
-    Entries that are magic 2 batches already are returned unchanged when every entry is
-    one; otherwise all records are rebuilt into one magic 2 batch, compressed with the
-    codec of the last compressed entry (Kafka's source codec). CorruptMessageError for a
-    bad CRC or framing, InvalidRecordError for a bad compressed wrapper,
-    InvalidTimestampError for a producer that set LogAppendTime.
+    Kafka's LogValidator rules for what a client sends: every entry has the magic of the
+    first; a magic 2 batch or a compressed legacy wrapper comes alone; the messages of a
+    magic 1 wrapper have offsets 0..n-1 (its own offset is n-1, or 0 from some clients).
+    A magic 2 batch is returned as it is; legacy messages are rebuilt into one magic 2
+    batch with the source codec. InvalidRecordError for a broken rule or wrapper,
+    CorruptMessageError for a bad CRC or framing, InvalidTimestampError for a producer
+    that set LogAppendTime.
     """
     entries = list(iter_batches(records, allow_partial_tail=True))
     if not entries:
         return None
-    if all(entry.magic == MAGIC_V2 for entry in entries):
-        size = sum(entry.size_in_bytes for entry in entries)
-        return memoryview(bytearray(records[:size]))
-    source_codec = Codec.NONE
+    first = entries[0]
+    for entry in entries[1:]:
+        if entry.magic != first.magic:
+            raise InvalidRecordError(
+                f"Batch magic {entry.magic} is not the same as the first batch's magic byte "
+                f"{first.magic}")
+    if len(entries) > 1 and (first.magic == MAGIC_V2
+                             or any(entry.is_compressed for entry in entries)):
+        raise InvalidRecordError("Compressed outer record has more than one batch")
+    if first.magic == MAGIC_V2:
+        return memoryview(bytearray(first.view))
+    source_codec = first.compression if first.is_compressed else Codec.NONE
     converted: list[RecordInput] = []
     for entry in entries:
         entry.ensure_valid()
-        if entry.is_compressed:
-            source_codec = entry.compression
-        if isinstance(entry, LegacyRecordBatch):
-            if entry.timestamp_type == LOG_APPEND_TIME:
-                raise InvalidTimestampError(
-                    f"Invalid timestamp type in message {entry!r}. Producer should not set "
-                    f"timestamp type to LogAppendTime.")
-            converted.extend((record.key, record.value, None, record.timestamp)
-                             for record in entry.records())
-        else:
-            converted.extend((record.key, record.value, record.headers,
-                              entry.timestamp_of(record)) for record in entry.records())
+        assert isinstance(entry, LegacyRecordBatch)
+        if entry.timestamp_type == LOG_APPEND_TIME:
+            raise InvalidTimestampError(
+                f"Invalid timestamp type in message {entry!r}. Producer should not set "
+                f"timestamp type to LogAppendTime.")
+        messages = list(entry.records())
+        if entry.is_compressed and entry.magic == MAGIC_V1:
+            for expected, message in enumerate(messages):
+                if message.offset != expected:
+                    raise InvalidRecordError(
+                        f"Inner record inside the compressed record batch does not have "
+                        f"incremental offsets, expected offset is {expected}")
+        converted.extend((message.key, message.value, None, message.timestamp)
+                         for message in messages)
     return memoryview(bytearray(build_record_batch(converted, codec=source_codec)))
 
 

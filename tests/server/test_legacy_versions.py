@@ -21,8 +21,10 @@ from kafka.record.memory_records import MemoryRecords
 from kafkaclone.log.conversion import down_convert, up_convert
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.errors import InvalidRecordError
 from kafkaclone.protocol.records import (
     Codec,
+    LegacyRecord,
     RecordBatch,
     build_end_transaction_marker_batch,
     build_legacy_message_set,
@@ -45,7 +47,7 @@ from tests.server.data_path_helpers import (
 
 pytestmark = pytest.mark.timeout(60)
 
-CORRUPT_MESSAGE, UNSUPPORTED_VERSION, INVALID_TIMESTAMP = 2, 35, 32
+CORRUPT_MESSAGE, UNSUPPORTED_VERSION, INVALID_TIMESTAMP, INVALID_RECORD = 2, 35, 32, 87
 UNSUPPORTED_COMPRESSION_TYPE = 76
 LEGACY_CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4]
 KP_CODECS = {Codec.NONE: 0, Codec.GZIP: 1, Codec.SNAPPY: 2, Codec.LZ4: 3}
@@ -167,22 +169,41 @@ def test_produce_legacy_errors(broker: DataPathBroker) -> None:
     empty = produce_v(broker, 0, "e", bytes(good[:20]))
     assert (empty.error_code, empty.base_offset) == (0, -1)
     assert stored(broker, "e") == []
-    # Magic 2 batches at v0-2 are taken as they are (Kafka does not check the magic there),
-    # several of them too.
-    two = (build_record_batch([(b"a", b"1", None, T0)])
-           + build_record_batch([(b"b", b"2", None, T0)], codec=Codec.GZIP))
-    assert produce_v(broker, 2, "e", two).error_code == 0
-    assert [(o, v) for o, _, _, v in stored_records(broker, "e")] == [(0, b"1"), (1, b"2")]
+    # A magic 2 batch at v0-2 is taken as it is (Kafka's ProduceRequest checks the magic
+    # from v3 only); two are INVALID_RECORD, as in Kafka's LogValidator.
+    modern = build_record_batch([(b"a", b"1", None, T0)], codec=Codec.GZIP)
+    assert produce_v(broker, 2, "e", modern).error_code == 0
+    assert produce_v(broker, 1, "e", modern + modern).error_code == INVALID_RECORD
+    assert [(o, v) for o, _, _, v in stored_records(broker, "e")] == [(0, b"1")]
 
 
-def test_up_convert_keeps_headers_of_mixed_magic_2_entries() -> None:
+def test_up_convert_refuses_what_kafkas_log_validator_refuses() -> None:
     legacy = build_legacy_message_set([(b"k", b"old", T0)], magic=1)
     modern = build_record_batch([(b"m", b"new", [("h", b"x")], T0 + 1)])
-    converted = up_convert(memoryview(legacy + modern))
-    assert converted is not None
-    batch = RecordBatch(converted)
-    assert [(r.key, r.value, r.headers, batch.timestamp_of(r)) for r in batch.records()] == [
-        (b"k", b"old", [], T0), (b"m", b"new", [("h", b"x")], T0 + 1)]
+    zero = build_legacy_message_set([(b"k", b"v")], magic=0)
+    refusals = {
+        "is not the same as the first batch's magic": [legacy + modern, legacy + zero],
+        "more than one batch": [
+            modern + modern,
+            build_legacy_message_set([(b"a", b"1")], magic=1, codec=Codec.GZIP) + legacy,
+            legacy + build_legacy_message_set([(b"a", b"1")], magic=1, codec=Codec.GZIP)],
+        # a magic 1 wrapper whose messages are not at 0..n-1 (wrapper offset 7, two inside)
+        "incremental offsets": [build_legacy_message_set(
+            [LegacyRecord(6, T0, b"a", b"1"), LegacyRecord(7, T0, b"b", b"2")], magic=1,
+            codec=Codec.GZIP)],
+    }
+    for message, sets in refusals.items():
+        for message_set in sets:
+            with pytest.raises(InvalidRecordError, match=message):
+                up_convert(memoryview(message_set))
+    # Several uncompressed legacy messages are one batch; a magic 2 batch stays as it is.
+    several = up_convert(memoryview(legacy + legacy))
+    assert several is not None and RecordBatch(several).records_count == 2
+    assert bytes(up_convert(memoryview(modern)) or b"") == modern
+    # A magic 0 wrapper keeps absolute inner offsets, which are not checked.
+    absolute = build_legacy_message_set([LegacyRecord(6, -1, b"a", b"1")], magic=0,
+                                        codec=Codec.SNAPPY)
+    assert up_convert(memoryview(absolute)) is not None
 
 
 # -- fetch v0-3: down-conversion -------------------------------------------------------------

@@ -3,8 +3,9 @@
 
 Versions 3-9 carry magic 2 batches. Versions 0-2 (clients older than 0.11) carry legacy
 message sets (magic 0/1), which are up-converted to one magic 2 batch before the append
-(kafkaclone.log.conversion); as in Kafka, those versions are not held to "exactly one
-magic 2 batch", and a set with no complete message appends nothing (base offset -1).
+(kafkaclone.log.conversion, with Kafka's LogValidator rules for them); a magic 2 batch
+sent at v0-2 is appended as it is, and a set with no complete message appends nothing
+(base offset -1).
 
 Per partition, as Kafka answers:
 
