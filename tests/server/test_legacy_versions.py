@@ -441,3 +441,50 @@ def test_kafka_python_0_8_1_consumes_and_commits_offsets(cluster: Any) -> None:
         assert [m.offset for m in consume_all(second, 8)] == list(range(12, 20))
     finally:
         second.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("fallback", ["0.8.2", "0.9.0"])
+def test_librdkafka_legacy_round_trip(cluster: Any, fallback: str) -> None:
+    """librdkafka told the broker is 0.8.2 or 0.9.0 (no ApiVersions): Produce v0/v1 and
+    Fetch v0/v1, magic 0, every codec it has for that format."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    from tests.server.test_data_path_clients import create_topic
+
+    legacy = {"bootstrap.servers": cluster.bootstrap_servers, "api.version.request": False,
+              "broker.version.fallback": fallback, "log_level": 3}
+    failures: list[Any] = []
+
+    def on_delivery(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(error)
+
+    for codec in ["none", "gzip", "snappy", "lz4"]:
+        topic = f"rdkafka-{fallback.replace('.', '-')}-{codec}"
+        create_topic(cluster, topic, partitions=1)
+        producer = Producer({**legacy, "compression.codec": codec, "linger.ms": 5})
+        for i in range(PER_CODEC):
+            producer.produce(topic, key=b"k%d" % i, value=b"v" * (i % 5) + b"%d" % i,
+                             on_delivery=on_delivery)
+        assert producer.flush(30) == 0 and failures == []
+        consumer = Consumer({**legacy, "group.id": f"check-{topic}",
+                             "enable.auto.commit": False})
+        consumer.assign([CkTopicPartition(topic, 0, 0)])
+        got: list[tuple[int, bytes | None, bytes | None, tuple[int, int]]] = []
+        deadline = time.monotonic() + 30
+        try:
+            while len(got) < PER_CODEC and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                assert message.error() is None, message.error()
+                got.append((message.offset(), message.key(), message.value(),
+                            message.timestamp()))
+        finally:
+            consumer.close()
+        # magic 0: no timestamp (TIMESTAMP_NOT_AVAILABLE)
+        assert got == [(i, b"k%d" % i, b"v" * (i % 5) + b"%d" % i, (0, 0))
+                       for i in range(PER_CODEC)], codec
