@@ -377,4 +377,9 @@ def test_a_broker_killed_during_a_batch_read(spark: SparkSession, cluster: Local
         assert "error" not in result, result.get("error")
         assert result["rows"] == expected
     finally:
+        # The killed broker's registration lives until its ZooKeeper session expires; a
+        # broker started before that refuses to start (broker.id already registered).
+        gone = time.monotonic() + 30
+        while leader in cluster.registered_broker_ids() and time.monotonic() < gone:
+            time.sleep(0.2)
         cluster.restart_broker(leader)
