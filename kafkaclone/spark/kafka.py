@@ -251,6 +251,9 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                 consumer = None
                 time.sleep(max(options.fetch_offset_retry_interval_ms, 100) / 1000)
                 continue
+            # One reading of the clock for both checks below, so a range that ends past
+            # the log's end is reported as data loss, never as a timeout by a hair.
+            now = time.monotonic()
             progressed = False
             for data in fetched:
                 if data.topic != topic or data.partition != partition:
@@ -277,7 +280,7 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                     position = columns.next_offset
                     progressed = True
                 elif data.high_watermark <= position < until and (
-                    time.monotonic() - last_progress > poll_timeout
+                    now - last_progress > poll_timeout
                 ):
                     report_data_loss(
                         options.fail_on_data_loss,
@@ -288,7 +291,7 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
             if progressed:
                 failures = 0
                 last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > poll_timeout:
+            elif now - last_progress > poll_timeout:
                 raise TimeoutError(
                     f"Cannot fetch records in [{position}, {until}) of {topic}-{partition} "
                     f"within kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}"
