@@ -37,6 +37,15 @@ def cluster() -> Iterator[LocalCluster]:
         yield local
 
 
+def restart(cluster: LocalCluster, broker: int) -> None:
+    """Start a killed broker again once its old registration has gone with its ZooKeeper
+    session (before that a broker refuses to start: broker.id already registered)."""
+    deadline = time.monotonic() + 30
+    while broker in cluster.registered_broker_ids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    cluster.restart_broker(broker)
+
+
 def controller(cluster: LocalCluster) -> int:
     deadline = time.monotonic() + 30
     with AdminClient(cluster.bootstrap_servers) as admin:
@@ -121,7 +130,7 @@ def test_a_leader_killed_mid_produce_loses_nothing_acknowledged(cluster: LocalCl
         assert producer.flush(90) == 0
     finally:
         producer.close(5)
-        cluster.restart_broker(victim)
+        restart(cluster, victim)
     assert killed_at and not failed, failed[:5]
     assert len(acked) == sent > 1000
     # The partitions the dead broker led took records again once they had new leaders.
@@ -228,7 +237,7 @@ def test_a_coordinator_killed_mid_consume(cluster: LocalCluster) -> None:
         assert find_coordinator(cluster, group) != coordinator
         consumer.close()
     finally:
-        cluster.restart_broker(coordinator)
+        restart(cluster, coordinator)
     checker = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     assert sum(tp.offset for tp in checker.committed(
         [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)) == 200
