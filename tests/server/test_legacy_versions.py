@@ -276,11 +276,15 @@ def test_fetch_size_limits(broker: DataPathBroker) -> None:
     for start in range(0, 30, 10):
         produce_modern(broker, "s", Codec.NONE, 10, start=start)
     first, second, _ = (b.size_in_bytes for b in stored(broker, "s"))
+    assert first < second  # offsets 10-29 have longer keys
     # v3 (KIP-74): a first batch above the limit comes whole, down-converted.
     small = kp_read(bytes(fetch_v(broker, 3, "s", partition_max_bytes=10).records))
     assert [r[1] for r in small] == list(range(10))
-    # v0-2: the limit is hard; a first batch above it is not returned.
-    assert not fetch_v(broker, 2, "s", partition_max_bytes=first - 1).records
+    # v0-2: the limit is hard; of a first batch above it only the first bytes come, as they
+    # are (Kafka's answer, which pre-KIP-74 clients report as a message too large).
+    partial = bytes(fetch_v(broker, 2, "s", partition_max_bytes=first - 1).records)
+    assert partial == stored(broker, "s")[0].to_bytes()[:first - 1]
+    assert kp_read(partial) == []
     # Converted messages are larger than the batch they come from: the first batch comes
     # whole, later messages while they fit in what was read, whole.
     two = bytes(fetch_v(broker, 0, "s", partition_max_bytes=first + second + 5).records)
@@ -488,3 +492,34 @@ def test_librdkafka_legacy_round_trip(cluster: Any, fallback: str) -> None:
         # magic 0: no timestamp (TIMESTAMP_NOT_AVAILABLE)
         assert got == [(i, b"k%d" % i, b"v" * (i % 5) + b"%d" % i, (0, 0))
                        for i in range(PER_CODEC)], codec
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_kafka_python_0_10_0_message_larger_than_the_fetch_size(cluster: Any) -> None:
+    """Fetch v2 has no KIP-74: a message above max_partition_fetch_bytes is reported, as
+    by a Kafka 2.8 broker (the client sees a partial message and raises)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.consumer.fetcher import RecordTooLargeError
+
+    from tests.server.test_data_path_clients import create_topic
+
+    topic = "legacy-too-large"
+    create_topic(cluster, topic, partitions=1)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                             api_version=(0, 10, 0), acks=1)
+    try:
+        producer.send(topic, value=b"x" * 5000).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers,
+                             api_version=(0, 10, 0), enable_auto_commit=False,
+                             max_partition_fetch_bytes=1024, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        deadline = time.monotonic() + 30
+        with pytest.raises(RecordTooLargeError):
+            while time.monotonic() < deadline:
+                assert consumer.poll(timeout_ms=500) == {}
+    finally:
+        consumer.close()

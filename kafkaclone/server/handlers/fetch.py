@@ -5,8 +5,8 @@ Versions 0-12. Versions 0-3 (clients older than 0.11) read message format 0 (v0-
 (v2-3): the stored magic 2 batches are down-converted (kafkaclone.log.conversion), unless
 the topic has ``message.downconversion.enable=false`` (UNSUPPORTED_VERSION) or is zstd
 compressed (UNSUPPORTED_COMPRESSION_TYPE). Versions 0-2 predate KIP-74: their limits are
-hard, so a first batch above ``partition_max_bytes`` is not returned (Kafka sends the
-first bytes of it, which down-convert to nothing). KAFKA_STORAGE_ERROR is
+hard, so of a first batch above ``partition_max_bytes`` only the first bytes are sent, as
+they are (as Kafka does; those clients report a message too large). KAFKA_STORAGE_ERROR is
 NOT_LEADER_OR_FOLLOWER for them, as for every version up to 5 in Kafka.
 
 - ``replica_id >= 0``: a follower. It reads up to the log end offset, and its fetch offset
@@ -113,6 +113,14 @@ def _whole_batches(records: memoryview, limit: int) -> memoryview:
     return records[:size]
 
 
+def _hard_limited(records: memoryview, limit: int) -> memoryview:
+    """What Fetch v0-2 read: the complete batches within ``limit``, or, if the first batch
+    is larger, its first ``limit`` bytes as they are (Kafka's read without KIP-74 sends
+    that slice unconverted, and a pre-KIP-74 client reports a message too large)."""
+    whole = _whole_batches(records, limit)
+    return whole if whole else records[:max(limit, 0)]
+
+
 def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
                     result: LogReadResult, fetch_offset: int, limit: int) -> LogReadResult:
     """Fetch v0-3: the partition's read in the message format of ``version`` (Kafka's
@@ -124,11 +132,11 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
         return result._replace(error_code=UnsupportedCompressionTypeError.code, records=None)
     if result.error_code != NONE or not result.records:
         return result
-    records = result.records
-    if version <= _LAST_HARD_LIMIT_VERSION:
-        records = _whole_batches(records, limit)
-    if not records:
-        return result._replace(records=None)
+    records = _hard_limited(result.records, limit) if version <= _LAST_HARD_LIMIT_VERSION \
+        else result.records
+    if len(records) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(
+            records[_LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
+        return result._replace(records=records)  # no complete batch: nothing to convert
     if log is not None and not log.config.message_downconversion_enable:
         return result._replace(error_code=UnsupportedVersionError.code, records=None)
     try:
@@ -152,7 +160,7 @@ def _convert_results(version: int, broker: BrokerServices, params: FetchParams,
         limit = min(info.max_bytes, remaining)
         data = _down_converted(version, broker, tp, result, info.fetch_offset, limit)
         if version <= _LAST_HARD_LIMIT_VERSION and result.records is not None:
-            remaining -= len(_whole_batches(result.records, limit))
+            remaining -= len(_hard_limited(result.records, limit))
         converted.append((tp, data))
     return converted
 
