@@ -24,6 +24,7 @@ from kafkaclone.protocol.errors import (
 )
 from kafkaclone.protocol.records import (
     LOG_APPEND_TIME,
+    NO_TIMESTAMP,
     Codec,
     LegacyRecord,
     LegacyRecordBatch,
@@ -80,6 +81,7 @@ def up_convert(records: memoryview) -> memoryview | None:
         return memoryview(bytearray(first.view))
     source_codec = first.compression if first.is_compressed else Codec.NONE
     converted: list[RecordInput] = []
+    timestamps: list[int] = []
     for entry in entries:
         entry.ensure_valid()
         assert isinstance(entry, LegacyRecordBatch)
@@ -96,7 +98,13 @@ def up_convert(records: memoryview) -> memoryview | None:
                         f"incremental offsets, expected offset is {expected}")
         converted.extend((message.key, message.value, None, message.timestamp)
                          for message in messages)
-    return memoryview(bytearray(build_record_batch(converted, codec=source_codec)))
+        timestamps.extend(m.timestamp for m in messages if m.timestamp != NO_TIMESTAMP)
+    # Kafka checks every legacy message's timestamp against
+    # message.timestamp.difference.max.ms; the append checks a batch's base and max
+    # timestamps, so the base is the smallest (record timestamps are unchanged by it).
+    base_timestamp = min(timestamps) if timestamps else NO_TIMESTAMP
+    return memoryview(bytearray(build_record_batch(converted, codec=source_codec,
+                                                   base_timestamp=base_timestamp)))
 
 
 # -- fetch: down-conversion ---------------------------------------------------------------

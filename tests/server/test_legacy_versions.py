@@ -177,6 +177,23 @@ def test_produce_legacy_errors(broker: DataPathBroker) -> None:
     assert [(o, v) for o, _, _, v in stored_records(broker, "e")] == [(0, b"1")]
 
 
+def test_produce_legacy_timestamps_are_checked_one_by_one(broker: DataPathBroker) -> None:
+    """message.timestamp.difference.max.ms holds for every message, not only the first and
+    the largest; magic 0 messages have no timestamp to check."""
+    broker.host("ts", [0], configs={"message.timestamp.difference.max.ms": "60000"})
+    now = broker.now_ms()
+    middle_too_old = [(b"a", b"1", now), (b"b", b"2", now - 3_600_000), (b"c", b"3", now)]
+    for codec in (Codec.NONE, Codec.GZIP):
+        refused = produce_v(broker, 2, "ts", kp_message_set(1, codec, middle_too_old))
+        assert refused.error_code == INVALID_TIMESTAMP
+    assert produce_v(broker, 1, "ts", kp_message_set(0, Codec.NONE, middle_too_old)
+                     ).error_code == 0
+    in_range = [(b"a", b"1", now), (b"b", b"2", now - 30_000), (b"c", b"3", now + 1)]
+    assert produce_v(broker, 2, "ts", kp_message_set(1, Codec.LZ4, in_range)).error_code == 0
+    assert [ts for _, ts, _, _ in stored_records(broker, "ts")] == [-1, -1, -1,
+                                                                     now, now - 30_000, now + 1]
+
+
 def test_up_convert_refuses_what_kafkas_log_validator_refuses() -> None:
     legacy = build_legacy_message_set([(b"k", b"old", T0)], magic=1)
     modern = build_record_batch([(b"m", b"new", [("h", b"x")], T0 + 1)])
