@@ -540,3 +540,53 @@ def test_kafka_python_0_10_0_message_larger_than_the_fetch_size(cluster: Any) ->
                 assert consumer.poll(timeout_ms=500) == {}
     finally:
         consumer.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("api_version", [(0, 9), (0, 10, 1)], ids=["0.9", "0.10.1"])
+def test_kafka_python_legacy_group_consumer(cluster: Any, api_version: tuple[int, ...]) -> None:
+    """A subscribed group member of 0.9/0.10.1 (JoinGroup v0, Fetch v1/v3, OffsetCommit v2)
+    reads everything and its commits are what a new member starts from."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    from tests.server.test_data_path_clients import create_topic
+
+    topic = "legacy-group-" + "-".join(map(str, api_version))
+    group = f"{topic}-members"
+    create_topic(cluster, topic, partitions=2)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                             api_version=api_version, acks=1, compression_type="gzip")
+    try:
+        for i in range(40):
+            producer.send(topic, value=b"g%d" % i, partition=i % 2)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=10)
+
+    def member() -> Any:
+        return KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers,
+                             group_id=group, api_version=api_version,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
+
+    first = member()
+    try:
+        got = consume_all(first, 40)
+        assert sorted(m.value for m in got) == sorted(b"g%d" % i for i in range(40))
+        first.commit()
+        assert first.committed(TopicPartition(topic, 0)) == 20
+    finally:
+        first.close()
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                             api_version=api_version, acks=1)
+    try:
+        producer.send(topic, value=b"after", partition=1).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    second = member()
+    try:
+        assert [(m.partition, m.offset, m.value) for m in consume_all(second, 1)] == [
+            (1, 20, b"after")]
+    finally:
+        second.close()
