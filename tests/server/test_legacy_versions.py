@@ -313,13 +313,17 @@ def test_fetch_size_limits(broker: DataPathBroker) -> None:
 
 def test_fetch_conversion_refusals(broker: DataPathBroker) -> None:
     broker.host("z", [0], configs={"compression.type": "zstd"})
-    broker.host("off", [0], configs={"message.downconversion.enable": "false"})
+    broker.host("off", [0], replicas=(1, 2), isr=(1,),
+                configs={"message.downconversion.enable": "false"})
     produce_modern(broker, "z", Codec.NONE, 1)
     produce_modern(broker, "off", Codec.NONE, 1)
     assert fetch_v(broker, 3, "z").error_code == UNSUPPORTED_COMPRESSION_TYPE
     assert fetch_v(broker, 1, "off").error_code == UNSUPPORTED_VERSION
-    # Nothing to convert: no error.
+    # Nothing to convert: no error. A follower (an old inter-broker protocol) is exempt.
     assert fetch_v(broker, 1, "off", offset=1).error_code == 0
+    follower = fetched(broker.call(ApiKey.FETCH, 1, fetch_request({("off", 0): 0},
+                                                                  replica_id=2)), "off", 0)
+    assert follower.error_code == 0 and [r[1] for r in kp_read(bytes(follower.records))] == [0]
     assert fetch_v(broker, 4, "off").error_code == 0
 
 

@@ -122,9 +122,11 @@ def _hard_limited(records: memoryview, limit: int) -> memoryview:
 
 
 def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
-                    result: LogReadResult, fetch_offset: int, limit: int) -> LogReadResult:
+                    result: LogReadResult, fetch_offset: int, limit: int,
+                    from_follower: bool) -> LogReadResult:
     """Fetch v0-3: the partition's read in the message format of ``version`` (Kafka's
-    KafkaApis.maybeConvertFetchedData); ``limit``: the hard byte limit of v0-2."""
+    KafkaApis.maybeConvertFetchedData); ``limit``: the hard byte limit of v0-2. A follower
+    gets converted data even where message.downconversion.enable is false."""
     if result.error_code == KafkaStorageError.code:
         return result._replace(error_code=NotLeaderOrFollowerError.code)
     log = broker.replica_manager.log_manager.get_log(tp)
@@ -137,7 +139,8 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
     if len(records) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(
             records[_LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
         return result._replace(records=records)  # no complete batch: nothing to convert
-    if log is not None and not log.config.message_downconversion_enable:
+    if (not from_follower and log is not None
+            and not log.config.message_downconversion_enable):
         return result._replace(error_code=UnsupportedVersionError.code, records=None)
     try:
         converted = down_convert(records, fetch_magic(version), fetch_offset)
@@ -158,7 +161,8 @@ def _convert_results(version: int, broker: BrokerServices, params: FetchParams,
     for tp, result in results:
         info = requested[tp]
         limit = min(info.max_bytes, remaining)
-        data = _down_converted(version, broker, tp, result, info.fetch_offset, limit)
+        data = _down_converted(version, broker, tp, result, info.fetch_offset, limit,
+                               params.is_from_follower)
         if version <= _LAST_HARD_LIMIT_VERSION and result.records is not None:
             remaining -= len(_hard_limited(result.records, limit))
         converted.append((tp, data))
