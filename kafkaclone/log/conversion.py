@@ -119,15 +119,15 @@ def _convert_batch(batch: RecordBatch, to_magic: int, first_offset: int) -> byte
         raise UnsupportedCompressionTypeError(
             "Down-conversion of zstandard-compressed batches is not supported")
     compressed = codec is not Codec.NONE
-    log_append_time = batch.timestamp_type == LOG_APPEND_TIME
     messages = []
     for record in batch.records():
         offset = batch.offset_of(record)
         # An uncompressed set can start at the fetch offset; a compressed wrapper is sent
-        # whole and the client skips what it did not ask for.
+        # whole and the client skips what it did not ask for. Under LogAppendTime every
+        # record's timestamp is the batch's (timestamp_of), as the legacy wrapper says.
         if compressed or offset >= first_offset:
-            timestamp = batch.max_timestamp if log_append_time else batch.timestamp_of(record)
-            messages.append(LegacyRecord(offset, timestamp, record.key, record.value))
+            messages.append(LegacyRecord(offset, batch.timestamp_of(record), record.key,
+                                         record.value))
     if not messages:
         return b""
     return build_legacy_message_set(messages, magic=to_magic, codec=codec,
