@@ -282,7 +282,15 @@ class LocalCluster:
         return response.controller_id >= 0 and all(b in known for b in registered)
 
     def restart_broker(self, broker_id: int) -> None:
-        """Start a stopped or killed broker again and wait for its registration."""
+        """Start a stopped or killed broker again and wait for its registration. After a
+        kill -9 its old registration lives until its ZooKeeper session expires, and a broker
+        whose id is still registered refuses to start (as Kafka's does): wait for it first."""
+        deadline = time.monotonic() + self.startup_timeout
+        while broker_id in self.registered_broker_ids():
+            if time.monotonic() > deadline:
+                raise ClusterStartError(
+                    f"broker {broker_id}'s old registration did not go within the timeout")
+            time.sleep(0.2)
         self.brokers[broker_id].start()
         self.wait_for_brokers([broker_id])
 
