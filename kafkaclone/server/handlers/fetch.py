@@ -7,7 +7,9 @@ the topic has ``message.downconversion.enable=false`` (UNSUPPORTED_VERSION) or i
 compressed (UNSUPPORTED_COMPRESSION_TYPE). Versions 0-2 predate KIP-74: their limits are
 hard, so of a first batch above ``partition_max_bytes`` only the first bytes are sent, as
 they are (as Kafka does; those clients report a message too large). KAFKA_STORAGE_ERROR is
-NOT_LEADER_OR_FOLLOWER for them, as for every version up to 5 in Kafka.
+NOT_LEADER_OR_FOLLOWER for them, as for every version up to 5 in Kafka. Before v10 (the
+first that may carry zstd) a topic with ``compression.type=zstd`` is
+UNSUPPORTED_COMPRESSION_TYPE, as in Kafka.
 
 - ``replica_id >= 0``: a follower. It reads up to the log end offset, and its fetch offset
   tells the leader how far it got (ISR expand, high watermark). ``replica_id = -1``: a
@@ -62,6 +64,7 @@ INVALID_SESSION_ID: Final = 0
 _EMPTY: Final = b""
 _LAST_UNCONVERTED_VERSION: Final = 3
 _LAST_HARD_LIMIT_VERSION: Final = 2
+_FIRST_ZSTD_VERSION: Final = 10
 _LENGTH_OFFSET: Final = 8
 
 
@@ -121,6 +124,16 @@ def _hard_limited(records: memoryview, limit: int) -> memoryview:
     return whole if whole else records[:max(limit, 0)]
 
 
+def _refuse_zstd_topic(broker: BrokerServices, tp: TopicPartition, result: LogReadResult
+                       ) -> LogReadResult:
+    """Before Fetch v10 a topic with ``compression.type=zstd`` answers
+    UNSUPPORTED_COMPRESSION_TYPE (Kafka checks the topic's config, not the batches)."""
+    log = broker.replica_manager.log_manager.get_log(tp)
+    if log is not None and log.config.compression_type == "zstd":
+        return result._replace(error_code=UnsupportedCompressionTypeError.code, records=None)
+    return result
+
+
 def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
                     result: LogReadResult, fetch_offset: int, limit: int,
                     from_follower: bool) -> LogReadResult:
@@ -129,9 +142,7 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
     gets converted data even where message.downconversion.enable is false."""
     if result.error_code == KafkaStorageError.code:
         return result._replace(error_code=NotLeaderOrFollowerError.code)
-    log = broker.replica_manager.log_manager.get_log(tp)
-    if log is not None and log.config.compression_type == "zstd":
-        return result._replace(error_code=UnsupportedCompressionTypeError.code, records=None)
+    result = _refuse_zstd_topic(broker, tp, result)
     if result.error_code != NONE or not result.records:
         return result
     records = _hard_limited(result.records, limit) if version <= _LAST_HARD_LIMIT_VERSION \
@@ -139,6 +150,7 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
     if len(records) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(
             records[_LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
         return result._replace(records=records)  # no complete batch: nothing to convert
+    log = broker.replica_manager.log_manager.get_log(tp)
     if (not from_follower and log is not None
             and not log.config.message_downconversion_enable):
         return result._replace(error_code=UnsupportedVersionError.code, records=None)
@@ -191,6 +203,8 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     session_id, results = context.respond(sessions, results)
     if ctx.api_version <= _LAST_UNCONVERTED_VERSION:
         results = _convert_results(ctx.api_version, broker, params, infos, results)
+    elif ctx.api_version < _FIRST_ZSTD_VERSION:
+        results = [(tp, _refuse_zstd_topic(broker, tp, result)) for tp, result in results]
     responses: list[Any] = []
     current_topic: str | None = None
     partitions: list[Any] = []
