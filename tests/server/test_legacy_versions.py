@@ -329,6 +329,17 @@ def test_fetch_conversion_refusals(broker: DataPathBroker) -> None:
     assert fetch_v(broker, 4, "off").error_code == 0
 
 
+def test_storage_errors_are_not_leader_or_follower_up_to_v5(broker: DataPathBroker) -> None:
+    from kafkaclone.log.common import LogOffsetMetadata, TopicPartition
+    from kafkaclone.server.delayed.fetch import LogReadResult
+    from kafkaclone.server.handlers.fetch import _older_version_errors
+
+    failed = LogReadResult(56, None, LogOffsetMetadata(-1), -1, -1, -1, -1, -1, -1)
+    tp = TopicPartition("gone", 0)
+    assert [_older_version_errors(v, broker, tp, failed).error_code
+            for v in (0, 3, 5, 6, 9)] == [6, 6, 6, 56, 56]
+
+
 def test_down_convert_leaves_out_control_batches() -> None:
     data = build_record_batch([(b"k", b"v", None, T0)], base_offset=0)
     marker = build_end_transaction_marker_batch(ControlRecordType.COMMIT, producer_id=1,

@@ -6,10 +6,9 @@ Versions 0-12. Versions 0-3 (clients older than 0.11) read message format 0 (v0-
 the topic has ``message.downconversion.enable=false`` (UNSUPPORTED_VERSION) or is zstd
 compressed (UNSUPPORTED_COMPRESSION_TYPE). Versions 0-2 predate KIP-74: their limits are
 hard, so of a first batch above ``partition_max_bytes`` only the first bytes are sent, as
-they are (as Kafka does; those clients report a message too large). KAFKA_STORAGE_ERROR is
-NOT_LEADER_OR_FOLLOWER for them, as for every version up to 5 in Kafka. Before v10 (the
-first that may carry zstd) a topic with ``compression.type=zstd`` is
-UNSUPPORTED_COMPRESSION_TYPE, as in Kafka.
+they are (as Kafka does; those clients report a message too large). As in Kafka, up to v5
+KAFKA_STORAGE_ERROR is NOT_LEADER_OR_FOLLOWER, and before v10 (the first that may carry
+zstd) a topic with ``compression.type=zstd`` is UNSUPPORTED_COMPRESSION_TYPE.
 
 - ``replica_id >= 0``: a follower. It reads up to the log end offset, and its fetch offset
   tells the leader how far it got (ISR expand, high watermark). ``replica_id = -1``: a
@@ -65,6 +64,7 @@ _EMPTY: Final = b""
 _LAST_UNCONVERTED_VERSION: Final = 3
 _LAST_HARD_LIMIT_VERSION: Final = 2
 _FIRST_ZSTD_VERSION: Final = 10
+_LAST_STORAGE_ERROR_HIDDEN: Final = 5
 _LENGTH_OFFSET: Final = 8
 
 
@@ -124,10 +124,14 @@ def _hard_limited(records: memoryview, limit: int) -> memoryview:
     return whole if whole else records[:max(limit, 0)]
 
 
-def _refuse_zstd_topic(broker: BrokerServices, tp: TopicPartition, result: LogReadResult
-                       ) -> LogReadResult:
-    """Before Fetch v10 a topic with ``compression.type=zstd`` answers
-    UNSUPPORTED_COMPRESSION_TYPE (Kafka checks the topic's config, not the batches)."""
+def _older_version_errors(version: int, broker: BrokerServices, tp: TopicPartition,
+                          result: LogReadResult) -> LogReadResult:
+    """Fetch before v10: KAFKA_STORAGE_ERROR is NOT_LEADER_OR_FOLLOWER up to v5 (older
+    clients do not know it as retriable), and a topic with ``compression.type=zstd``
+    answers UNSUPPORTED_COMPRESSION_TYPE (Kafka checks the topic's config, not the
+    batches)."""
+    if result.error_code == KafkaStorageError.code and version <= _LAST_STORAGE_ERROR_HIDDEN:
+        result = result._replace(error_code=NotLeaderOrFollowerError.code)
     log = broker.replica_manager.log_manager.get_log(tp)
     if log is not None and log.config.compression_type == "zstd":
         return result._replace(error_code=UnsupportedCompressionTypeError.code, records=None)
@@ -140,9 +144,7 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
     """Fetch v0-3: the partition's read in the message format of ``version`` (Kafka's
     KafkaApis.maybeConvertFetchedData); ``limit``: the hard byte limit of v0-2. A follower
     gets converted data even where message.downconversion.enable is false."""
-    if result.error_code == KafkaStorageError.code:
-        return result._replace(error_code=NotLeaderOrFollowerError.code)
-    result = _refuse_zstd_topic(broker, tp, result)
+    result = _older_version_errors(version, broker, tp, result)
     if result.error_code != NONE or not result.records:
         return result
     records = _hard_limited(result.records, limit) if version <= _LAST_HARD_LIMIT_VERSION \
@@ -204,7 +206,8 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version <= _LAST_UNCONVERTED_VERSION:
         results = _convert_results(ctx.api_version, broker, params, infos, results)
     elif ctx.api_version < _FIRST_ZSTD_VERSION:
-        results = [(tp, _refuse_zstd_topic(broker, tp, result)) for tp, result in results]
+        results = [(tp, _older_version_errors(ctx.api_version, broker, tp, result))
+                   for tp, result in results]
     responses: list[Any] = []
     current_topic: str | None = None
     partitions: list[Any] = []
