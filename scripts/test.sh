@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs everything the tests need, then runs the linters and the suite.
+# The test command: installs everything the tests need, then runs the linters, the suite and
+# the container suite (scripts/test-containers.sh).
 #   bash scripts/test.sh [pytest args...]
 set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,8 +14,11 @@ bash scripts/setup-env.sh
 
 py="$repo_root/.venv/bin"
 echo "== ruff"
-"$py/ruff" check kafkaclone tests benchmarks
+"$py/ruff" check kafkaclone tests benchmarks testcontainers_tests
 echo "== mypy"
 "$py/mypy"
 echo "== pytest"
 "$py/python" -m pytest "$@"
+# After the fast tests: the cluster as containers, broken on purpose (issue 9).
+echo "== container suite"
+bash scripts/test-containers.sh
