@@ -312,8 +312,8 @@ def test_kafka_python_group_with_auto_commit(cluster: LocalCluster, zk: KazooCli
 def test_kafka_python_0_8_1_commits_to_zookeeper(cluster: LocalCluster,
                                                  zk: KazooClient) -> None:
     """kafka-python speaking Kafka 0.8.1 commits with OffsetCommit v0 and reads back with
-    OffsetFetch v0: Kafka's legacy ZooKeeper path, on whichever broker it asks. (It only
-    commits here: it would fetch with Fetch v0, which the data path does not serve.)"""
+    OffsetFetch v0: Kafka's legacy ZooKeeper path, on whichever broker it asks. (Its
+    consuming through Fetch v0 is tested in tests/server/test_legacy_versions.py.)"""
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
 
