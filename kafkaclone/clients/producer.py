@@ -20,13 +20,21 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from kafkaclone.clients.config import PRODUCER_CONFIG, ConfigException, parse_config
 from kafkaclone.clients.network import Metadata, NetworkClient
-from kafkaclone.clients.partitioner import Partitioner, make_partitioner
-from kafkaclone.clients.records import ZERO, encode_headers, encode_record, finish_batch
+from kafkaclone.clients.partitioner import DefaultPartitioner, Partitioner, make_partitioner
+from kafkaclone.clients.records import (
+    NULL,
+    VARINTS,
+    VARINTS_LIMIT,
+    ZERO,
+    encode_headers,
+    finish_batch,
+    varint,
+)
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.errors import (
@@ -44,6 +52,8 @@ from kafkaclone.protocol.errors import (
 from kafkaclone.protocol.records import Codec
 
 logger = logging.getLogger(__name__)
+_monotonic = time.monotonic
+_time_ns = time.time_ns
 
 RECORD_OVERHEAD: Final = 22
 """A v2 record's varint fields at most (Kafka's DefaultRecord.MAX_RECORD_OVERHEAD is 21)."""
@@ -110,7 +120,8 @@ class ProducerBatch:
         """The records encoded so far (kafkaclone.clients.records)."""
         self.base_timestamp = timestamp
         self.max_timestamp = timestamp
-        self.callbacks: list[Any] = []
+        self.callbacks: dict[int, Any] = {}
+        """``on_delivery`` by record index, for the records sent with one."""
         self.size = BATCH_OVERHEAD
         self.reserved = 0
         self.created = now
@@ -135,6 +146,8 @@ class ProducerBatch:
 
     def metadata(self, index: int) -> RecordMetadata:
         key, value, headers, timestamp = self.records[index]
+        if headers is None:
+            headers = []
         offset = -1 if self.base_offset < 0 else self.base_offset + index
         if self.log_append_time >= 0:
             timestamp = self.log_append_time
@@ -282,6 +295,14 @@ class Producer:
                                       max_in_flight=self.max_in_flight)
         self._lock = threading.Lock()
         self._pool = _BufferPool(c["buffer.memory"], self._lock)
+        self._max_record_size = min(self.max_request_size - BATCH_OVERHEAD - REQUEST_OVERHEAD,
+                                    self._pool.total)
+        """A record up to this size (RECORD_OVERHEAD included) fits both limits."""
+        partitioner = self.partitioner
+        self._sticky: dict[str, int] | None = (
+            partitioner.sticky._sticky if type(partitioner) is DefaultPartitioner
+            and partitioner.null_key == "sticky" else None)
+        """The sticky partitioner's current partition per topic (read without a call)."""
         self._batches: dict[tuple[str, int], deque[ProducerBatch]] = {}
         self._muted: set[tuple[str, int]] = set()
         self._incomplete = 0
@@ -311,59 +332,81 @@ class Producer:
              on_delivery: Callable[[KafkaError | None, RecordMetadata], None] | None = None,
              ) -> FutureRecordMetadata:
         """Queue one record; returns its future. Blocks at most ``max.block.ms`` (for the
-        topic's metadata, or for room in ``buffer.memory``)."""
+        topic's metadata, or for room in ``buffer.memory``).
+
+        This is the per-record hot path: one lock acquisition, the record encoded straight
+        into its partition's open batch (varints from a table), no call for the usual case
+        (bytes value, no headers, sticky partition already chosen, room in the buffer)."""
         if self._closing:
             raise RuntimeError("Cannot send after the producer is closed")
-        if not isinstance(topic, str) or not topic:
-            raise InvalidTopicExceptionError(f"Invalid topic {topic!r}")
-        for interceptor in self.interceptors or ():
-            hook = getattr(interceptor, "on_send", None)
-            if hook is None:
-                continue
-            try:
-                changed = hook(topic, value, key, partition, headers, timestamp)
-            except Exception:
-                logger.warning("on_send of %r failed", interceptor, exc_info=True)
-                continue
-            if isinstance(changed, tuple) and len(changed) == 6:
-                topic, value, key, partition, headers, timestamp = changed
-        started = time.monotonic()
-        deadline = started + self.max_block_s
-        if self.key_serializer is not None and key is not None:
-            key = self.key_serializer(key)
-        if self.value_serializer is not None and value is not None:
-            value = self.value_serializer(value)
-        key_bytes = key if key is None or type(key) is bytes else _to_bytes(key, "key")
-        value_bytes = value if value is None or type(value) is bytes else \
-            _to_bytes(value, "value")
-        header_list = _headers(headers) if headers else []
-        encoded_headers = encode_headers(header_list) if header_list else ZERO
+        if type(topic) is not str or not topic:
+            if not isinstance(topic, str) or not topic:
+                raise InvalidTopicExceptionError(f"Invalid topic {topic!r}")
+        if self.interceptors:
+            topic, value, key, partition, headers, timestamp = self._on_send(
+                topic, value, key, partition, headers, timestamp)
+        deadline = 0.0
+        """``max.block.ms`` from now, computed only when something has to wait."""
+        if key is not None:
+            if self.key_serializer is not None:
+                key = self.key_serializer(key)
+            if type(key) is not bytes:
+                key = _to_bytes(key, "key")
+        if value is not None:
+            if self.value_serializer is not None:
+                value = self.value_serializer(value)
+            if type(value) is not bytes:
+                value = _to_bytes(value, "value")
+        key_bytes: bytes | None = key
+        value_bytes: bytes | None = value
+        header_list: list[tuple[str, bytes | None]] | None = None
+        encoded_headers = ZERO
+        if headers:
+            header_list = _headers(headers) or None
+            if header_list:
+                encoded_headers = encode_headers(header_list)
         if timestamp is None or timestamp <= 0:
-            timestamp = time.time_ns() // 1_000_000
-        partitions = self.metadata.partition_count(topic)
-        if partitions is None or (partition is not None and partition >= partitions):
+            timestamp = _time_ns() // 1_000_000
+        meta = self.metadata.topics.get(topic)
+        partitions = len(meta.partitions) if meta is not None and meta.error is None else 0
+        if not partitions or (partition is not None and partition >= partitions):
+            deadline = _monotonic() + self.max_block_s
             partitions = self._wait_for_metadata(topic, partition, deadline)
-        size = RECORD_OVERHEAD + (len(key_bytes) if key_bytes else 0) + \
-            (len(value_bytes) if value_bytes else 0) + len(encoded_headers)
-        if size + BATCH_OVERHEAD + REQUEST_OVERHEAD > self.max_request_size:
-            raise MessageTooLargeError(
-                f"The message is {size + BATCH_OVERHEAD} bytes when serialized which is larger "
-                f"than {self.max_request_size}, which is the value of the max.request.size "
-                f"configuration.")
-        if size > self._pool.total:
-            raise MessageTooLargeError(
-                f"The message is {size} bytes when serialized which is larger than the total "
-                f"memory buffer you have configured with the buffer.memory configuration.")
+        small = VARINTS
+        if key_bytes is None:
+            key_head = NULL
+            key_body = b""
+        else:
+            key_body = key_bytes
+            n = len(key_body)
+            key_head = small[n + 1] if n < VARINTS_LIMIT else varint(n)
+        if value_bytes is None:
+            value_head = NULL
+            value_body = b""
+        else:
+            value_body = value_bytes
+            n = len(value_body)
+            value_head = small[n + 1] if n < VARINTS_LIMIT else varint(n)
+        data_size = len(key_body) + len(value_body) + len(encoded_headers)
+        size = RECORD_OVERHEAD + data_size
+        if size > self._max_record_size:
+            self._check_record_size(size)
+        body_size = 1 + len(key_head) + len(value_head) + data_size
         if partition is None or partition < 0:
-            partition = self.partitioner.partition(
-                topic, key_bytes, partitions,
-                lambda: self.metadata.available_partitions(topic))
-            if not 0 <= partition < partitions:
-                raise ValueError(f"The partitioner chose partition {partition} of {topic}, "
-                                 f"which has {partitions} partitions")
+            sticky = self._sticky
+            if key_bytes is None and sticky is not None:
+                partition = sticky.get(topic)
+                if partition is None or partition >= partitions:
+                    partition = self._choose_partition(topic, key_bytes, partitions)
+            else:
+                partition = self._choose_partition(topic, key_bytes, partitions)
         wake = False
         with self._lock:
-            self._pool.reserve(size, deadline)
+            pool = self._pool
+            if pool.used + size > pool.total and pool.used > 0:
+                pool.reserve(size, deadline or _monotonic() + self.max_block_s)
+            else:
+                pool.used += size
             tp = (topic, partition)
             queue = self._batches.get(tp)
             if queue is None:
@@ -374,17 +417,23 @@ class Producer:
                 if batch is not None and key_bytes is None:
                     # KIP-480: the sticky partition's batch is full; the next goes elsewhere.
                     self.partitioner.on_new_batch(topic, partition)
-                batch = ProducerBatch(topic, partition, started, timestamp)
+                batch = ProducerBatch(topic, partition, _monotonic(), timestamp)
                 queue.append(batch)
                 wake = True
             records = batch.records
             index = len(records)
-            batch.buf += encode_record(index, timestamp - batch.base_timestamp, key_bytes,
-                                       value_bytes, encoded_headers)
+            delta = timestamp - batch.base_timestamp
+            delta_part = small[delta + 1] if -1 <= delta < VARINTS_LIMIT else varint(delta)
+            index_part = small[index + 1] if index < VARINTS_LIMIT else varint(index)
+            n = body_size + len(delta_part) + len(index_part)
+            batch.buf += b"".join((small[n + 1] if n < VARINTS_LIMIT else varint(n), b"\x00",
+                                   delta_part, index_part, key_head, key_body, value_head,
+                                   value_body, encoded_headers))
             if timestamp > batch.max_timestamp:
                 batch.max_timestamp = timestamp
             records.append((key_bytes, value_bytes, header_list, timestamp))
-            batch.callbacks.append(on_delivery)
+            if on_delivery is not None:
+                batch.callbacks[index] = on_delivery
             batch.size += size
             batch.reserved += size
             self._incomplete += 1
@@ -393,6 +442,41 @@ class Producer:
         if wake:
             self._network.wakeup()
         return FutureRecordMetadata(batch, index)
+
+    def _on_send(self, topic: str, value: Any, key: Any, partition: int | None,
+                 headers: Any, timestamp: int | None) -> tuple[Any, Any, Any, Any, Any, Any]:
+        """The interceptors' ``on_send``: each may return the six fields changed."""
+        for interceptor in self.interceptors:
+            hook = getattr(interceptor, "on_send", None)
+            if hook is None:
+                continue
+            try:
+                changed = hook(topic, value, key, partition, headers, timestamp)
+            except Exception:
+                logger.warning("on_send of %r failed", interceptor, exc_info=True)
+                continue
+            if isinstance(changed, tuple) and len(changed) == 6:
+                topic, value, key, partition, headers, timestamp = changed
+        return topic, value, key, partition, headers, timestamp
+
+    def _check_record_size(self, size: int) -> None:
+        if size + BATCH_OVERHEAD + REQUEST_OVERHEAD > self.max_request_size:
+            raise MessageTooLargeError(
+                f"The message is {size + BATCH_OVERHEAD} bytes when serialized which is larger "
+                f"than {self.max_request_size}, which is the value of the max.request.size "
+                f"configuration.")
+        if size > self._pool.total:
+            raise MessageTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than the total "
+                f"memory buffer you have configured with the buffer.memory configuration.")
+
+    def _choose_partition(self, topic: str, key: bytes | None, partitions: int) -> int:
+        partition = self.partitioner.partition(
+            topic, key, partitions, lambda: self.metadata.available_partitions(topic))
+        if not 0 <= partition < partitions:
+            raise ValueError(f"The partitioner chose partition {partition} of {topic}, "
+                             f"which has {partitions} partitions")
+        return partition
 
     produce = send
 
@@ -671,8 +755,12 @@ class Producer:
         with self._lock:  # one acquisition: the send() path contends for this lock
             self._pool.release_locked(batch.reserved)
             self._muted.discard((batch.topic, batch.partition))
-        if any(batch.callbacks) or self.interceptors or done_callbacks:
-            for index, callback in enumerate(batch.callbacks):
+        callbacks = batch.callbacks
+        if callbacks or self.interceptors:
+            indices: Iterable[int] = range(len(batch.records)) if self.interceptors \
+                else list(callbacks)  # records in index order either way
+            for index in indices:
+                callback = callbacks.get(index)
                 metadata = batch.metadata(index)
                 for interceptor in self.interceptors:
                     hook = getattr(interceptor, "on_acknowledgement", None)
@@ -687,11 +775,11 @@ class Producer:
                         callback(error, metadata)
                     except Exception:
                         logger.exception("A delivery callback failed")
-            for index, fn in done_callbacks:
-                try:
-                    fn(FutureRecordMetadata(batch, index))
-                except Exception:
-                    logger.exception("A future's done callback failed")
+        for index, fn in done_callbacks:
+            try:
+                fn(FutureRecordMetadata(batch, index))
+            except Exception:
+                logger.exception("A future's done callback failed")
         with self._incomplete_cond:
             self._incomplete -= len(batch.records)
             if self._incomplete <= 0:

@@ -31,6 +31,10 @@ def _encode(n: int) -> bytes:
 _SMALL: Final = [_encode(n) for n in range(-1, _TABLE_SIZE)]
 NULL: Final = _SMALL[0]
 ZERO: Final = _SMALL[1]
+VARINTS: Final = _SMALL
+"""``VARINTS[n + 1]`` is ``varint(n)`` for ``-1 <= n < VARINTS_LIMIT`` (the producer's
+``send`` indexes it directly)."""
+VARINTS_LIMIT: Final = _TABLE_SIZE
 
 
 def varint(n: int) -> bytes:
