@@ -23,7 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kafkaclone.clients.connection import DEFAULT_REQUEST_TIMEOUT_MS, BrokerConnection
+from kafkaclone.clients.connection import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    BrokerConnection,
+    parse_bootstrap,
+)
 from kafkaclone.cluster.topic import is_internal
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
@@ -140,22 +144,6 @@ SET: Final = 0
 DELETE: Final = 1
 APPEND: Final = 2
 SUBTRACT: Final = 3
-
-
-def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9093"`` -> [("h1", 9092), ("h2", 9093)]."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    parsed = []
-    for item in (i.strip() for i in items):
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"Invalid url in bootstrap.servers: {item}")
-        parsed.append((host.strip("[]") or "localhost", int(port)))
-    if not parsed:
-        raise ValueError("No resolvable bootstrap urls given in bootstrap.servers")
-    return parsed
 
 
 class AdminClient:

@@ -19,6 +19,7 @@ import selectors
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from typing import Any, Final
 
 from kafkaclone.protocol import api
@@ -311,3 +312,19 @@ def check(error_code: int, message: str | None = None) -> None:
     """Raise the Kafka exception for a response's error code (nothing for NONE)."""
     if error_code != NONE:
         raise_for_code(error_code, message)
+
+
+def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` -> [("h1", 9092), ("h2", 9093)]."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    parsed = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"Invalid url in bootstrap.servers: {item}")
+        parsed.append((host.strip("[]") or "localhost", int(port)))
+    if not parsed:
+        raise ValueError("No resolvable bootstrap urls given in bootstrap.servers")
+    return parsed

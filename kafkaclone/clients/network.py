@@ -23,11 +23,11 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkaclone.clients.connection import BrokerConnection
+from kafkaclone.clients.connection import BrokerConnection, parse_bootstrap
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.errors import (
@@ -40,22 +40,6 @@ from kafkaclone.protocol.errors import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9093"`` -> [("h1", 9092), ("h2", 9093)]."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    parsed = []
-    for item in (i.strip() for i in items):
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"Invalid url in bootstrap.servers: {item}")
-        parsed.append((host.strip("[]") or "localhost", int(port)))
-    if not parsed:
-        raise ValueError("No resolvable bootstrap urls given in bootstrap.servers")
-    return parsed
 
 
 def make_error(code: int, message: str | None = None) -> KafkaError:
