@@ -101,13 +101,15 @@ def test_preferred_election_that_is_not_needed_or_impossible(cluster: LocalClust
 def test_unclean_election_brings_an_offline_partition_back(cluster: LocalCluster,
                                                            zk: KazooClient) -> None:
     create(cluster, zk, "unclean", {0: [2, 3]})
-    # 3 goes down (the ISR shrinks to [2]) and comes back out of sync; then 2 goes down:
-    # with unclean election disabled the partition stays offline.
+    # 3 goes down (the ISR shrinks to [2]), then 2 goes down, then 3 comes back: out of
+    # sync (no leader to catch up from), so with unclean election disabled the partition
+    # stays offline.
     cluster.broker(3).kill()
     wait_for(lambda: state(zk, "unclean", 0)["isr"] == [2], 30, "ISR [2]")
-    cluster.restart_broker(3)
     cluster.broker(2).kill()
     wait_for(lambda: state(zk, "unclean", 0)["leader"] == -1, 30, "the partition offline")
+    cluster.restart_broker(3)
+    assert state(zk, "unclean", 0)["leader"] == -1
     assert state(zk, "unclean", 0)["isr"] == [2]
 
     admin = AdminClient({"bootstrap.servers": cluster.broker(1).bootstrap_server})
