@@ -2,7 +2,7 @@
 same run: prints numbers, asserts nothing.
 
     .venv/bin/python benchmarks/bench_clients.py [--records 500000] [--rounds 2]
-        [--codec none]
+        [--codec none] [--produce-only]
 
 On a 1-broker LocalCluster, a 6-partition topic, 100-byte values without keys:
 
@@ -123,6 +123,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--codec", default="none")
+    parser.add_argument("--produce-only", action="store_true",
+                        help="run only the produce case (both producers)")
     args = parser.parse_args()
     with LocalCluster(1) as cluster:
         servers = cluster.bootstrap_servers
@@ -131,7 +133,6 @@ def main() -> None:
                                            "consume confluent-kafka": [],
                                            "consume kafkaclone poll()": [],
                                            "consume kafkaclone poll_columns()": []}
-        consume_topic = create_topic(servers)
         for _ in range(args.rounds):
             topic = create_topic(servers)
             results["produce confluent-kafka"].append(
@@ -139,8 +140,13 @@ def main() -> None:
             topic = create_topic(servers)
             results["produce kafkaclone"].append(
                 produce_ours(servers, topic, args.records, args.codec))
-        produce_confluent(servers, consume_topic, args.records, args.codec)
-        for _ in range(args.rounds):
+        if args.produce_only:
+            for name in [n for n in results if n.startswith("consume")]:
+                del results[name]
+        else:
+            consume_topic = create_topic(servers)
+            produce_confluent(servers, consume_topic, args.records, args.codec)
+        for _ in range(0 if args.produce_only else args.rounds):
             results["consume confluent-kafka"].append(
                 consume_confluent(servers, consume_topic, args.records))
             results["consume kafkaclone poll()"].append(
@@ -154,6 +160,8 @@ def main() -> None:
               + ", ".join(f"{r:,.0f}" for r in results[name]))
     print(f"produce ratio ours/confluent-kafka: "
           f"{report['produce kafkaclone'] / report['produce confluent-kafka']:.2f}")
+    if args.produce_only:
+        return
     print(f"consume ratio ours/confluent-kafka: poll() "
           f"{report['consume kafkaclone poll()'] / report['consume confluent-kafka']:.2f}, "
           f"poll_columns() "
