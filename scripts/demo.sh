@@ -33,6 +33,16 @@ bash scripts/cluster-up.sh
 step "The demo topic"
 scripts/kafka-topics.sh --bootstrap-server "$bootstrap" --create --if-not-exists \
     --topic demo --partitions 6 --replication-factor 3
+# On a second run the brokers restart from their logs: followers catch up and rejoin the
+# ISR, then the preferred replicas take their leadership back, as an operator would do
+# after a restart (auto.leader.rebalance.enable does it too, after leader.imbalance.check.interval.seconds).
+for _ in $(seq 1 60); do
+    [ -z "$(scripts/kafka-topics.sh --bootstrap-server "$bootstrap" --describe --topic demo \
+        --under-replicated-partitions)" ] && break
+    sleep 1
+done
+scripts/kafka-leader-election.sh --bootstrap-server "$bootstrap" --election-type PREFERRED \
+    --all-topic-partitions || true
 scripts/kafka-topics.sh --bootstrap-server "$bootstrap" --describe --topic demo
 
 step "The cluster as librdkafka sees it (kcat -L)"
