@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import random
 import socket
 import subprocess
 import sys
@@ -94,10 +95,18 @@ def remove_run_leftovers() -> None:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free host port below the kernel's ephemeral range (32768 and up on Linux): a port
+    kept for a container across its restarts must not be taken meanwhile by some client's
+    outgoing connection, which the ephemeral range is for ("port is already allocated")."""
+    for _ in range(200):
+        port = random.randint(20_000, 32_000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, what: str,
