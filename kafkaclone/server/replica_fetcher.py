@@ -79,6 +79,7 @@ from kafkaclone.protocol.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from kafkaclone.zk.jvm_order import java_string_hash
 
 logger = logging.getLogger(__name__)
 
@@ -349,15 +350,6 @@ def initial_fetch_offset(partition: FollowerPartition, truncation_on_fetch: bool
     if truncation_on_fetch and partition.latest_epoch is not None:
         return partition.log_end_offset
     return partition.high_watermark
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 def fetcher_id_for(tp: TopicPartition, num_fetchers: int) -> int:

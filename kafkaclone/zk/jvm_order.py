@@ -39,7 +39,7 @@ def _ushr(value: int, bits: int) -> int:
 def java_string_hash(text: str) -> int:
     """``java.lang.String.hashCode``: over UTF-16 code units, as a signed 32-bit int."""
     h = 0
-    data = text.encode("utf-16-be")
+    data = text.encode("utf-16-be", "surrogatepass")  # lone surrogates are code units too
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
     return _int32(h)

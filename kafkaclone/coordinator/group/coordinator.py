@@ -76,21 +76,13 @@ from kafkaclone.protocol.errors import (
     UnknownMemberIdError,
     UnknownServerError,
 )
+from kafkaclone.zk.jvm_order import java_string_hash
 
 logger = logging.getLogger(__name__)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS: Final = 5 * 60 * 1000
 """Kafka's GroupCoordinator.NewMemberJoinTimeoutMs."""
 INT_MAX: Final = 2**31 - 1
-
-
-def java_string_hash(value: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit overflow)."""
-    h = 0
-    data = value.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= (1 << 31) else h
 
 
 def kafka_abs(n: int) -> int:
