@@ -79,7 +79,7 @@ from kafkaclone.protocol.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kafkaclone.zk.jvm_order import java_string_hash
+from kafkaclone.zk.jvm_order import java_string_hash, kafka_abs
 
 logger = logging.getLogger(__name__)
 
@@ -357,8 +357,7 @@ def fetcher_id_for(tp: TopicPartition, num_fetchers: int) -> int:
     value = (31 * java_string_hash(tp.topic) + tp.partition) & 0xFFFFFFFF
     if value >= 1 << 31:
         value -= 1 << 32
-    absolute = 0 if value == -(1 << 31) else abs(value)
-    return absolute % num_fetchers
+    return kafka_abs(value) % num_fetchers
 
 
 # -- one fetcher -----------------------------------------------------------------------------

@@ -45,6 +45,11 @@ def java_string_hash(text: str) -> int:
     return _int32(h)
 
 
+def kafka_abs(n: int) -> int:
+    """Kafka's ``Utils.abs``: Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(2**31) else abs(n)
+
+
 def _unique(keys: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(keys))
 

@@ -76,18 +76,13 @@ from kafkaclone.protocol.errors import (
     UnknownMemberIdError,
     UnknownServerError,
 )
-from kafkaclone.zk.jvm_order import java_string_hash
+from kafkaclone.zk.jvm_order import java_string_hash, kafka_abs
 
 logger = logging.getLogger(__name__)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS: Final = 5 * 60 * 1000
 """Kafka's GroupCoordinator.NewMemberJoinTimeoutMs."""
 INT_MAX: Final = 2**31 - 1
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(2**31) else abs(n)
 
 
 def partition_for(group_id: str, num_partitions: int) -> int:
