@@ -36,6 +36,7 @@ from kafkaclone.protocol.errors import (
     KafkaError,
     NonEmptyGroupError,
 )
+from kafkaclone.tools.topic_command import UsageError
 
 MISSING = "-"
 EARLIEST, LATEST = -2, -1
@@ -48,10 +49,6 @@ NO_EXECUTE_WARNING = (
     "behavior without prompting.")
 
 TopicPartition = tuple[str, int]
-
-
-class UsageError(Exception):
-    """Bad command-line arguments (Kafka prints the reason, exit 1)."""
 
 
 class CommandError(Exception):

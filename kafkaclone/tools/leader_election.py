@@ -35,14 +35,11 @@ from kafkaclone.protocol.errors import (
     NotControllerError,
     error_for_code,
 )
+from kafkaclone.tools.topic_command import UsageError
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 TIMEOUT_MS = 30000
 """LeaderElectionCommand's admin timeout (30 s)."""
-
-
-class UsageError(Exception):
-    pass
 
 
 class _Parser(argparse.ArgumentParser):
