@@ -34,7 +34,7 @@ from twisted.internet import reactor as global_reactor
 from twisted.internet.defer import Deferred, DeferredList
 
 from kafkaclone.clients.connection import BrokerConnection
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.cluster import LocalCluster

@@ -25,7 +25,7 @@ from kafkaclone.clients.common import (
 from kafkaclone.clients.config import ConfigException
 from kafkaclone.clients.consumer import Consumer, RawFetch
 from kafkaclone.clients.producer import FutureRecordMetadata, Producer, RecordMetadata
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.common.errors import KafkaError
 
 __all__ = [
     "OFFSET_BEGINNING",

@@ -28,10 +28,7 @@ from kafkaclone.clients.connection import (
     BrokerConnection,
     parse_bootstrap,
 )
-from kafkaclone.cluster.topic import is_internal
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     LeaderNotAvailableError,
@@ -41,6 +38,9 @@ from kafkaclone.protocol.errors import (
     UnsupportedVersionError,
     raise_for_code,
 )
+from kafkaclone.common.topic import is_internal
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 
 DEFAULT_API_TIMEOUT_MS: Final = 60000
 TOPIC: Final = 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.common.errors import KafkaError
 
 OFFSET_BEGINNING: Final = -2
 OFFSET_END: Final = -1

@@ -6,7 +6,7 @@ that does not know our ApiVersions version answers v0 with its range, and we ask
 the highest version both know); ``request`` sends one request at the highest version both
 sides speak (or the one given), with the next correlation id, and waits at most
 ``request_timeout_ms`` for its response. Failures raise Kafka's error classes
-(kafkaclone.protocol.errors): NetworkExceptionError when the broker cannot be reached or
+(kafkaclone.common.errors): NetworkExceptionError when the broker cannot be reached or
 the connection breaks, RequestTimedOutError when no answer comes in time (the connection
 is then closed, as Kafka's clients do), UnsupportedVersionError when no common version
 exists. Responses carry their own error codes; callers turn them into exceptions with
@@ -22,9 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     NetworkExceptionError,
@@ -32,6 +30,8 @@ from kafkaclone.protocol.errors import (
     UnsupportedVersionError,
     raise_for_code,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 30000
 MAX_RESPONSE_BYTES: Final = 512 * 1024 * 1024

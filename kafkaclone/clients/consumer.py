@@ -33,9 +33,7 @@ from kafkaclone.clients.common import (
 from kafkaclone.clients.config import CONSUMER_CONFIG, ConfigException, parse_config
 from kafkaclone.clients.network import ClusterMetadata, Metadata, NetworkClient
 from kafkaclone.clients.producer import _load
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     LeaderNotAvailableError,
@@ -44,6 +42,8 @@ from kafkaclone.protocol.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import iter_batches
 from kafkaclone.protocol.records.columnar import RecordColumns, decode_columns
 

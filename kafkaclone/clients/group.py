@@ -32,9 +32,7 @@ from kafkaclone.clients.assignors import (
 )
 from kafkaclone.clients.common import OFFSET_INVALID, TopicPartition
 from kafkaclone.clients.connection import BrokerConnection
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     CoordinatorNotAvailableError,
     IllegalGenerationError,
@@ -45,6 +43,8 @@ from kafkaclone.protocol.errors import (
     UnknownMemberIdError,
     error_for_code,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.messages import consumer_protocol
 
 if TYPE_CHECKING:

@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkaclone.clients.connection import BrokerConnection, parse_bootstrap
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     LeaderNotAvailableError,
@@ -38,6 +36,8 @@ from kafkaclone.protocol.errors import (
     RequestTimedOutError,
     error_for_code,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 
 logger = logging.getLogger(__name__)
 

@@ -35,9 +35,7 @@ from kafkaclone.clients.records import (
     finish_batch,
     varint,
 )
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     InvalidTopicExceptionError,
     KafkaError,
@@ -49,6 +47,8 @@ from kafkaclone.protocol.errors import (
     RequestTimedOutError,
     error_for_code,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec
 
 logger = logging.getLogger(__name__)

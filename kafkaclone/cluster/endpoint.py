@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from kafkaclone.config_def import parse_csv_list
+from kafkaclone.common.config_def import parse_csv_list
 
 
 class SecurityProtocol(enum.IntEnum):

@@ -36,25 +36,8 @@ from typing import Any, Final, NamedTuple, Protocol, cast
 
 from twisted.internet.defer import Deferred
 
-from kafkaclone.log.common import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    NO_TIMESTAMP,
-    UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
-    AppendOrigin,
-    FetchDataInfo,
-    LogAppendInfo,
-    LogOffsetMetadata,
-    Scheduler,
-    TimestampAndOffset,
-    TopicPartition,
-    now_ms,
-)
-from kafkaclone.log.config import LogConfig
-from kafkaclone.log.log import Log
-from kafkaclone.log.manager import LogManager
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.clock import Scheduler, now_ms
+from kafkaclone.common.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -65,6 +48,22 @@ from kafkaclone.protocol.errors import (
     ReplicaNotAvailableError,
     UnknownLeaderEpochError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.common import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_TIMESTAMP,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    AppendOrigin,
+    FetchDataInfo,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from kafkaclone.log.config import LogConfig
+from kafkaclone.log.log import Log
+from kafkaclone.log.manager import LogManager
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Any, Final, Protocol
 from twisted.internet.defer import CancelledError, Deferred
 
 from kafkaclone.cluster.endpoint import SecurityProtocol
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.context import ControllerContext
-from kafkaclone.log.common import TopicPartition
 from kafkaclone.network.client import KafkaClientConnection
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.zk.znodes import (
     MATCH_ANY_VERSION,
     BrokerInfo,

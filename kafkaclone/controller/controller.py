@@ -21,6 +21,17 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.errors import (
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
+    InvalidTopicExceptionError,
+    KafkaError,
+    NotControllerError,
+    PreferredLeaderNotAvailableError,
+    StaleBrokerEpochError,
+    UnknownTopicOrPartitionError,
+)
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.channel_manager import (
     ControllerBrokerRequestBatch,
     ControllerChannel,
@@ -52,17 +63,6 @@ from kafkaclone.controller.events import (
     TopicDeletionStopReplicaResponseReceived,
 )
 from kafkaclone.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import (
-    ElectionNotNeededError,
-    EligibleLeadersNotAvailableError,
-    InvalidTopicExceptionError,
-    KafkaError,
-    NotControllerError,
-    PreferredLeaderNotAvailableError,
-    StaleBrokerEpochError,
-    UnknownTopicOrPartitionError,
-)
 from kafkaclone.zk.client import (
     KafkaZkClient,
     StateChangeHandler,

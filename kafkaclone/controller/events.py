@@ -16,8 +16,8 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import KafkaError, NotControllerError
+from kafkaclone.common.errors import KafkaError, NotControllerError
+from kafkaclone.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from typing import Final
 
 from kazoo.exceptions import NodeExistsError
 
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.channel_manager import ControllerBrokerRequestBatch
 from kafkaclone.controller.context import (
     ControllerContext,
@@ -34,7 +35,6 @@ from kafkaclone.controller.election import (
     offline_partition_leader_election,
     preferred_replica_partition_leader_election,
 )
-from kafkaclone.log.common import TopicPartition
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
 

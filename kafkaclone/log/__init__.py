@@ -3,6 +3,7 @@
 See docs/storage.md for the file formats, recovery, and where this differs from Kafka.
 """
 
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -11,7 +12,6 @@ from kafkaclone.log.common import (
     LogAppendInfo,
     LogOffsetMetadata,
     TimestampAndOffset,
-    TopicPartition,
 )
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.epoch_cache import LeaderEpochFileCache

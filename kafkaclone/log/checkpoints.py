@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import KafkaStorageError
+from kafkaclone.common.errors import KafkaStorageError
+from kafkaclone.common.properties import escape_property, parse_properties
+from kafkaclone.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -210,54 +211,6 @@ class LeaderEpochCheckpointFile:
 META_PROPERTIES: Final = "meta.properties"
 
 
-def _escape_property(text: str, *, is_key: bool) -> str:
-    out = []
-    for i, char in enumerate(text):
-        if char in "\\=:#!" or (char == " " and (is_key or i == 0)):
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def _unescape_property(text: str) -> str:
-    out = []
-    chars = iter(text)
-    for char in chars:
-        if char == "\\":
-            following = next(chars, "")
-            out.append({"n": "\n", "t": "\t", "r": "\r"}.get(following, following))
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """A Java ``.properties`` file (one ``key=value`` per line, ``#`` and ``!`` comments),
-    enough for meta.properties and server.properties without line continuations."""
-    props: dict[str, str] = {}
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key_end = 0
-        while key_end < len(line):
-            if line[key_end] == "\\":
-                key_end += 2
-                continue
-            if line[key_end] in "=: \t":
-                break
-            key_end += 1
-        key = line[:key_end]
-        rest = line[key_end:].lstrip(" \t")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t")
-        props[_unescape_property(key)] = _unescape_property(rest)
-    return props
-
-
 class BrokerMetadataCheckpoint:
     """``meta.properties`` in a log directory: ``version``, ``broker.id``, ``cluster.id``,
     written as Java's Properties.store does (a date comment first)."""
@@ -279,7 +232,7 @@ class BrokerMetadataCheckpoint:
         stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
         lines = ["#", f"#{stamp}"]
         lines.extend(
-            f"{_escape_property(key, is_key=True)}={_escape_property(value, is_key=False)}"
+            f"{escape_property(key, is_key=True)}={escape_property(value, is_key=False)}"
             for key, value in properties.items()
         )
         try:

@@ -1,13 +1,14 @@
-"""Small types shared by the log modules: TopicPartition, offsets metadata, append and
-fetch results, and the clock/scheduler protocol the log is driven by."""
+"""Small types shared by the log modules: file names, offsets metadata, append and fetch
+results. (TopicPartition and the clock live on the common floor.)"""
 
 from __future__ import annotations
 
 import enum
 import re
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Final, NamedTuple
 
-from kafkaclone.protocol.errors import KafkaStorageError
+from kafkaclone.common.errors import KafkaStorageError
+from kafkaclone.common.topic_partition import TopicPartition
 
 NO_TIMESTAMP: Final = -1
 UNKNOWN_OFFSET: Final = -1
@@ -27,14 +28,6 @@ CLEANED_FILE_SUFFIX: Final = ".cleaned"
 SWAP_FILE_SUFFIX: Final = ".swap"
 DELETE_DIR_SUFFIX: Final = "-delete"
 FUTURE_DIR_SUFFIX: Final = "-future"
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 _DELETE_DIR = re.compile(r"^(\S+)-(\d+)\.([0-9a-f]{32})-delete$")
@@ -120,21 +113,3 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int | None = None
-
-
-class DelayedCall(Protocol):
-    def cancel(self) -> None: ...
-
-    def active(self) -> bool: ...
-
-
-class Scheduler(Protocol):
-    """The part of Twisted's IReactorTime the log needs (a reactor or ``task.Clock``)."""
-
-    def seconds(self) -> float: ...
-
-    def callLater(self, delay: float, callable: Any, *args: Any, **kw: Any) -> Any: ...
-
-
-def now_ms(clock: Scheduler) -> int:
-    return int(clock.seconds() * 1000)

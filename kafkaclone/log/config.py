@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from kafkaclone.config_def import (
+from kafkaclone.common.config_def import (
     LONG_MAX,
     ConfigDef,
     ConfigError,
@@ -36,7 +36,7 @@ from kafkaclone.config_def import (
     parse_csv_list,
     parse_typed,
 )
-from kafkaclone.protocol.errors import InvalidConfigError
+from kafkaclone.common.errors import InvalidConfigError
 
 __all__ = [
     "BROKER_COMPRESSION_TYPES",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     UnsupportedCompressionTypeError,

@@ -13,8 +13,9 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import LeaderEpochCheckpointFile
-from kafkaclone.log.common import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, TopicPartition
+from kafkaclone.log.common import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Final
 
 from crc32c import crc32c
 
-from kafkaclone.protocol.errors import CorruptMessageError
+from kafkaclone.common.errors import CorruptMessageError
 from kafkaclone.protocol.records import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 BatchHeader = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]

@@ -26,6 +26,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, ParamSpec, TypeVar
 
+from kafkaclone.common.clock import Scheduler, now_ms
+from kafkaclone.common.errors import (
+    KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from kafkaclone.log.common import (
     CLEANED_FILE_SUFFIX,
@@ -42,10 +50,7 @@ from kafkaclone.log.common import (
     FetchDataInfo,
     LogAppendInfo,
     LogOffsetMetadata,
-    Scheduler,
     TimestampAndOffset,
-    TopicPartition,
-    now_ms,
     offset_from_filename,
     parse_topic_partition_name,
 )
@@ -60,12 +65,6 @@ from kafkaclone.log.validator import (
     analyze_records,
     follower_append_info,
     validate_and_assign_offsets,
-)
-from kafkaclone.protocol.errors import (
-    KafkaError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
 )
 
 logger = logging.getLogger(__name__)

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from kafkaclone.common.clock import Scheduler, now_ms
+from kafkaclone.common.errors import InconsistentClusterIdError, KafkaError, KafkaStorageError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
@@ -39,15 +42,11 @@ from kafkaclone.log.checkpoints import (
 from kafkaclone.log.common import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
-    Scheduler,
-    TopicPartition,
     log_dir_name,
-    now_ms,
     parse_topic_partition_name,
 )
 from kafkaclone.log.config import LONG_MAX, LogConfig, LogManagerConfig
 from kafkaclone.log.log import Log
-from kafkaclone.protocol.errors import InconsistentClusterIdError, KafkaError, KafkaStorageError
 
 logger = logging.getLogger(__name__)
 

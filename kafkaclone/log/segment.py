@@ -17,6 +17,8 @@ from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
+from kafkaclone.common.clock import Scheduler, now_ms
+from kafkaclone.common.errors import CorruptMessageError, InvalidRecordError
 from kafkaclone.log.common import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
@@ -24,16 +26,13 @@ from kafkaclone.log.common import (
     TIME_INDEX_FILE_SUFFIX,
     FetchDataInfo,
     LogOffsetMetadata,
-    Scheduler,
     TimestampAndOffset,
     filename_prefix_from_offset,
-    now_ms,
 )
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.epoch_cache import LeaderEpochFileCache
 from kafkaclone.log.file_records import BatchHeader, FileRecords, whole_batches_length
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from kafkaclone.protocol.errors import CorruptMessageError, InvalidRecordError
 from kafkaclone.protocol.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
 from kafkaclone.protocol.records.record import read_varint, read_varlong
 

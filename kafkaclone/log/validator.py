@@ -19,10 +19,7 @@ from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
-from kafkaclone.log.common import AppendOrigin, LogAppendInfo
-from kafkaclone.log.config import LONG_MAX, LogConfig
-from kafkaclone.log.file_records import BatchHeader
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -30,6 +27,9 @@ from kafkaclone.protocol.errors import (
     UnknownServerError,
     UnsupportedForMessageFormatError,
 )
+from kafkaclone.log.common import AppendOrigin, LogAppendInfo
+from kafkaclone.log.config import LONG_MAX, LogConfig
+from kafkaclone.log.file_records import BatchHeader
 from kafkaclone.protocol.records import (
     HEADER,
     LOG_OVERHEAD,

@@ -26,8 +26,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.python.failure import Failure
 
+from kafkaclone.common.errors import NetworkExceptionError, RequestTimedOutError
 from kafkaclone.protocol.api import decode_response, encode_request
-from kafkaclone.protocol.errors import NetworkExceptionError, RequestTimedOutError
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kafkaclone.common.errors import DecodeError, InvalidRequestError, UnsupportedVersionError
 from kafkaclone.protocol import messages as _messages_pkg
 from kafkaclone.protocol import types as t
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import DecodeError, InvalidRequestError, UnsupportedVersionError
 from kafkaclone.protocol.messages.headers import REQUEST_HEADER, RESPONSE_HEADER
 from kafkaclone.protocol.schema import Message, MessageSpec, compile_message
 

@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kafkaclone.common.errors import DecodeError, UnsupportedVersionError
 from kafkaclone.protocol import types as t
-from kafkaclone.protocol.errors import DecodeError, UnsupportedVersionError
 
 MAX_VERSION: Final = 0x7FFF
 

@@ -15,7 +15,7 @@ import struct
 import uuid
 from typing import Final
 
-from kafkaclone.protocol.errors import DecodeError
+from kafkaclone.common.errors import DecodeError
 
 Buffer = bytes | bytearray | memoryview
 

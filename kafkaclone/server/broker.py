@@ -43,18 +43,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from kafkaclone.cluster.endpoint import EndPoint as ListenerEndPoint
-from kafkaclone.cluster.topic import (
-    GROUP_METADATA_TOPIC_NAME,
-    TRANSACTION_STATE_TOPIC_NAME,
-)
-from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
-from kafkaclone.coordinator.group.store import ZkGroupStore
-from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.log.config import LogConfig, LogManagerConfig
-from kafkaclone.log.manager import LogManager
-from kafkaclone.network.socket_server import KafkaServerFactory
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     CoordinatorNotAvailableError,
     InconsistentClusterIdError,
@@ -65,6 +54,17 @@ from kafkaclone.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownServerError,
 )
+from kafkaclone.common.topic import (
+    GROUP_METADATA_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
+)
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from kafkaclone.coordinator.group.store import ZkGroupStore
+from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
+from kafkaclone.log.config import LogConfig, LogManagerConfig
+from kafkaclone.log.manager import LogManager
+from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.dynamic_config import DynamicConfigManager

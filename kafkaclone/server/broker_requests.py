@@ -15,10 +15,10 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.python.failure import Failure
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import NetworkExceptionError, RequestTimedOutError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS, decode_response, encode_request
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NetworkExceptionError, RequestTimedOutError
 
 logger = logging.getLogger(__name__)
 

@@ -23,21 +23,21 @@ deprecated ``host.name``/``port``.
 default (``retention.ms`` -> ``log.retention.ms``), and ``topic_config_synonyms`` /
 ``broker_config_synonyms`` list the full synonym chains DescribeConfigs reports.
 
-The generic machinery (``ConfigDef``, ``ConfigKey``, types, validators, ``ConfigError``) is
-``kafkaclone.config_def``'s. What the log layer reads is declared in ``kafkaclone.log.config``
-and used here: the topic configs with their broker synonyms (``TOPIC_CONFIG_SYNONYMS`` and
-the defaults of those broker configs come from there), the units variants, and the rows of
-the LogManager's own settings (``log.dirs``, checkpoint intervals, ...).
+The generic machinery (``ConfigDef``, ``ConfigKey``, types, validators, ``ConfigError``)
+is ``kafkaclone.common.config_def``'s. What the log layer reads is declared in
+``kafkaclone.log.config`` and used here: the topic configs with their broker synonyms
+(``TOPIC_CONFIG_SYNONYMS`` and the defaults of those broker configs come from there), the
+units variants, and the rows of the LogManager's own settings (``log.dirs``, checkpoint
+intervals, ...).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -50,7 +50,7 @@ from kafkaclone.cluster.endpoint import (
     parse_listeners,
     parse_security_protocol_map,
 )
-from kafkaclone.config_def import (
+from kafkaclone.common.config_def import (
     INT_MAX,
     EachOneOf,
     OneOf,
@@ -59,15 +59,16 @@ from kafkaclone.config_def import (
     parse_integer,
 )
 
-# The config machinery is kafkaclone.config_def's; these names are importable from here too.
-from kafkaclone.config_def import ConfigDef as ConfigDef
-from kafkaclone.config_def import ConfigError as ConfigError
-from kafkaclone.config_def import ConfigKey as ConfigKey
-from kafkaclone.config_def import ConfigType as ConfigType
-from kafkaclone.config_def import ConfigValue as ConfigValue
-from kafkaclone.config_def import Importance as Importance
-from kafkaclone.config_def import at_least as at_least
-from kafkaclone.config_def import between as between
+# The config machinery is kafkaclone.common.config_def's; these names are importable from here too.
+from kafkaclone.common.config_def import ConfigDef as ConfigDef
+from kafkaclone.common.config_def import ConfigError as ConfigError
+from kafkaclone.common.config_def import ConfigKey as ConfigKey
+from kafkaclone.common.config_def import ConfigType as ConfigType
+from kafkaclone.common.config_def import ConfigValue as ConfigValue
+from kafkaclone.common.config_def import Importance as Importance
+from kafkaclone.common.config_def import at_least as at_least
+from kafkaclone.common.config_def import between as between
+from kafkaclone.common.properties import parse_properties
 from kafkaclone.log.config import (
     BROKER_COMPRESSION_TYPES,
     BROKER_CONFIG_VARIANTS,
@@ -646,84 +647,6 @@ def topic_config_synonyms(topic_config: str) -> tuple[str, ...]:
     () for a topic config without a broker default."""
     broker_name = TOPIC_CONFIG_SYNONYMS.get(topic_config)
     return () if broker_name is None else broker_config_synonyms(broker_name)
-
-
-# --- Java properties files ------------------------------------------------------------------
-
-_ESCAPES: Final[Mapping[str, str]] = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_WHITESPACE: Final = " \t\f"
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java's ``Properties.load``: ``key=value``, ``key: value`` and ``key value`` lines;
-    ``#`` and ``!`` comment lines; a line ending in an odd number of backslashes continues
-    on the next (whose leading whitespace is dropped); ``\\t \\n \\r \\f \\uXXXX`` escapes,
-    any other escaped character standing for itself. The last of repeated keys wins.
-    ValueError for a malformed ``\\u`` escape."""
-    props: dict[str, str] = {}
-    for logical_line in _logical_lines(text):
-        key, value = _split_key_value(logical_line)
-        props[_unescape(key)] = _unescape(value)
-    return props
-
-
-def _logical_lines(text: str) -> Iterator[str]:
-    pending: list[str] = []
-    for natural_line in re.split(r"\r\n|\r|\n", text):
-        line = natural_line.lstrip(_WHITESPACE)
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing_backslashes = len(line) - len(line.rstrip("\\"))
-        if trailing_backslashes % 2 == 1:
-            pending.append(line[:-1])
-            continue
-        pending.append(line)
-        yield "".join(pending)
-        pending = []
-    if pending:
-        yield "".join(pending)
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    index = 0
-    while index < len(line):
-        char = line[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char in "=:" or char in _WHITESPACE:
-            break
-        index += 1
-    key = line[:index]
-    rest = line[index:].lstrip(_WHITESPACE)
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(_WHITESPACE)
-    return key, rest
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char != "\\" or index + 1 == len(text):
-            if char != "\\":
-                out.append(char)
-            index += 1
-            continue
-        escaped = text[index + 1]
-        if escaped == "u":
-            digits = text[index + 2 : index + 6]
-            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise ValueError(f"malformed \\uxxxx escape: \\u{digits}")
-            out.append(chr(int(digits, 16)))
-            index += 6
-            continue
-        out.append(_ESCAPES.get(escaped, escaped))
-        index += 2
-    return "".join(out)
 
 
 def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -28,9 +28,9 @@ from typing import Any, Final
 
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
-from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler, ZNodeChildChangeHandler
 from kafkaclone.zk.errors import ZNodeDecodeError
 from kafkaclone.zk.znodes import (

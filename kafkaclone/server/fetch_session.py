@@ -21,12 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from kafkaclone.log.common import Scheduler, TopicPartition, now_ms
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.clock import Scheduler, now_ms
+from kafkaclone.common.errors import (
     NONE,
     FetchSessionIdNotFoundError,
     InvalidFetchSessionEpochError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.server.delayed.fetch import LogReadResult, PartitionFetchInfo
 
 INVALID_SESSION_ID: Final = 0

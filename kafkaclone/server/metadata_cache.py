@@ -14,13 +14,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kafkaclone.cluster.topic import INTERNAL_TOPICS
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     LeaderNotAvailableError,
     ListenerNotFoundError,
     ReplicaNotAvailableError,
 )
+from kafkaclone.common.topic import INTERNAL_TOPICS
 
 NO_LEADER: Final = -1
 LEADER_DURING_DELETE: Final = -2

@@ -53,18 +53,8 @@ from typing import Any, Final, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
 
-from kafkaclone.log.common import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
-    Scheduler,
-    TopicPartition,
-)
-from kafkaclone.network.client import KafkaClientConnection
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.clock import Scheduler
+from kafkaclone.common.errors import (
     NONE,
     CorruptMessageError,
     FencedLeaderEpochError,
@@ -79,7 +69,17 @@ from kafkaclone.protocol.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kafkaclone.zk.jvm_order import java_string_hash, kafka_abs
+from kafkaclone.common.jvm import java_string_hash, kafka_abs
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.common import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+)
+from kafkaclone.network.client import KafkaClientConnection
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 
 logger = logging.getLogger(__name__)
 

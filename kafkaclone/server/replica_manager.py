@@ -56,17 +56,8 @@ from kafkaclone.cluster.partition import (
     Partition,
     PartitionState,
 )
-from kafkaclone.cluster.topic import is_internal
-from kafkaclone.log.common import (
-    AppendOrigin,
-    Scheduler,
-    TimestampAndOffset,
-    TopicPartition,
-    now_ms,
-)
-from kafkaclone.log.config import LogConfig
-from kafkaclone.log.manager import LogManager
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.clock import Scheduler, now_ms
+from kafkaclone.common.errors import (
     NONE,
     FencedLeaderEpochError,
     InvalidRequiredAcksError,
@@ -78,6 +69,11 @@ from kafkaclone.protocol.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.common.topic import is_internal
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.common import AppendOrigin, TimestampAndOffset
+from kafkaclone.log.config import LogConfig
+from kafkaclone.log.manager import LogManager
 from kafkaclone.server.delayed.delete_records import (
     DelayedDeleteRecords,
     DeleteRecordsPartitionStatus,

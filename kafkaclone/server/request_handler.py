@@ -21,10 +21,10 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 
+from kafkaclone.common.errors import KafkaError, UnsupportedVersionError
 from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
 from kafkaclone.protocol import api as protocol_api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import KafkaError, UnsupportedVersionError
 from kafkaclone.server.handlers.api_versions import unsupported_version_response
 from kafkaclone.server.handlers.registry import (
     RegisteredHandler,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kafkaclone.server.metadata_cache import MetadataCache
 
 if TYPE_CHECKING:
-    from kafkaclone.log.common import TopicPartition
+    from kafkaclone.common.topic_partition import TopicPartition
     from kafkaclone.zk.admin import AdminZkClient
     from kafkaclone.zk.client import KafkaZkClient
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from kafkaclone.protocol.errors import KafkaError, OffsetOutOfRangeError
+from kafkaclone.common.errors import KafkaError, OffsetOutOfRangeError
 from kafkaclone.protocol.records.columnar import RecordColumns, decode_columns
 from kafkaclone.spark.offsets import OffsetRange, PartitionOffsets, report_data_loss
 from kafkaclone.spark.options import ReaderOptions, TopicPartition

@@ -32,9 +32,9 @@ from typing import IO, Final
 from kazoo.client import KazooClient
 
 from kafkaclone.clients.connection import BrokerConnection
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.testing.zookeeper import ZooKeeperServer, free_port
 
 logger = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
 from kafkaclone.clients.admin import AdminClient, Node
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.errors import KafkaError
 
 
 class _Parser(argparse.ArgumentParser):

@@ -30,8 +30,8 @@ from kafkaclone.clients.admin import (
     ConfigEntry,
     ConfigResource,
 )
-from kafkaclone.cluster.topic import validate_topic_name
-from kafkaclone.protocol.errors import InvalidConfigError, KafkaError
+from kafkaclone.common.errors import InvalidConfigError, KafkaError
+from kafkaclone.common.topic import validate_topic_name
 from kafkaclone.tools.topic_command import CommandError, UsageError, ZkSession
 
 ENTITY_TYPES = ("topics", "brokers")

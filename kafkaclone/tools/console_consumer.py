@@ -30,8 +30,8 @@ from typing import Any, BinaryIO, TextIO
 
 from kafkaclone.clients import ConfigException, Consumer, ConsumerRecord, TopicPartition
 from kafkaclone.clients.common import OFFSET_BEGINNING, OFFSET_END
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.tools.client_options import (
     Progress,
     ToolParser,

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import NoReturn, TextIO
 
 from kafkaclone.clients.admin import AdminClient, CommittedOffset, ConsumerGroupDescription
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     GroupIdNotFoundError,
     InvalidGroupIdError,
     KafkaError,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from kafkaclone.clients import ConfigException, Consumer, TopicPartition
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.tools.client_options import ToolParser, client_config
 from kafkaclone.tools.console_consumer import assign_matching, supports_groups
 from kafkaclone.tools.producer_perf import print_metrics

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from kafkaclone.clients.admin import AdminClient
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.tools.client_options import ToolParser, client_config
 
 

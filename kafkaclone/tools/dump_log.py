@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.log.common import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
@@ -27,7 +28,6 @@ from kafkaclone.log.common import (
 )
 from kafkaclone.log.file_records import FileRecords
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.protocol.records import (
     LOG_OVERHEAD,
     EndTransactionMarker,

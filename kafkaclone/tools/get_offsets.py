@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from kafkaclone.clients import ConfigException, Consumer, TopicPartition
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.tools.client_options import ToolParser, client_config
 
 

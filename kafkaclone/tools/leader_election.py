@@ -25,16 +25,16 @@ from typing import NoReturn, TextIO
 
 from kafkaclone.clients.admin import AdminClient
 from kafkaclone.clients.connection import BrokerConnection
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     ElectionNotNeededError,
     KafkaError,
     NetworkExceptionError,
     NotControllerError,
     error_for_code,
 )
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.tools.topic_command import UsageError
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}

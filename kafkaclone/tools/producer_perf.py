@@ -24,7 +24,7 @@ from typing import TextIO
 
 from kafkaclone.clients import ConfigException, Producer
 from kafkaclone.clients.producer import RecordMetadata
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.tools.client_options import ToolParser, client_config, flatten
 
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kafkaclone.protocol.errors import InvalidConfigError
+from kafkaclone.common.errors import InvalidConfigError
 from kafkaclone.server.config import KafkaConfig
 
 PID_FILE_ENV = "KAFKACLONE_PID_FILE"

@@ -39,8 +39,8 @@ from kafkaclone.clients.admin import (
     NewTopic,
 )
 from kafkaclone.clients.admin import TopicDescription as AdminTopicDescription
-from kafkaclone.cluster.topic import has_collision_chars, is_internal
-from kafkaclone.protocol.errors import KafkaError, TopicAlreadyExistsError
+from kafkaclone.common.errors import KafkaError, TopicAlreadyExistsError
+from kafkaclone.common.topic import has_collision_chars, is_internal
 
 T = TypeVar("T")
 ZK_TIMEOUT_S = 30.0
@@ -460,7 +460,7 @@ class ZookeeperTopicService:
                 self.out.write(f"{topic}\n")
 
     def describe(self, opts: argparse.Namespace) -> None:
-        from kafkaclone.log.common import TopicPartition
+        from kafkaclone.common.topic_partition import TopicPartition
         from kafkaclone.log.config import LogConfig
 
         zk = self.session.zk

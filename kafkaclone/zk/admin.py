@@ -20,9 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kazoo.exceptions import NodeExistsError
 
-from kafkaclone.cluster.topic import has_collision, has_collision_chars, validate_topic_name
-from kafkaclone.log.config import LogConfig
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     BrokerNotAvailableError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -31,6 +29,8 @@ from kafkaclone.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.common.topic import has_collision, has_collision_chars, validate_topic_name
+from kafkaclone.log.config import LogConfig
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
 from kafkaclone.zk.znodes import (

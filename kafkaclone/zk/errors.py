@@ -6,7 +6,7 @@ code's class (it answers with the parent's code); the rest are plain exceptions.
 
 from __future__ import annotations
 
-from kafkaclone.protocol.errors import DuplicateBrokerRegistrationError, NotControllerError
+from kafkaclone.common.errors import DuplicateBrokerRegistrationError, NotControllerError
 
 
 class ControllerMovedError(NotControllerError):

@@ -23,31 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-_MASK32 = 0xFFFFFFFF
-
-
-def _int32(value: int) -> int:
-    value &= _MASK32
-    return value - (1 << 32) if value & 0x80000000 else value
-
-
-def _ushr(value: int, bits: int) -> int:
-    """Java's ``>>>`` on an int."""
-    return (value & _MASK32) >> bits
-
-
-def java_string_hash(text: str) -> int:
-    """``java.lang.String.hashCode``: over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be", "surrogatepass")  # lone surrogates are code units too
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
-    return _int32(h)
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(2**31) else abs(n)
+from kafkaclone.common.jvm import int32 as _int32
+from kafkaclone.common.jvm import java_string_hash
+from kafkaclone.common.jvm import unsigned_shift_right as _ushr
 
 
 def _unique(keys: Iterable[str]) -> list[str]:

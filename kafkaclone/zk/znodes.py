@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final, Generic, NewType, TypeVar
 
-from kafkaclone.log.common import TopicPartition as TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition as TopicPartition
 from kafkaclone.zk.errors import ZNodeDecodeError
 from kafkaclone.zk.jvm_order import (
     java_hash_map_order,

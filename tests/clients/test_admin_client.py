@@ -21,14 +21,14 @@ from kafkaclone.clients.admin import (
     NewTopic,
 )
 from kafkaclone.clients.connection import BrokerConnection
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     InvalidReplicationFactorError,
     NetworkExceptionError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.zk.client import KafkaZkClient
 from tests.clients.cluster_double import AdminCluster, admin_cluster, serve
 

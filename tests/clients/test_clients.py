@@ -23,7 +23,7 @@ from kafkaclone.clients import (
     TopicPartition,
 )
 from kafkaclone.clients.admin import AdminClient, NewTopic
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     KafkaError,
     MessageTooLargeError,
     OffsetOutOfRangeError,

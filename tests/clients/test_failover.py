@@ -15,14 +15,14 @@ import pytest
 from kafkaclone.clients import Consumer, Producer, TopicPartition
 from kafkaclone.clients.admin import AdminClient, NewTopic
 from kafkaclone.clients.connection import BrokerConnection
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,
     RequestTimedOutError,
     UnknownMemberIdError,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]

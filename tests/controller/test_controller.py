@@ -11,10 +11,10 @@ import pytest
 from kazoo.client import KazooClient
 from twisted.internet import reactor
 
+from kafkaclone.common.errors import NotControllerError, StaleBrokerEpochError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.controller import ControllerConfig, KafkaController
-from kafkaclone.log.common import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NotControllerError, StaleBrokerEpochError
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.testing.zookeeper import expire_session
 from kafkaclone.zk.client import CreateOp, KafkaZkClient

@@ -6,6 +6,7 @@ from typing import Any, cast
 
 import pytest
 
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.channel_manager import ControllerBrokerRequestBatch
 from kafkaclone.controller.context import (
     ControllerContext,
@@ -25,7 +26,6 @@ from kafkaclone.controller.state_machines import (
     ReplicaStateMachine,
     check_partition_transition,
 )
-from kafkaclone.log.common import TopicPartition
 from kafkaclone.testing.reactor import run
 from tests.controller.helpers import FakeChannel, Sent
 

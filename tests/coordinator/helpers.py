@@ -8,9 +8,9 @@ from typing import Any
 from twisted.internet import task
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kafkaclone.coordinator.group.store import MembershipMirror, OffsetAndMetadata
-from kafkaclone.log.common import TopicPartition
 from kafkaclone.protocol.messages.consumer_protocol import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,

@@ -9,22 +9,7 @@ import pytest
 from twisted.internet import task
 from twisted.internet.defer import Deferred
 
-from kafkaclone.coordinator.group.coordinator import (
-    GroupCoordinator,
-    LeaveMember,
-    java_string_hash,
-    partition_for,
-)
-from kafkaclone.coordinator.group.metadata import (
-    VALID_PREVIOUS_STATES,
-    GroupMetadata,
-    GroupState,
-    IllegalGroupStateTransition,
-    JoinGroupResult,
-)
-from kafkaclone.coordinator.group.store import OffsetAndMetadata
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -44,6 +29,21 @@ from kafkaclone.protocol.errors import (
     RequestTimedOutError,
     UnknownMemberIdError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.coordinator import (
+    GroupCoordinator,
+    LeaveMember,
+    java_string_hash,
+    partition_for,
+)
+from kafkaclone.coordinator.group.metadata import (
+    VALID_PREVIOUS_STATES,
+    GroupMetadata,
+    GroupState,
+    IllegalGroupStateTransition,
+    JoinGroupResult,
+)
+from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from tests.coordinator.helpers import (
     MemoryGroupStore,
     assignment,

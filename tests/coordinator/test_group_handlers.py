@@ -13,12 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet import task
 
-from kafkaclone.coordinator.group.store import OffsetAndMetadata
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
@@ -30,6 +25,11 @@ from kafkaclone.protocol.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.store import OffsetAndMetadata
+from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.registry import HANDLERS, load_handlers
 from kafkaclone.server.metadata_cache import BrokerEndpoint
 from kafkaclone.server.request_handler import RequestHandler

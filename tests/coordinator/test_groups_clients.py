@@ -24,9 +24,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from kazoo.client import KazooClient
 
 from kafkaclone.clients.connection import BrokerConnection
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     IllegalGenerationError,
     InvalidSessionTimeoutError,
@@ -36,6 +34,8 @@ from kafkaclone.protocol.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

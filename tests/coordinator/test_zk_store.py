@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.store import MembershipMirror, OffsetAndMetadata, ZkGroupStore
-from kafkaclone.log.common import TopicPartition
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.testing.zookeeper import expire_session
 from kafkaclone.zk.client import KafkaZkClient

@@ -16,7 +16,7 @@ import time
 
 from twisted.internet.task import Clock
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.protocol.records import build_record_batch

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import (
     BrokerMetadataCheckpoint,
     CheckpointFileError,
@@ -11,7 +12,6 @@ from kafkaclone.log.checkpoints import (
     OffsetCheckpointFile,
     parse_properties,
 )
-from kafkaclone.log.common import TopicPartition
 
 
 def test_offset_checkpoint_format(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkaclone.config_def import ConfigError
+from kafkaclone.common.config_def import ConfigError
+from kafkaclone.common.errors import InvalidConfigError
 from kafkaclone.log.config import (
     BROKER_CONFIG_VARIANTS,
     LOG_CONFIG_KEYS,
@@ -12,7 +13,6 @@ from kafkaclone.log.config import (
     LogManagerConfig,
     config_docs,
 )
-from kafkaclone.protocol.errors import InvalidConfigError
 
 
 def test_defaults_are_kafkas() -> None:

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import LeaderEpochCheckpointFile
-from kafkaclone.log.common import TopicPartition
 from kafkaclone.log.epoch_cache import EpochEntry, LeaderEpochFileCache
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from kafkaclone.common.errors import CorruptMessageError
 from kafkaclone.log import file_records
 from kafkaclone.log.file_records import FileRecords, whole_batches_length
-from kafkaclone.protocol.errors import CorruptMessageError
 from tests.log.conftest import make_batch
 
 

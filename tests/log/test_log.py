@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 from twisted.internet.task import Clock
 
-from kafkaclone.log.common import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, TopicPartition
+from kafkaclone.common.errors import OffsetOutOfRangeError
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.common import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkaclone.log.epoch_cache import EpochEntry
 from kafkaclone.log.validator import OffsetsOutOfOrderError, UnexpectedAppendOffsetError
-from kafkaclone.protocol.errors import OffsetOutOfRangeError
 from kafkaclone.protocol.records import Codec, RecordBatch
 from tests.log.conftest import START_SECONDS, LogFactory, batches_of, make_batch, values_of
 

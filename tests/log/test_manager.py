@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from twisted.internet.task import Clock
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import InconsistentClusterIdError, KafkaStorageError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import (
     CLEAN_SHUTDOWN_FILE,
     InconsistentBrokerMetadataError,
     LogManager,
 )
-from kafkaclone.protocol.errors import InconsistentClusterIdError, KafkaStorageError
 from tests.log.conftest import START_SECONDS, make_batch, values_of
 
 T0 = int(START_SECONDS * 1000)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkaclone.common.errors import CorruptMessageError
 from kafkaclone.log.epoch_cache import EpochEntry
 from kafkaclone.log.log import Log
 from kafkaclone.log.segment import LogSegment
-from kafkaclone.protocol.errors import CorruptMessageError
 from kafkaclone.protocol.records import iter_batches
 from tests.log.conftest import LogFactory, batches_of, make_batch
 

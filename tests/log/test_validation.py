@@ -8,9 +8,7 @@ from collections.abc import Callable
 import pytest
 from twisted.internet.task import Clock
 
-from kafkaclone.log.common import AppendOrigin
-from kafkaclone.log.log import Log
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -19,6 +17,8 @@ from kafkaclone.protocol.errors import (
     RecordListTooLargeError,
     UnsupportedForMessageFormatError,
 )
+from kafkaclone.log.common import AppendOrigin
+from kafkaclone.log.log import Log
 from kafkaclone.protocol.records import build_legacy_message_set, build_record_batch
 from tests.log.conftest import START_SECONDS, LogFactory, make_batch
 

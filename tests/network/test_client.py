@@ -11,6 +11,7 @@ import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, succeed
 
+from kafkaclone.common.errors import NetworkExceptionError, RequestTimedOutError
 from kafkaclone.controller.channel_manager import (
     UM,
     UPDATE_METADATA_VERSION,
@@ -20,7 +21,6 @@ from kafkaclone.network.client import KafkaClientConnection
 from kafkaclone.network.socket_server import ConnectionInfo, KafkaServerFactory
 from kafkaclone.protocol.api import APIS, decode_request, encode_response
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NetworkExceptionError, RequestTimedOutError
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.testing.zookeeper import free_port
 from kafkaclone.zk.znodes import BrokerId, BrokerInfo, EndPoint

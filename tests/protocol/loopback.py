@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
+from kafkaclone.common.errors import KafkaError, UnsupportedVersionError
 from kafkaclone.protocol.api import (
     APIS,
     RequestFrame,
@@ -33,7 +34,6 @@ from kafkaclone.protocol.api import (
     peek_request_header,
 )
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import KafkaError, UnsupportedVersionError
 from kafkaclone.protocol.schema import Message
 from kafkaclone.protocol.types import ZERO_UUID
 

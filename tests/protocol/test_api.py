@@ -4,9 +4,9 @@ import struct
 
 import pytest
 
+from kafkaclone.common.errors import DecodeError, InvalidRequestError, UnsupportedVersionError
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import DecodeError, InvalidRequestError, UnsupportedVersionError
 
 # What kafkaclone declares: Apache Kafka 2.8's version ranges. Issue 2 listed 2.7's ranges for
 # CreateTopics (0-6), DeleteTopics (0-5), DescribeConfigs (0-3) and AlterConfigs (0-1); 2.8

@@ -1,4 +1,4 @@
-"""The Kafka 2.8 error table in kafkaclone.protocol.errors."""
+"""The Kafka 2.8 error table in kafkaclone.common.errors."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from kafkaclone.protocol import errors
-from kafkaclone.protocol.errors import (
+from kafkaclone.common import errors
+from kafkaclone.common.errors import (
     ERROR_NAMES,
     ERRORS,
     NONE,

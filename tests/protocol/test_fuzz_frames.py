@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS, decode_request, decode_response, peek_request_header
-from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.protocol.messages.consumer_protocol import (
     decode_assignment,
     decode_subscription,

@@ -17,6 +17,7 @@ from typing import Any
 import crc32c
 import pytest
 
+from kafkaclone.common.errors import UnsupportedVersionError
 from kafkaclone.protocol.api import (
     APIS,
     RequestFrame,
@@ -27,7 +28,6 @@ from kafkaclone.protocol.api import (
     peek_request_header,
 )
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import UnsupportedVersionError
 from kafkaclone.protocol.messages.consumer_protocol import (
     decode_assignment,
     decode_subscription,

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from kafkaclone.common.errors import DecodeError
 from kafkaclone.protocol.api import APIS, decode_request, encode_request
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import DecodeError
 from kafkaclone.protocol.schema import Message
 from tests.protocol.admin_helpers import (
     NO_TAGS,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kafkaclone.protocol.errors import DecodeError
+from kafkaclone.common.errors import DecodeError
 from kafkaclone.protocol.schema import Message
 from tests.protocol.data_path_helpers import compiled, normalise, positional, versions
 from tests.protocol.kio_helpers import (

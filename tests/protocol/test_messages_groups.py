@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from kafkaclone.common.errors import DecodeError, UnsupportedVersionError
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import DecodeError, UnsupportedVersionError
 from kafkaclone.protocol.messages import consumer_protocol as cp
 from tests.protocol.kio_helpers import (
     assert_every_field_set,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkaclone.protocol.errors import DecodeError, KafkaError, UnsupportedVersionError
+from kafkaclone.common.errors import DecodeError, KafkaError, UnsupportedVersionError
 from kafkaclone.protocol.schema import Versions, compile_message, data, field
 
 PARTITION_FIELDS = [

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkaclone.common.errors import DecodeError
 from kafkaclone.protocol import types as t
-from kafkaclone.protocol.errors import DecodeError
 
 
 def encoded(writer, value) -> bytes:

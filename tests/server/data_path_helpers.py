@@ -19,7 +19,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from kafkaclone.cluster.partition import PartitionState
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.socket_server import ConnectionInfo

@@ -18,10 +18,10 @@ import pytest
 from kazoo.client import KazooClient
 from twisted.internet import reactor
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import NotControllerError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NotControllerError
 from kafkaclone.server.broker import BrokerStartupError, KafkaBroker
 from kafkaclone.server.config import KafkaConfig
 from kafkaclone.testing.reactor import run, run_until

@@ -13,8 +13,8 @@ from kafkaclone.cluster.endpoint import (
     parse_listeners,
     parse_security_protocol_map,
 )
+from kafkaclone.common.errors import InvalidConfigError
 from kafkaclone.log.config import LOG_MANAGER_CONFIG_KEYS, LogConfig
-from kafkaclone.protocol.errors import InvalidConfigError
 from kafkaclone.server.config import (
     BROKER_CONFIG,
     KAFKA_VERSIONS,

@@ -8,7 +8,7 @@ import json
 
 from twisted.internet.task import Clock
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.replica_manager import ZkIsrManager
 from kafkaclone.testing.reactor import run

@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 from twisted.internet import reactor
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.server.dynamic_config import CHANGE_EXPIRATION_MS, DynamicConfigManager

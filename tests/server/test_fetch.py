@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from twisted.internet.task import Clock
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from tests.server.data_path_helpers import (
     FETCH,

@@ -18,10 +18,10 @@ from kafka.record.legacy_records import LegacyRecordBatch as KpLegacyBatch
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from kafkaclone.common.errors import InvalidRecordError
 from kafkaclone.log.conversion import down_convert, up_convert
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import InvalidRecordError
 from kafkaclone.protocol.records import (
     Codec,
     LegacyRecord,
@@ -330,7 +330,8 @@ def test_fetch_conversion_refusals(broker: DataPathBroker) -> None:
 
 
 def test_storage_errors_are_not_leader_or_follower_up_to_v5(broker: DataPathBroker) -> None:
-    from kafkaclone.log.common import LogOffsetMetadata, TopicPartition
+    from kafkaclone.common.topic_partition import TopicPartition
+    from kafkaclone.log.common import LogOffsetMetadata
     from kafkaclone.server.delayed.fetch import LogReadResult
     from kafkaclone.server.handlers.fetch import _older_version_errors
 

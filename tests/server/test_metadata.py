@@ -16,10 +16,10 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from twisted.internet import reactor
 from twisted.internet.testing import StringTransport
 
+from kafkaclone.common.errors import LeaderNotAvailableError
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import LeaderNotAvailableError
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.request_handler import RequestHandler
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.network.socket_server import CloseConnection
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec, RecordBatch

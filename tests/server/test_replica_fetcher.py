@@ -21,12 +21,12 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from kafkaclone.cluster.partition import PartitionState
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import NetworkExceptionError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NetworkExceptionError
 from kafkaclone.server.replica_fetcher import (
     BrokerEndPoint,
     ReplicaFetcherConfig,

@@ -17,13 +17,13 @@ import pytest
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import NotControllerError, StaleBrokerEpochError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NotControllerError, StaleBrokerEpochError
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_manager import ReplicaManager
 from kafkaclone.server.request_handler import RequestHandler

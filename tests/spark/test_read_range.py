@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from kafkaclone.protocol.errors import NotLeaderOrFollowerError
+from kafkaclone.common.errors import NotLeaderOrFollowerError
 from kafkaclone.protocol.records import Codec, build_record_batch
 from kafkaclone.spark import kafka
 from kafkaclone.spark.offsets import DataLossError, OffsetRange

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     BrokerNotAvailableError,
     InvalidConfigError,
     InvalidPartitionsError,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from kafkaclone.common.jvm import java_string_hash
 from kafkaclone.zk.jvm_order import (
     java_hash_map_order,
     java_properties_order,
-    java_string_hash,
     scala_immutable_map_order,
     scala_mutable_hash_map_order,
 )

@@ -41,20 +41,8 @@ from typing import Any, Final
 from twisted.internet.defer import Deferred
 from twisted.internet.defer import TimeoutError as DeferredTimeoutError
 
-from kafkaclone.cluster.topic import GROUP_METADATA_TOPIC_NAME
-from kafkaclone.coordinator.group.metadata import (
-    CONSUMER_PROTOCOL_TYPE,
-    NO_GENERATION,
-    GroupMetadata,
-    GroupState,
-    JoinGroupResult,
-    MemberMetadata,
-    SyncGroupResult,
-    assigned_partitions,
-)
-from kafkaclone.coordinator.group.store import GroupStore, MembershipMirror, OffsetAndMetadata
-from kafkaclone.log.common import Scheduler, TopicPartition, now_ms
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.clock import Scheduler, now_ms
+from kafkaclone.common.errors import (
     NONE,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -76,7 +64,20 @@ from kafkaclone.protocol.errors import (
     UnknownMemberIdError,
     UnknownServerError,
 )
-from kafkaclone.zk.jvm_order import java_string_hash, kafka_abs
+from kafkaclone.common.jvm import java_string_hash, kafka_abs
+from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.metadata import (
+    CONSUMER_PROTOCOL_TYPE,
+    NO_GENERATION,
+    GroupMetadata,
+    GroupState,
+    JoinGroupResult,
+    MemberMetadata,
+    SyncGroupResult,
+    assigned_partitions,
+)
+from kafkaclone.coordinator.group.store import GroupStore, MembershipMirror, OffsetAndMetadata
 
 logger = logging.getLogger(__name__)
 

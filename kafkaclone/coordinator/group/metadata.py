@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from twisted.internet.defer import Deferred
 
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.common.errors import KafkaError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.messages.consumer_protocol import (
     decode_assignment,
     decode_subscription,

@@ -24,7 +24,7 @@ from typing import Final, Protocol
 
 from twisted.internet.defer import Deferred, DeferredList
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler
 from kafkaclone.zk.znodes import (
     ConsumerIdsZNode,

@@ -10,8 +10,8 @@ version and ignores the bytes left over: newer versions only append fields.
 
 from typing import Any
 
+from kafkaclone.common.errors import DecodeError
 from kafkaclone.protocol import types as t
-from kafkaclone.protocol.errors import DecodeError
 from kafkaclone.protocol.schema import Message, MessageSpec, compile_message, data, field
 
 CONSUMER_PROTOCOL_SUBSCRIPTION = data(

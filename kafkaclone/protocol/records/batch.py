@@ -32,7 +32,7 @@ from typing import Final
 
 from crc32c import crc32c
 
-from kafkaclone.protocol.errors import CorruptMessageError, InvalidRecordError
+from kafkaclone.common.errors import CorruptMessageError, InvalidRecordError
 from kafkaclone.protocol.records.common import (
     CREATE_TIME,
     LOG_APPEND_TIME,

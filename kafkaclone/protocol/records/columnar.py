@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from crc32c import crc32c
 
-from kafkaclone.protocol.errors import InvalidRecordError
+from kafkaclone.common.errors import InvalidRecordError
 from kafkaclone.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,

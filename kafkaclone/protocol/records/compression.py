@@ -29,7 +29,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     CorruptMessageError,
     KafkaError,
     MessageTooLargeError,

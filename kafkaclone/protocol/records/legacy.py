@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     CorruptMessageError,
     InvalidRecordError,
     UnsupportedCompressionTypeError,

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final
 
+from kafkaclone.common.errors import DecodeError, InvalidRecordError
 from kafkaclone.protocol import types
-from kafkaclone.protocol.errors import DecodeError, InvalidRecordError
 from kafkaclone.protocol.records.common import BytesLike
 
 Header = tuple[str, bytes | None]

@@ -8,13 +8,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.server.delayed.purgatory import DelayedOperation
 
 

@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from kafkaclone.cluster.partition import FetchIsolation
-from kafkaclone.log.common import UNKNOWN_OFFSET, LogOffsetMetadata, TopicPartition
-from kafkaclone.protocol.errors import KafkaError
+from kafkaclone.common.errors import KafkaError
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.common import UNKNOWN_OFFSET, LogOffsetMetadata
 from kafkaclone.server.delayed.purgatory import DelayedOperation
 
 

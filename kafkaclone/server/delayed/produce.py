@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.server.delayed.purgatory import DelayedOperation
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
-from kafkaclone.log.common import Scheduler
+from kafkaclone.common.clock import Scheduler
 
 logger = logging.getLogger(__name__)
 

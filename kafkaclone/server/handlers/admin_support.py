@@ -20,14 +20,14 @@ from typing import Any, Final
 
 from twisted.internet.task import deferLater
 
-from kafkaclone.config_def import ConfigError, ConfigKey
-from kafkaclone.log.config import LOG_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, LogConfig
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.config_def import ConfigError, ConfigKey
+from kafkaclone.common.errors import (
     InvalidRequestError,
     KafkaError,
     NotControllerError,
     UnknownServerError,
 )
+from kafkaclone.log.config import LOG_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, LogConfig
 from kafkaclone.server.config import BROKER_CONFIG, broker_config_synonyms
 from kafkaclone.server.services import BrokerServices
 from kafkaclone.zk.znodes import ConfigEntityZNode, ConfigType

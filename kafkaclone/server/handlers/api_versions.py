@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from kafkaclone.common.errors import NONE, InvalidRequestError, UnsupportedVersionError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE, InvalidRequestError, UnsupportedVersionError
 from kafkaclone.server.handlers.registry import RequestContext, handler, supported_versions
 
 _API = APIS[ApiKey.API_VERSIONS]

@@ -15,9 +15,9 @@ import logging
 from collections import Counter
 from typing import Any
 
+from kafkaclone.common.errors import NONE, InvalidRequestError, RequestTimedOutError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE, InvalidRequestError, RequestTimedOutError
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
     error_of,

@@ -18,10 +18,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from kafkaclone.config_def import ConfigError
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.config_def import ConfigError
+from kafkaclone.common.errors import (
     NONE,
     InvalidConfigError,
     InvalidRequestError,
@@ -29,6 +27,8 @@ from kafkaclone.protocol.errors import (
     RequestTimedOutError,
     TopicAlreadyExistsError,
 )
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.admin_support import (
     NO_NUM_PARTITIONS,
     NO_REPLICATION_FACTOR,

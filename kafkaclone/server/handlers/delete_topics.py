@@ -16,9 +16,7 @@ import logging
 import uuid
 from typing import Any
 
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     InvalidRequestError,
     RequestTimedOutError,
@@ -26,6 +24,8 @@ from kafkaclone.protocol.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
     error_of,

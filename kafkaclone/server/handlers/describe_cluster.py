@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkaclone.common.errors import NONE
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE
 from kafkaclone.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices

@@ -15,14 +15,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafkaclone.cluster.topic import validate_topic_name
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     InvalidRequestError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.common.topic import validate_topic_name
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.admin_support import (
     BrokerConfigLayers,
     ConfigEntry,

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.coordinator.group.coordinator import DEAD_SUMMARY
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.server.handlers.group_support import GROUP_AUTHORIZED_OPERATIONS, coordinator_of
 from kafkaclone.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kafkaclone.server.handlers.registry import RequestContext, handler

@@ -16,16 +16,16 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     InvalidRequestError,
     KafkaError,
     NotControllerError,
     RequestTimedOutError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.admin_support import wait_until
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices

@@ -33,11 +33,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kafkaclone.cluster.partition import FetchIsolation
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.log.conversion import down_convert, fetch_magic
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     KafkaStorageError,
@@ -45,6 +41,10 @@ from kafkaclone.protocol.errors import (
     UnsupportedCompressionTypeError,
     UnsupportedVersionError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.conversion import down_convert, fetch_magic
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import LOG_OVERHEAD
 from kafkaclone.server.delayed.fetch import FetchParams, LogReadResult, PartitionFetchInfo
 from kafkaclone.server.fetch_session import new_context

@@ -15,16 +15,16 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from kafkaclone.cluster.topic import GROUP_METADATA_TOPIC_NAME
-from kafkaclone.coordinator.group.coordinator import partition_for
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     ERRORS,
     NONE,
     CoordinatorNotAvailableError,
     InvalidRequestError,
 )
+from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
+from kafkaclone.coordinator.group.coordinator import partition_for
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 

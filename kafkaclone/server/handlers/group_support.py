@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkaclone.common.errors import CoordinatorNotAvailableError
 from kafkaclone.coordinator.group.coordinator import GroupCoordinator
-from kafkaclone.protocol.errors import CoordinatorNotAvailableError
 from kafkaclone.server.handlers.registry import RequestContext
 
 GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))

@@ -15,11 +15,11 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from kafkaclone.config_def import ConfigDef, ConfigKey, ConfigType
+from kafkaclone.common.config_def import ConfigDef, ConfigKey, ConfigType
+from kafkaclone.common.errors import NONE, InvalidConfigError, InvalidRequestError
 from kafkaclone.log.config import LOG_CONFIG_KEYS
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE, InvalidConfigError, InvalidRequestError
 from kafkaclone.server.config import BROKER_CONFIG
 from kafkaclone.server.handlers.admin_support import (
     ResourceType,

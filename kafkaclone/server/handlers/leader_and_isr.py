@@ -15,10 +15,10 @@ from collections import defaultdict
 from typing import Any
 
 from kafkaclone.cluster.partition import PartitionState, partition_state_of
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import StaleBrokerEpochError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import StaleBrokerEpochError
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.handlers.update_metadata import is_broker_epoch_stale
 from kafkaclone.server.services import BrokerServices

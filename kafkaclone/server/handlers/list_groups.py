@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.server.handlers.group_support import coordinator_of
 from kafkaclone.server.handlers.registry import RequestContext, handler
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import NONE, InvalidRequestError, KafkaError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE, InvalidRequestError, KafkaError
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 

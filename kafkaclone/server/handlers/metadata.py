@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kafkaclone.cluster.topic import is_internal, validate_topic_name
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     InvalidRequestError,
     InvalidTopicExceptionError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.common.topic import is_internal, validate_topic_name
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.metadata_cache import TopicMetadata
 from kafkaclone.server.services import BrokerServices

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import NONE, KafkaError, UnknownTopicOrPartitionError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE, KafkaError, UnknownTopicOrPartitionError
 from kafkaclone.server.handlers.group_support import coordinator_of
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices

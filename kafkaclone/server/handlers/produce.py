@@ -27,12 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from kafkaclone.log.common import TopicPartition
-from kafkaclone.log.conversion import up_convert
-from kafkaclone.network.socket_server import CloseConnection
-from kafkaclone.protocol.api import APIS
-from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     NONE,
     InvalidRecordError,
     InvalidRequiredAcksError,
@@ -40,6 +35,11 @@ from kafkaclone.protocol.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
 )
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.conversion import up_convert
+from kafkaclone.network.socket_server import CloseConnection
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec
 from kafkaclone.server.delayed.produce import ProducePartitionResult
 from kafkaclone.server.handlers.registry import RequestContext, handler

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafkaclone.log.common import TopicPartition
+from kafkaclone.common.errors import StaleBrokerEpochError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import StaleBrokerEpochError
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.handlers.update_metadata import is_broker_epoch_stale
 from kafkaclone.server.replica_manager import NO_EPOCH, StopReplicaState

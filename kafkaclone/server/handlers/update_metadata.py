@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafkaclone.common.errors import NONE, StaleBrokerEpochError, StaleControllerEpochError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import NONE, StaleBrokerEpochError, StaleControllerEpochError
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import crc32c
 
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol import types as t
 from kafkaclone.protocol.api import (
     APIS,
@@ -45,7 +46,6 @@ from kafkaclone.protocol.api import (
     peek_request_header,
 )
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import KafkaError
 from kafkaclone.protocol.messages.consumer_protocol import decode_assignment, encode_assignment
 from tests.protocol import loopback
 from tests.protocol.loopback import (

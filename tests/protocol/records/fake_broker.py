@@ -21,9 +21,9 @@ import queue
 from dataclasses import dataclass
 from typing import Any
 
+from kafkaclone.common.errors import CoordinatorNotAvailableError
 from kafkaclone.protocol.api import RequestFrame
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.errors import CoordinatorNotAvailableError
 from tests.protocol.loopback import (
     LoopbackBroker,
     api_versions_response,

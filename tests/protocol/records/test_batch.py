@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kafkaclone.protocol.errors import CorruptMessageError, InvalidRecordError
+from kafkaclone.common.errors import CorruptMessageError, InvalidRecordError
 from kafkaclone.protocol.records import (
     HEADER,
     LOG_APPEND_TIME,

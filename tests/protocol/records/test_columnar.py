@@ -18,7 +18,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kafkaclone.protocol.errors import CorruptMessageError, InvalidRecordError
+from kafkaclone.common.errors import CorruptMessageError, InvalidRecordError
 from kafkaclone.protocol.records import (
     Codec,
     ControlRecordType,

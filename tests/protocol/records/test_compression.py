@@ -13,7 +13,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     CorruptMessageError,
     KafkaError,
     MessageTooLargeError,

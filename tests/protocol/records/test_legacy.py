@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkaclone.protocol.errors import (
+from kafkaclone.common.errors import (
     CorruptMessageError,
     InvalidRecordError,
     UnsupportedCompressionTypeError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from kafkaclone.protocol.errors import InvalidTopicExceptionError
+from kafkaclone.common.errors import InvalidTopicExceptionError
 
 GROUP_METADATA_TOPIC_NAME: Final = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME: Final = "__transaction_state"

@@ -1,10 +1,10 @@
-"""The shared config machinery: kafkaclone.config_def."""
+"""The shared config machinery: kafkaclone.common.config_def."""
 
 from __future__ import annotations
 
 import pytest
 
-from kafkaclone.config_def import (
+from kafkaclone.common.config_def import (
     LONG_MAX,
     ConfigDef,
     ConfigError,
@@ -17,7 +17,7 @@ from kafkaclone.config_def import (
     one_of,
     parse_typed,
 )
-from kafkaclone.protocol.errors import InvalidConfigError
+from kafkaclone.common.errors import InvalidConfigError
 
 LOW = Importance.LOW
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from kafkaclone.protocol.errors import InvalidConfigError
+from kafkaclone.common.errors import InvalidConfigError
 
 SHORT_MIN: Final = -(2**15)
 SHORT_MAX: Final = 2**15 - 1
