@@ -16,31 +16,26 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol.api import APIS, Api
 from kafkaclone.protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from kafkaclone.server.services import BrokerServices
 
 
 @dataclass(frozen=True)
 class RequestContext:
     """What a handler knows about the request besides its body."""
 
-    header: Any
     api: Api
     api_version: int
+    correlation_id: int
+    client_id: str | None
     connection: ConnectionInfo
-    broker: Any = None
-
-    @property
-    def client_id(self) -> str | None:
-        value = self.header.client_id
-        return None if value is None else str(value)
-
-    @property
-    def correlation_id(self) -> int:
-        return int(self.header.correlation_id)
+    broker: BrokerServices
 
 
 HandlerFn = Callable[[RequestContext, Any], Awaitable[Any]]
