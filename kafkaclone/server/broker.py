@@ -35,7 +35,7 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from twisted.application.service import MultiService, Service
 from twisted.internet import error as twisted_error
@@ -81,6 +81,7 @@ from kafkaclone.zk.znodes import EndPoint as RegisteredEndPoint
 logger = logging.getLogger(__name__)
 
 BROKER_INFO_HANDLER: Final = "broker-info"
+_T = TypeVar("_T")
 
 
 class BrokerStartupError(Exception):
@@ -181,33 +182,23 @@ class KafkaBroker(MultiService):
 
     @property
     def zk_client(self) -> KafkaZkClient:
-        if self._zk_client is None:
-            raise RuntimeError("the broker's ZooKeeper session is not started")
-        return self._zk_client
+        return _started(self._zk_client, "ZooKeeper session")
 
     @property
     def admin_zk(self) -> AdminZkClient:
-        if self._admin_zk is None:
-            raise RuntimeError("the broker's ZooKeeper session is not started")
-        return self._admin_zk
+        return _started(self._admin_zk, "ZooKeeper session")
 
     @property
     def log_manager(self) -> LogManager:
-        if self._log_manager is None:
-            raise RuntimeError("the broker's log manager is not started")
-        return self._log_manager
+        return _started(self._log_manager, "log manager")
 
     @property
     def replica_manager(self) -> ReplicaManager:
-        if self._replica_manager is None:
-            raise RuntimeError("the broker's replica manager is not started")
-        return self._replica_manager
+        return _started(self._replica_manager, "replica manager")
 
     @property
     def group_coordinator(self) -> GroupCoordinator:
-        if self._group_coordinator is None:
-            raise RuntimeError("the broker's group coordinator is not started")
-        return self._group_coordinator
+        return _started(self._group_coordinator, "group coordinator")
 
     @property
     def controller(self) -> ControllerLike | None:
@@ -604,6 +595,13 @@ def _bind_reason(exc: twisted_error.CannotListenError) -> str:
     if isinstance(cause, OSError) and cause.strerror:
         return cause.strerror
     return str(cause)
+
+
+def _started(part: _T | None, what: str) -> _T:
+    """A part of the broker that exists once its step has started."""
+    if part is None:
+        raise RuntimeError(f"the broker's {what} is not started")
+    return part
 
 
 async def _sleep(reactor: Any, seconds: float) -> None:

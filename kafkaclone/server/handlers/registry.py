@@ -1,10 +1,8 @@
 """The handler registry: one handler per API, registered with the versions it serves.
 
-A handler module registers itself with the :func:`handler` decorator::
-
-    @handler(ApiKey.API_VERSIONS, versions=(0, 3))
-    async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
-        ...
+A handler module registers its handler with the :func:`handler` decorator, naming the API
+and the inclusive range of versions it serves: ``@handler(ApiKey.HEARTBEAT, versions=(0, 4))``
+over ``handle_heartbeat(ctx, request)`` in handlers/heartbeat.py.
 
 The broker's ApiVersions answer is computed from this registry, so an API is advertised
 exactly when, and at exactly the versions, something serves it.
