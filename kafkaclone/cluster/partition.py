@@ -32,7 +32,7 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Protocol, cast
+from typing import Any, Final, NamedTuple, Protocol
 
 from twisted.internet.defer import Deferred
 
@@ -175,7 +175,7 @@ class Partition:
         local_broker_id: int,
         log_manager: LogManager,
         *,
-        clock: Scheduler | None = None,
+        clock: Scheduler,
         isr_manager: IsrManager | None = None,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         on_high_watermark_change: Callable[[TopicPartition], None] | None = None,
@@ -184,11 +184,7 @@ class Partition:
         self.topic_partition = tp
         self.local_broker_id = local_broker_id
         self._log_manager = log_manager
-        if clock is None:
-            from twisted.internet import reactor
-
-            clock = cast(Scheduler, reactor)
-        self._clock: Scheduler = clock
+        self._clock = clock
         self._isr_manager = isr_manager
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._on_high_watermark_change = on_high_watermark_change

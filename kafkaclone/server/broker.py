@@ -15,7 +15,8 @@ in order and stopped in reverse:
    the bound port is what gets advertised);
 5. ``registration``: the ephemeral ``/brokers/ids/<id>`` with the advertised listeners; its
    czxid is the broker epoch. After a session expiry the broker registers again;
-6. ``controller``: the controller candidacy (``kafkaclone.controller.KafkaController``).
+6. ``controller``: the controller candidacy
+   (``kafkaclone.controller.controller.KafkaController``).
 
 ``shutdown`` first asks the controller to move this broker's leaders away (Kafka's
 controlled shutdown: ControlledShutdown v3, ``controlled.shutdown.max.retries`` attempts
@@ -30,12 +31,11 @@ start script prints it and exits non-zero).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from twisted.application.service import MultiService, Service
 from twisted.internet import error as twisted_error
@@ -50,7 +50,6 @@ from kafkaclone.common.errors import (
     KafkaError,
     KafkaStorageError,
     LeaderNotAvailableError,
-    NotControllerError,
     TopicAlreadyExistsError,
     UnknownServerError,
 )
@@ -58,7 +57,7 @@ from kafkaclone.common.topic import (
     GROUP_METADATA_TOPIC_NAME,
     TRANSACTION_STATE_TOPIC_NAME,
 )
-from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.controller.controller import KafkaController
 from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kafkaclone.coordinator.group.store import ZkGroupStore
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
@@ -82,6 +81,7 @@ from kafkaclone.zk.znodes import EndPoint as RegisteredEndPoint
 logger = logging.getLogger(__name__)
 
 BROKER_INFO_HANDLER: Final = "broker-info"
+_T = TypeVar("_T")
 
 
 class BrokerStartupError(Exception):
@@ -91,53 +91,17 @@ class BrokerStartupError(Exception):
 class ControllerLike(ControllerService, Protocol):
     """What the broker needs of its controller besides the handlers' view."""
 
+    broker_epoch: int
+    """The broker epoch the controller registers under (renewed after a session expiry)."""
+
     async def startup(self) -> None: ...
 
     async def shutdown(self) -> None: ...
 
 
 ControllerFactory = Callable[[KafkaConfig, KafkaZkClient, int, int, Any], ControllerLike]
-"""(config, zk_client, broker_id, broker_epoch, reactor) -> a controller not started yet."""
-
-
-class _NoController:
-    """Stands in while kafkaclone.controller has no KafkaController: never active."""
-
-    is_active = False
-    epoch = -1
-
-    async def startup(self) -> None:
-        logger.warning("kafkaclone.controller.KafkaController is not available: this broker "
-                       "is no controller candidate")
-
-    async def shutdown(self) -> None:
-        return None
-
-    async def controlled_shutdown(self, broker_id: int,
-                                  broker_epoch: int) -> set[TopicPartition]:
-        raise NotControllerError("no controller on this broker")
-
-
-def default_controller_factory(config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
-                               broker_epoch: int, reactor: Any) -> ControllerLike:
-    """kafkaclone.controller.KafkaController, imported when first needed (a broker
-    without it still runs, as no controller candidate)."""
-    controller_class: Any = None
-    for module_name in ("kafkaclone.controller", "kafkaclone.controller.controller"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:  # the controller is there but broken: say so
-                raise
-            continue
-        controller_class = getattr(module, "KafkaController", None)
-        if controller_class is not None:
-            break
-    if controller_class is None:
-        return _NoController()
-    controller: ControllerLike = controller_class(config, zk_client, broker_id, broker_epoch,
-                                                  reactor)
-    return controller
+"""(config, zk_client, broker_id, broker_epoch, reactor) -> a controller not started yet:
+KafkaController, or a stand-in in tests of the broker alone."""
 
 
 class _Step(Service):
@@ -186,13 +150,13 @@ class KafkaBroker(MultiService):
         self.auto_create_topics_enable: bool = config.auto_create_topics_enable
         self.metadata_cache = MetadataCache(self.broker_id)
         self.request_handler = RequestHandler(broker=self)
-        self._controller_factory = controller_factory or default_controller_factory
+        self._controller_factory: ControllerFactory = controller_factory or KafkaController
         self._zk_client: KafkaZkClient | None = None
         self._admin_zk: AdminZkClient | None = None
-        self.log_manager: LogManager | None = None
-        self.replica_manager: ReplicaManager | None = None
+        self._log_manager: LogManager | None = None
+        self._replica_manager: ReplicaManager | None = None
         self.dynamic_config_manager: DynamicConfigManager | None = None
-        self.group_coordinator: GroupCoordinator | None = None
+        self._group_coordinator: GroupCoordinator | None = None
         self._group_store: ZkGroupStore | None = None
         self._controller: ControllerLike | None = None
         self._controller_epoch = 0
@@ -218,33 +182,41 @@ class KafkaBroker(MultiService):
 
     @property
     def zk_client(self) -> KafkaZkClient:
-        if self._zk_client is None:
-            raise RuntimeError("the broker's ZooKeeper session is not started")
-        return self._zk_client
+        return _started(self._zk_client, "ZooKeeper session")
 
     @property
     def admin_zk(self) -> AdminZkClient:
-        if self._admin_zk is None:
-            raise RuntimeError("the broker's ZooKeeper session is not started")
-        return self._admin_zk
+        return _started(self._admin_zk, "ZooKeeper session")
 
     @property
-    def controller(self) -> ControllerLike:
-        return self._controller if self._controller is not None else _NoController()
+    def log_manager(self) -> LogManager:
+        return _started(self._log_manager, "log manager")
+
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        return _started(self._replica_manager, "replica manager")
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        return _started(self._group_coordinator, "group coordinator")
+
+    @property
+    def controller(self) -> ControllerLike | None:
+        return self._controller
 
     @property
     def controller_epoch(self) -> int:
         """The highest controller epoch seen in a controller request (kept by the
         ReplicaManager, as in Kafka, once it exists)."""
-        if self.replica_manager is not None:
-            return self.replica_manager.controller_epoch
+        if self._replica_manager is not None:
+            return self._replica_manager.controller_epoch
         return self._controller_epoch
 
     @controller_epoch.setter
     def controller_epoch(self, epoch: int) -> None:
         self._controller_epoch = epoch
-        if self.replica_manager is not None:
-            self.replica_manager.controller_epoch = epoch
+        if self._replica_manager is not None:
+            self._replica_manager.controller_epoch = epoch
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         """Create topics a Metadata request named (Kafka's ``autoTopicCreation``): plain
@@ -405,7 +377,7 @@ class KafkaBroker(MultiService):
             raise BrokerStartupError(exc.message) from exc
         except KafkaStorageError as exc:
             raise BrokerStartupError(exc.message) from exc
-        self.log_manager = manager
+        self._log_manager = manager
 
     async def _generate_broker_id(self, manager_config: LogManagerConfig) -> int:
         """broker.id=-1: the id in meta.properties, else a new one above
@@ -420,11 +392,10 @@ class KafkaBroker(MultiService):
         return self.config.reserved_broker_max_id + sequence
 
     async def _stop_log_manager(self) -> None:
-        if self.log_manager is not None:
-            self.log_manager.shutdown()
+        if self._log_manager is not None:
+            self._log_manager.shutdown()
 
     async def _start_replica_manager(self) -> None:
-        assert self.log_manager is not None
         manager = ReplicaManager(self.broker_id, self.log_manager, self.zk_client,
                                  clock=self.reactor,
                                  config=ReplicaManagerConfig.from_kafka_config(self.config),
@@ -434,14 +405,13 @@ class KafkaBroker(MultiService):
                                      self.config))
         manager.controller_epoch = self._controller_epoch
         manager.startup()
-        self.replica_manager = manager
+        self._replica_manager = manager
 
     async def _stop_replica_manager(self) -> None:
-        if self.replica_manager is not None:
-            await _wait(self.replica_manager.shutdown())
+        if self._replica_manager is not None:
+            await _wait(self._replica_manager.shutdown())
 
     async def _start_dynamic_config(self) -> None:
-        assert self.log_manager is not None
         manager = DynamicConfigManager(self.broker_id, self.zk_client, self.log_manager,
                                        self.config.originals, self.reactor)
         await manager.startup()
@@ -453,7 +423,6 @@ class KafkaBroker(MultiService):
             self.dynamic_config_manager = None
 
     async def _start_group_coordinator(self) -> None:
-        assert self.replica_manager is not None
         if self.config.offsets_storage != "zookeeper":
             raise BrokerStartupError(
                 f"offsets.storage={self.config.offsets_storage} is not supported: committed "
@@ -463,15 +432,16 @@ class KafkaBroker(MultiService):
                                        self._group_store, self.reactor)
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
         coordinator.startup()
-        self.group_coordinator = coordinator
+        self._group_coordinator = coordinator
 
     async def _stop_group_coordinator(self) -> None:
-        if self.group_coordinator is not None:
-            if self.replica_manager is not None:
-                listeners = self.replica_manager.leadership_listeners
-                if self.group_coordinator.on_leadership_change in listeners:
-                    listeners.remove(self.group_coordinator.on_leadership_change)
-            self.group_coordinator.shutdown()
+        coordinator = self._group_coordinator
+        if coordinator is not None:
+            if self._replica_manager is not None:
+                listeners = self._replica_manager.leadership_listeners
+                if coordinator.on_leadership_change in listeners:
+                    listeners.remove(coordinator.on_leadership_change)
+            coordinator.shutdown()
         if self._group_store is not None:
             self._group_store.close()
 
@@ -540,7 +510,7 @@ class KafkaBroker(MultiService):
         """After a session expiry: register again (a new broker epoch), check the cluster id."""
         zk = self.zk_client
         self.broker_epoch = await zk.register_broker(self._broker_info())
-        if self._controller is not None and hasattr(self._controller, "broker_epoch"):
+        if self._controller is not None:
             self._controller.broker_epoch = self.broker_epoch  # its own registration, now
         cluster_id = await zk.get_cluster_id()
         if cluster_id != self.cluster_id:
@@ -625,6 +595,13 @@ def _bind_reason(exc: twisted_error.CannotListenError) -> str:
     if isinstance(cause, OSError) and cause.strerror:
         return cause.strerror
     return str(cause)
+
+
+def _started(part: _T | None, what: str) -> _T:
+    """A part of the broker that exists once its step has started."""
+    if part is None:
+        raise RuntimeError(f"the broker's {what} is not started")
+    return part
 
 
 async def _sleep(reactor: Any, seconds: float) -> None:

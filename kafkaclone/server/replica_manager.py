@@ -92,6 +92,7 @@ from kafkaclone.server.delayed.produce import (
 )
 from kafkaclone.server.delayed.purgatory import DelayedOperationPurgatory
 from kafkaclone.server.fetch_session import FetchSessionCache
+from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_fetcher import (
     BrokerEndPoint,
     ConnectionFactory,
@@ -236,10 +237,10 @@ class ReplicaManager:
         log_manager: LogManager,
         topic_configs: TopicConfigSource | None = None,
         *,
-        clock: Scheduler | None = None,
+        clock: Scheduler,
         config: ReplicaManagerConfig | None = None,
         isr_zk_client: IsrZkClient | None = None,
-        metadata_cache: Any = None,
+        metadata_cache: MetadataCache | None = None,
         fetcher_config: ReplicaFetcherConfig | None = None,
         fetcher_connection_factory: ConnectionFactory | None = None,
     ) -> None:
@@ -253,12 +254,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._topic_configs = topic_configs
-        if clock is None:
-            from twisted.internet import reactor
-
-            clock = reactor
-        assert clock is not None
-        self.clock: Scheduler = clock
+        self.clock = clock
         self.config = config or ReplicaManagerConfig()
         self.metadata_cache = metadata_cache
         self.isr_manager = (ZkIsrManager(isr_zk_client, clock) if isr_zk_client is not None

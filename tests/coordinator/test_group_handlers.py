@@ -26,6 +26,7 @@ from kafkaclone.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.coordinator import GroupCoordinator
 from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
 from kafkaclone.protocol import api
@@ -88,7 +89,7 @@ class FakeBroker:
     metadata_cache: FakeCache = field(default_factory=FakeCache)
     config: FakeConfig = field(default_factory=FakeConfig)
     zk_client: FakeZk = field(default_factory=FakeZk)
-    group_coordinator: Any = None
+    group_coordinator: GroupCoordinator = field(init=False)
     auto_created: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:

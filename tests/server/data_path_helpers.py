@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -26,6 +25,7 @@ from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec, build_record_batch
+from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
 
@@ -74,7 +74,12 @@ class DataPathBroker:
     log_manager: LogManager
     topic_configs: TopicConfigs
     broker_id: int = BROKER_ID
-    config: Any = field(default_factory=lambda: SimpleNamespace(fetch_max_bytes=57_671_680))
+    config: KafkaConfig = field(default_factory=lambda: KafkaConfig(
+        {"zookeeper.connect": "127.0.0.1:2181"}))
+
+    @property
+    def reactor(self) -> Clock:
+        return self.clock
 
     @property
     def dispatcher(self) -> RequestHandler:

@@ -15,7 +15,6 @@ from kafkaclone.common.errors import NONE, KafkaError, NotControllerError, Unkno
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.registry import RequestContext, handler
-from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 _RESPONSE = APIS[ApiKey.CONTROLLED_SHUTDOWN].response
@@ -24,8 +23,7 @@ _Remaining = _RESPONSE.structs["RemainingPartition"]
 
 @handler(ApiKey.CONTROLLED_SHUTDOWN, versions=(0, 3))
 async def handle_controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
-    broker: BrokerServices = ctx.broker
-    controller = getattr(broker, "controller", None)
+    controller = ctx.broker.controller
     if controller is None or not controller.is_active:
         return _RESPONSE(error_code=NotControllerError.code)
     log.info("Shutting down broker %d (broker epoch %d)", request.broker_id,

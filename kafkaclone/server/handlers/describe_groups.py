@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkaclone.common.errors import KafkaError
-from kafkaclone.coordinator.group.coordinator import DEAD_SUMMARY
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import GROUP_AUTHORIZED_OPERATIONS, coordinator_of
+from kafkaclone.server.handlers.group_support import GROUP_AUTHORIZED_OPERATIONS
 from kafkaclone.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
@@ -27,10 +25,7 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                   else AUTHORIZED_OPERATIONS_OMITTED)
     groups = []
     for group_id in request.groups:
-        try:
-            error, summary = coordinator_of(ctx).handle_describe_group(group_id)
-        except KafkaError as exc:
-            error, summary = exc.code, DEAD_SUMMARY
+        error, summary = ctx.broker.group_coordinator.handle_describe_group(group_id)
         groups.append(_Group(
             error_code=error, group_id=group_id, group_state=summary.state,
             protocol_type=summary.protocol_type, protocol_data=summary.protocol,

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkaclone.common.errors import NONE, KafkaError
+from kafkaclone.common.errors import NONE
 from kafkaclone.coordinator.group.coordinator import LeaveMember
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
 _RESPONSE = APIS[ApiKey.LEAVE_GROUP].response
@@ -25,11 +24,7 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
         leaving = [LeaveMember(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [LeaveMember(request.member_id, None)]
-    try:
-        coordinator = coordinator_of(ctx)
-    except KafkaError as exc:
-        return _RESPONSE(throttle_time_ms=0, error_code=exc.code, members=[])
-    error, results = coordinator.handle_leave_group(request.group_id, leaving)
+    error, results = ctx.broker.group_coordinator.handle_leave_group(request.group_id, leaving)
     if version < 3 and error == NONE and results:
         error = results[0][1]
     return _RESPONSE(throttle_time_ms=0, error_code=error, members=[

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
 _RESPONSE = APIS[ApiKey.LIST_GROUPS].response
@@ -19,9 +17,6 @@ _Group = _RESPONSE.structs["ListedGroup"]
 @handler(ApiKey.LIST_GROUPS, versions=(0, 4))
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     states = list(request.states_filter) if ctx.api_version >= 4 else []
-    try:
-        error, listed = coordinator_of(ctx).handle_list_groups(states)
-    except KafkaError as exc:
-        error, listed = exc.code, []
+    error, listed = ctx.broker.group_coordinator.handle_list_groups(states)
     return _RESPONSE(throttle_time_ms=0, error_code=error, groups=[
         _Group(group_id=g, protocol_type=p, group_state=s) for g, p, s in listed])

@@ -22,7 +22,6 @@ from typing import Any
 from kafkaclone.common.clock import now_ms
 from kafkaclone.common.errors import (
     NONE,
-    KafkaError,
     OffsetMetadataTooLargeError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -31,7 +30,6 @@ from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.coordinator import offsets_for_commit
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
@@ -74,13 +72,8 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     if version == 0:
         errors.update(await _legacy_commit(broker, request.group_id, offsets))
         return _response(request, errors)
-    try:
-        coordinator = coordinator_of(ctx)
-    except KafkaError as exc:
-        errors.update(dict.fromkeys(offsets, exc.code))
-        return _response(request, errors)
     if offsets:
-        errors.update(await coordinator.handle_commit_offsets(
+        errors.update(await broker.group_coordinator.handle_commit_offsets(
             request.group_id, request.member_id,
             request.group_instance_id if version >= 7 else None, request.generation_id,
             offsets))

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkaclone.common.errors import NONE, KafkaError, UnknownTopicOrPartitionError
+from kafkaclone.common.errors import NONE, UnknownTopicOrPartitionError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
@@ -33,11 +32,8 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
                 errors[tp] = UnknownTopicOrPartitionError.code
             else:
                 known.append(tp)
-    try:
-        error, deleted = await coordinator_of(ctx).handle_delete_offsets(request.group_id,
-                                                                         known)
-    except KafkaError as exc:
-        error, deleted = exc.code, {}
+    error, deleted = await ctx.broker.group_coordinator.handle_delete_offsets(request.group_id,
+                                                                              known)
     if error != NONE:
         return _RESPONSE(error_code=error, throttle_time_ms=0, topics=[])
     errors.update(deleted)

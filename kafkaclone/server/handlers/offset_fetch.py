@@ -18,14 +18,12 @@ from typing import Any
 
 from kafkaclone.common.errors import (
     NONE,
-    KafkaError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
@@ -64,11 +62,8 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
         return _RESPONSE(throttle_time_ms=0, error_code=NONE,
                          topics=_topics(await _legacy_fetch(broker, request.group_id,
                                                             requested)))
-    try:
-        error, found = await coordinator_of(ctx).handle_fetch_offsets(request.group_id,
-                                                                      requested)
-    except KafkaError as exc:
-        error, found = exc.code, {}
+    error, found = await ctx.broker.group_coordinator.handle_fetch_offsets(request.group_id,
+                                                                           requested)
     if error != NONE:
         if version >= 2:
             return _RESPONSE(throttle_time_ms=0, error_code=error, topics=[])

@@ -1,10 +1,8 @@
 """The handler registry: one handler per API, registered with the versions it serves.
 
-A handler module registers itself with the :func:`handler` decorator::
-
-    @handler(ApiKey.API_VERSIONS, versions=(0, 3))
-    async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
-        ...
+A handler module registers its handler with the :func:`handler` decorator, naming the API
+and the inclusive range of versions it serves: ``@handler(ApiKey.HEARTBEAT, versions=(0, 4))``
+over ``handle_heartbeat(ctx, request)`` in handlers/heartbeat.py.
 
 The broker's ApiVersions answer is computed from this registry, so an API is advertised
 exactly when, and at exactly the versions, something serves it.
@@ -16,31 +14,26 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol.api import APIS, Api
 from kafkaclone.protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from kafkaclone.server.services import BrokerServices
 
 
 @dataclass(frozen=True)
 class RequestContext:
     """What a handler knows about the request besides its body."""
 
-    header: Any
     api: Api
     api_version: int
+    correlation_id: int
+    client_id: str | None
     connection: ConnectionInfo
-    broker: Any = None
-
-    @property
-    def client_id(self) -> str | None:
-        value = self.header.client_id
-        return None if value is None else str(value)
-
-    @property
-    def correlation_id(self) -> int:
-        return int(self.header.correlation_id)
+    broker: BrokerServices
 
 
 HandlerFn = Callable[[RequestContext, Any], Awaitable[Any]]

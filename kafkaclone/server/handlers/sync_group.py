@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
 _RESPONSE = APIS[ApiKey.SYNC_GROUP].response
@@ -18,11 +16,7 @@ _RESPONSE = APIS[ApiKey.SYNC_GROUP].response
 @handler(ApiKey.SYNC_GROUP, versions=(0, 5))
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    try:
-        coordinator = coordinator_of(ctx)
-    except KafkaError as exc:
-        return _RESPONSE(throttle_time_ms=0, error_code=exc.code, assignment=b"")
-    result = await coordinator.handle_sync_group(
+    result = await ctx.broker.group_coordinator.handle_sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.protocol_type if version >= 5 else None,
         request.protocol_name if version >= 5 else None,
