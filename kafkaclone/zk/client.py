@@ -70,9 +70,9 @@ from kafkaclone.zk.znodes import (
     ClusterIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
+    ConfigEntityType,
     ConfigEntityTypeZNode,
     ConfigEntityZNode,
-    ConfigType,
     ConsumerIdsZNode,
     ConsumerOffsetMetadataZNode,
     ConsumerOffsetZNode,
@@ -1240,7 +1240,9 @@ class KafkaZkClient:
 
     async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         names = sorted(set(topics))
-        outcomes = await self._gather(self.get_entity_configs(ConfigType.TOPIC, t) for t in names)
+        outcomes = await self._gather(
+            self.get_entity_configs(ConfigEntityType.TOPIC, t) for t in names
+        )
         result = {}
         for topic, outcome in zip(names, outcomes, strict=True):
             if isinstance(outcome, Exception):
@@ -1277,7 +1279,7 @@ class KafkaZkClient:
         self, topics: Iterable[str], expected_controller_epoch_zk_version: int
     ) -> None:
         outcomes = await self._guarded_each(
-            [DeleteOp(ConfigEntityZNode.path(ConfigType.TOPIC, t)) for t in topics],
+            [DeleteOp(ConfigEntityZNode.path(ConfigEntityType.TOPIC, t)) for t in topics],
             expected_controller_epoch_zk_version,
         )
         for outcome in outcomes:

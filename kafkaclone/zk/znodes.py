@@ -65,8 +65,9 @@ class PayloadFormat(enum.Enum):
     EMPTY = "empty"
 
 
-class ConfigType:
-    """Kafka's ConfigType: the entity types with config znodes (``/config/<type>/<name>``)."""
+class ConfigEntityType:
+    """The entity types with config znodes (``/config/<type>/<name>``): Kafka's
+    kafka.server.ConfigType, named apart from ConfigDef's value types (``ConfigType``)."""
 
     TOPIC: Final = "topics"
     CLIENT: Final = "clients"
@@ -1094,7 +1095,7 @@ PERSISTENT_ZK_PATHS: Final = (
     IsrChangeNotificationZNode.PATH,
     ProducerIdBlockZNode.PATH,
     LogDirEventNotificationZNode.PATH,
-    *(ConfigEntityTypeZNode.path(entity_type) for entity_type in ConfigType.ALL),
+    *(ConfigEntityTypeZNode.path(entity_type) for entity_type in ConfigEntityType.ALL),
 )
 """The persistent paths a broker makes sure exist at startup (Kafka's ZkData.PersistentZkPaths)."""
 
