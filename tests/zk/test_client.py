@@ -13,6 +13,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.testing.zookeeper import expire_session
 from kafkaclone.zk.client import (
     CreateOp,
@@ -34,7 +35,6 @@ from kafkaclone.zk.znodes import (
     BrokerId,
     BrokerInfo,
     ConsumerRegistration,
-    EndPoint,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     ProducerIdBlock,
@@ -49,7 +49,7 @@ MAIN_THREAD = threading.main_thread()
 def broker(broker_id: int, port: int = 9092) -> BrokerInfo:
     return BrokerInfo(
         BrokerId(broker_id),
-        (EndPoint("127.0.0.1", port + broker_id, "PLAINTEXT", "PLAINTEXT"),),
+        (EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", port + broker_id),),
         timestamp_ms=1_700_000_000_000,
     )
 
