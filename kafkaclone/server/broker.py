@@ -74,9 +74,10 @@ from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConf
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.server.services import ControllerService
 from kafkaclone.zk.admin import AdminZkClient
-from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import BrokerIdAlreadyRegisteredError, ZooKeeperClientError
 from kafkaclone.zk.znodes import BrokerId, BrokerIdZNode, BrokerInfo, ClusterIdZNode
+from kafkaclone.zk.zookeeper_client import StateChangeHandler
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from twisted.internet.defer import Deferred
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
-from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler, ZNodeChildChangeHandler
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ZNodeDecodeError
 from kafkaclone.zk.znodes import (
     ConfigEntityChangeNotificationSequenceZNode,
@@ -39,6 +39,7 @@ from kafkaclone.zk.znodes import (
     ConfigEntityType,
     ConfigEntityZNode,
 )
+from kafkaclone.zk.zookeeper_client import StateChangeHandler, ZNodeChildChangeHandler
 
 logger = logging.getLogger(__name__)
 
