@@ -63,12 +63,7 @@ from kafkaclone.controller.events import (
     TopicDeletionStopReplicaResponseReceived,
 )
 from kafkaclone.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
-from kafkaclone.zk.client import (
-    KafkaZkClient,
-    StateChangeHandler,
-    ZNodeChangeHandler,
-    ZNodeChildChangeHandler,
-)
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ControllerMovedError
 from kafkaclone.zk.znodes import (
     BrokerIdsZNode,
@@ -78,6 +73,11 @@ from kafkaclone.zk.znodes import (
     PreferredReplicaElectionZNode,
     TopicsZNode,
     TopicZNode,
+)
+from kafkaclone.zk.zookeeper_client import (
+    StateChangeHandler,
+    ZNodeChangeHandler,
+    ZNodeChildChangeHandler,
 )
 
 logger = logging.getLogger(__name__)

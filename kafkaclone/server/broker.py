@@ -42,7 +42,7 @@ from twisted.internet import error as twisted_error
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from kafkaclone.cluster.endpoint import EndPoint as ListenerEndPoint
+from kafkaclone.common.endpoint import EndPoint
 from kafkaclone.common.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -73,10 +73,10 @@ from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConf
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.server.services import ControllerService
 from kafkaclone.zk.admin import AdminZkClient
-from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import BrokerIdAlreadyRegisteredError, ZooKeeperClientError
 from kafkaclone.zk.znodes import BrokerId, BrokerIdZNode, BrokerInfo, ClusterIdZNode
-from kafkaclone.zk.znodes import EndPoint as RegisteredEndPoint
+from kafkaclone.zk.zookeeper_client import StateChangeHandler
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class KafkaBroker(MultiService):
         self._controller_epoch = 0
         self._ports: dict[str, Any] = {}
         self._factories: list[KafkaServerFactory] = []
-        self.registered_endpoints: tuple[RegisteredEndPoint, ...] = ()
+        self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
         for step in (
@@ -479,18 +479,17 @@ class KafkaBroker(MultiService):
         """The port a listener is bound to (what port 0 became)."""
         return int(self._ports[listener_name.upper()].getHost().port)
 
-    def advertised_endpoints(self) -> tuple[RegisteredEndPoint, ...]:
+    def advertised_endpoints(self) -> tuple[EndPoint, ...]:
         """``advertised.listeners`` with port 0 replaced by the bound port and an empty host
         by this machine's name, as Kafka registers them."""
         return tuple(self._advertised(endpoint) for endpoint in self.config.advertised_listeners)
 
-    def _advertised(self, endpoint: ListenerEndPoint) -> RegisteredEndPoint:
+    def _advertised(self, endpoint: EndPoint) -> EndPoint:
         port = endpoint.port
         if port == 0 and endpoint.listener_name in self._ports:
             port = self.bound_port(endpoint.listener_name)
         host = endpoint.host if endpoint.host is not None else socket.getfqdn()
-        return RegisteredEndPoint(host, port, endpoint.listener_name,
-                                  endpoint.security_protocol.name)
+        return EndPoint(endpoint.listener_name, endpoint.security_protocol, host, port)
 
     async def _register(self) -> None:
         zk = self.zk_client

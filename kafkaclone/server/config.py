@@ -43,13 +43,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Generic, TypeVar, overload
 
-from kafkaclone.cluster.endpoint import (
-    EndPoint,
-    SecurityProtocol,
-    normalise_listener_name,
-    parse_listeners,
-    parse_security_protocol_map,
-)
 from kafkaclone.common.config_def import (
     INT_MAX,
     EachOneOf,
@@ -68,6 +61,13 @@ from kafkaclone.common.config_def import ConfigValue as ConfigValue
 from kafkaclone.common.config_def import Importance as Importance
 from kafkaclone.common.config_def import at_least as at_least
 from kafkaclone.common.config_def import between as between
+from kafkaclone.common.endpoint import (
+    EndPoint,
+    SecurityProtocol,
+    normalise_listener_name,
+    parse_listeners,
+    parse_security_protocol_map,
+)
 from kafkaclone.common.properties import parse_properties
 from kafkaclone.log.config import (
     BROKER_COMPRESSION_TYPES,

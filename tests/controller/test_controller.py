@@ -17,8 +17,9 @@ from kafkaclone.controller.controller import ControllerConfig, KafkaController
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.testing.zookeeper import expire_session
-from kafkaclone.zk.client import CreateOp, KafkaZkClient
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ControllerMovedError
+from kafkaclone.zk.zookeeper_client import CreateOp
 from tests.controller.helpers import FakeChannel, Sent, of_kind, partition_states, register
 
 ClientFactory = Callable[..., KafkaZkClient]

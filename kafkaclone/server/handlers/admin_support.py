@@ -30,7 +30,7 @@ from kafkaclone.common.errors import (
 from kafkaclone.log.config import LOG_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, LogConfig
 from kafkaclone.server.config import BROKER_CONFIG, broker_config_synonyms
 from kafkaclone.server.services import BrokerServices
-from kafkaclone.zk.znodes import ConfigEntityZNode, ConfigType
+from kafkaclone.zk.znodes import ConfigEntityType, ConfigEntityZNode
 
 NO_NUM_PARTITIONS: Final = -1
 NO_REPLICATION_FACTOR: Final = -1
@@ -185,8 +185,8 @@ def _string(key: ConfigKey | None, value: object) -> str | None:
 
 async def broker_config_layers(broker: BrokerServices) -> BrokerConfigLayers:
     zk = broker.zk_client
-    dynamic_broker = await zk.get_entity_configs(ConfigType.BROKER, str(broker.broker_id))
-    dynamic_default = await zk.get_entity_configs(ConfigType.BROKER,
+    dynamic_broker = await zk.get_entity_configs(ConfigEntityType.BROKER, str(broker.broker_id))
+    dynamic_default = await zk.get_entity_configs(ConfigEntityType.BROKER,
                                                   ConfigEntityZNode.DEFAULT_ENTITY_NAME)
     config = broker.config
     static = {name: _string(BROKER_CONFIG.get(name), value)

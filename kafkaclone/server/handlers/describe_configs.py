@@ -36,7 +36,7 @@ from kafkaclone.server.handlers.admin_support import (
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
-from kafkaclone.zk.znodes import ConfigType
+from kafkaclone.zk.znodes import ConfigEntityType
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ async def _describe(broker: BrokerServices, layers: BrokerConfigLayers, resource
         validate_topic_name(topic)
         if not broker.metadata_cache.contains(topic):
             raise UnknownTopicOrPartitionError()
-        props = await broker.admin_zk.fetch_entity_config(ConfigType.TOPIC, topic)
+        props = await broker.admin_zk.fetch_entity_config(ConfigEntityType.TOPIC, topic)
         return topic_config_entries(layers, props, keys, include_synonyms=include_synonyms,
                                     include_documentation=include_documentation)
     if resource.resource_type == ResourceType.BROKER:

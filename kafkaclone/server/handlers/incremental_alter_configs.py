@@ -29,8 +29,7 @@ from kafkaclone.server.handlers.admin_support import (
 from kafkaclone.server.handlers.alter_configs import alter_resource_configs
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
-from kafkaclone.zk.znodes import ConfigEntityZNode
-from kafkaclone.zk.znodes import ConfigType as ZkConfigType
+from kafkaclone.zk.znodes import ConfigEntityType, ConfigEntityZNode
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +104,12 @@ async def _alter(broker: BrokerServices, resource: Any, validate_only: bool) -> 
         raise InvalidRequestError(f"Null value not supported for : {','.join(nulls)}")
     name = resource.resource_name
     if resource.resource_type == ResourceType.TOPIC:
-        current = await broker.admin_zk.fetch_entity_config(ZkConfigType.TOPIC, name)
+        current = await broker.admin_zk.fetch_entity_config(ConfigEntityType.TOPIC, name)
         props = apply_operations(current, list(resource.configs), LOG_CONFIG_KEYS)
     elif resource.resource_type == ResourceType.BROKER:
         broker_id = broker_id_of_resource(broker, name)
         entity = ConfigEntityZNode.DEFAULT_ENTITY_NAME if broker_id is None else str(broker_id)
-        current = await broker.admin_zk.fetch_entity_config(ZkConfigType.BROKER, entity)
+        current = await broker.admin_zk.fetch_entity_config(ConfigEntityType.BROKER, entity)
         props = apply_operations(current, list(resource.configs), BROKER_CONFIG)
     else:
         raise InvalidRequestError("AlterConfigs is only supported for topics and brokers, but "
