@@ -66,6 +66,8 @@ from kafkaclone.log.manager import LogManager
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
+from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
+from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.dynamic_config import DynamicConfigManager
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
@@ -149,6 +151,10 @@ class KafkaBroker(MultiService):
         self.broker_epoch: int = -1
         self.auto_create_topics_enable: bool = config.auto_create_topics_enable
         self.metadata_cache = MetadataCache(self.broker_id)
+        self.topic_purgatory: DelayedOperationPurgatory[DelayedOperation] = (
+            DelayedOperationPurgatory("topic", reactor))
+        self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
+            DelayedOperationPurgatory("ElectLeader", reactor))
         self.request_handler = RequestHandler(broker=self)
         self._controller_factory: ControllerFactory = controller_factory or KafkaController
         self._zk_client: KafkaZkClient | None = None

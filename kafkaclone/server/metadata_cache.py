@@ -98,7 +98,7 @@ class MetadataCache:
         partitions = {topic: dict(states) for topic, states in old.partitions.items()}
         topic_ids = dict(old.topic_ids)
         deleted: list[tuple[str, int]] = []
-        for topic_name, topic_id, state in _partition_states(request, version):
+        for topic_name, topic_id, state in update_metadata_partition_states(request, version):
             if state.leader == LEADER_DURING_DELETE:
                 topic_partitions = partitions.get(topic_name)
                 if topic_partitions is not None and topic_partitions.pop(state.partition_index,
@@ -233,7 +233,10 @@ def _live_broker(broker: Any, version: int) -> LiveBroker:
     return LiveBroker(broker.id, broker.rack, endpoints)
 
 
-def _partition_states(request: Any, version: int) -> Iterable[tuple[str, uuid.UUID | None, Any]]:
+def update_metadata_partition_states(request: Any, version: int,
+                                     ) -> Iterable[tuple[str, uuid.UUID | None, Any]]:
+    """An UpdateMetadata request's partition states with their topic's name and id (None
+    before v7), whichever layout its version has."""
     if version <= 4:
         for state in request.ungrouped_partition_states:
             yield state.topic_name, None, state

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from kafkaclone.coordinator.group.coordinator import GroupCoordinator
     from kafkaclone.log.manager import LogManager
     from kafkaclone.server.config import KafkaConfig
+    from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
+    from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
     from kafkaclone.server.metadata_cache import MetadataCache
     from kafkaclone.server.replica_manager import ReplicaManager
     from kafkaclone.zk.admin import AdminZkClient
@@ -90,6 +92,18 @@ class BrokerServices(Protocol):
     @property
     def controller(self) -> ControllerService | None:
         """None until the broker stands for controller (after it registered)."""
+        ...
+
+    @property
+    def topic_purgatory(self) -> DelayedOperationPurgatory[DelayedOperation]:
+        """CreateTopics, CreatePartitions and DeleteTopics waiting for UpdateMetadata, keyed
+        by topic name (Kafka's ZkAdminManager.topicPurgatory)."""
+        ...
+
+    @property
+    def elect_leader_purgatory(self) -> DelayedOperationPurgatory[DelayedElectLeader]:
+        """ElectLeaders waiting for UpdateMetadata, keyed by TopicPartition (Kafka's
+        ReplicaManager.delayedElectLeaderPurgatory)."""
         ...
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:

@@ -1,7 +1,5 @@
 """What the admin handlers share (Kafka 2.8's ZkAdminManager and ConfigHelper, ZooKeeper mode).
 
-- waiting, on the broker's reactor clock, for the metadata cache to show a change the
-  controller is making (Kafka's DelayedCreatePartitions / DelayedDeleteTopics);
 - config entries as DescribeConfigs and CreateTopics v5+ report them: the value, its
   source and its synonyms, from the topic's overrides (``/config/topics/<t>``), this
   broker's dynamic configs (``/config/brokers/<id>``), the cluster-wide dynamic defaults
@@ -14,11 +12,9 @@ This module registers no handler (the registry imports it like the others, harml
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
-
-from twisted.internet.task import deferLater
 
 from kafkaclone.common.config_def import ConfigError, ConfigKey
 from kafkaclone.common.errors import (
@@ -34,8 +30,6 @@ from kafkaclone.zk.znodes import ConfigEntityType, ConfigEntityZNode
 
 NO_NUM_PARTITIONS: Final = -1
 NO_REPLICATION_FACTOR: Final = -1
-POLL_INTERVAL_S: Final = 0.02
-"""How often a waiting admin request looks at the metadata cache again."""
 
 
 class ResourceType(enum.IntEnum):
@@ -90,43 +84,11 @@ def error_of(exc: BaseException) -> tuple[int, str | None]:
 
 
 def is_active_controller(broker: BrokerServices) -> bool:
-    controller = getattr(broker, "controller", None)
-    return controller is not None and bool(controller.is_active)
+    controller = broker.controller
+    return controller is not None and controller.is_active
 
 
 NOT_CONTROLLER: Final = NotControllerError.code
-
-
-def _clock(broker: BrokerServices) -> Any:
-    clock = getattr(broker, "reactor", None)
-    if clock is None:
-        from twisted.internet import reactor as clock
-    return clock
-
-
-async def wait_until(broker: BrokerServices, done: Callable[[], bool], timeout_ms: int) -> bool:
-    """Whether ``done()`` held within ``timeout_ms`` on the broker's clock (it is looked at
-    every POLL_INTERVAL_S, as the controller's UpdateMetadata requests arrive)."""
-    clock = _clock(broker)
-    deadline = clock.seconds() + timeout_ms / 1000.0
-    while not done():
-        remaining = deadline - clock.seconds()
-        if remaining <= 0:
-            return False
-        await deferLater(clock, min(POLL_INTERVAL_S, remaining), lambda: None)
-    return True
-
-
-def partitions_have_leaders(broker: BrokerServices, topic: str,
-                            partitions: Iterable[int]) -> bool:
-    """Kafka's DelayedCreatePartitions test: every partition is in the metadata cache with
-    a leader."""
-    cache = broker.metadata_cache
-    for partition in partitions:
-        state = cache.partition_state(topic, partition)
-        if state is None or state.leader < 0:
-            return False
-    return True
 
 
 # --- config entries --------------------------------------------------------------------------

@@ -5,8 +5,9 @@ Only the controller accepts (NOT_CONTROLLER otherwise). A topic named twice is
 INVALID_REQUEST; a decrease or the same count INVALID_PARTITIONS; assignments naming
 unknown brokers or of the wrong number INVALID_REPLICA_ASSIGNMENT; a topic queued for
 deletion INVALID_TOPIC_EXCEPTION. The new assignment is written to
-``/brokers/topics/<t>`` (not with validate_only) and the answer waits, at most
-``timeout_ms``, until every partition has a leader in the metadata cache.
+``/brokers/topics/<t>`` (not with validate_only) and the answer waits in the topic
+purgatory (DelayedCreatePartitions), at most ``timeout_ms``, until every partition has a
+leader in the metadata cache; REQUEST_TIMED_OUT otherwise.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ import logging
 from collections import Counter
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
 from kafkaclone.common.errors import NONE, InvalidRequestError, RequestTimedOutError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.delayed.create_partitions import DelayedCreatePartitions
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
     error_of,
     is_active_controller,
-    partitions_have_leaders,
-    wait_until,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
@@ -64,15 +66,14 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         by_name[topic.name] = result
 
     if created and not request.validate_only:
-        def all_have_leaders() -> bool:
-            return all(partitions_have_leaders(broker, name, partitions)
-                       for name, partitions in created.items())
-
-        waited = request.timeout_ms > 0 and await wait_until(broker, all_have_leaders,
-                                                             request.timeout_ms)
-        for name, partitions in created.items():
-            if not waited and (request.timeout_ms <= 0
-                               or not partitions_have_leaders(broker, name, partitions)):
-                by_name[name].error_code = RequestTimedOutError.code
-                by_name[name].error_message = None
+        leaderless = set(created)
+        if request.timeout_ms > 0:
+            answered: Deferred[set[str]] = Deferred()
+            broker.topic_purgatory.try_complete_else_watch(
+                DelayedCreatePartitions(request.timeout_ms, created, broker.metadata_cache,
+                                        answered.callback), created)
+            leaderless = await answered
+        for name in leaderless:
+            by_name[name].error_code = RequestTimedOutError.code
+            by_name[name].error_message = None
     return _RESPONSE(results=results)

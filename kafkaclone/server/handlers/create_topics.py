@@ -4,10 +4,10 @@ ZkAdminManager.createTopics in ZooKeeper mode.
 Only the controller accepts (others answer NOT_CONTROLLER). Each topic is validated (name,
 existence, counts or manual assignment, configs) before anything is written; a valid one
 is written to ZooKeeper (``/config/topics/<t>`` then ``/brokers/topics/<t>``) unless the
-request is validate_only. The answer then waits, at most ``timeout_ms`` on the broker's
-clock, until the metadata cache shows a leader for every new partition (the controller's
-UpdateMetadata); topics still leaderless then are REQUEST_TIMED_OUT, as Kafka's
-DelayedCreatePartitions answers. v5+ report the partition count, the replication factor
+request is validate_only. The answer then waits in the topic purgatory
+(DelayedCreatePartitions), at most ``timeout_ms``, until the controller's UpdateMetadata
+shows a leader for every new partition in the metadata cache; topics still leaderless then
+are REQUEST_TIMED_OUT. v5+ report the partition count, the replication factor
 and the configs of each created topic; v7 its id.
 """
 
@@ -17,6 +17,8 @@ import logging
 import uuid
 from collections import Counter
 from typing import Any
+
+from twisted.internet.defer import Deferred
 
 from kafkaclone.common.config_def import ConfigError
 from kafkaclone.common.errors import (
@@ -29,6 +31,7 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.delayed.create_partitions import DelayedCreatePartitions
 from kafkaclone.server.handlers.admin_support import (
     NO_NUM_PARTITIONS,
     NO_REPLICATION_FACTOR,
@@ -36,9 +39,7 @@ from kafkaclone.server.handlers.admin_support import (
     broker_config_layers,
     error_of,
     is_active_controller,
-    partitions_have_leaders,
     topic_config_entries,
-    wait_until,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
@@ -137,17 +138,16 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             ]
 
     if created and not validate_only:
-        def all_have_leaders() -> bool:
-            return all(partitions_have_leaders(broker, name, partitions)
-                       for name, partitions in created.items())
-
         # Kafka answers REQUEST_TIMED_OUT at once for a timeout <= 0 (the topics are created).
-        waited = request.timeout_ms > 0 and await wait_until(broker, all_have_leaders,
-                                                             request.timeout_ms)
-        for name, partitions in created.items():
-            if not waited and (request.timeout_ms <= 0
-                               or not partitions_have_leaders(broker, name, partitions)):
-                result = results[name]
-                result.error_code, result.error_message = RequestTimedOutError.code, None
-                result.configs, result.num_partitions, result.replication_factor = [], -1, -1
+        leaderless = set(created)
+        if request.timeout_ms > 0:
+            answered: Deferred[set[str]] = Deferred()
+            broker.topic_purgatory.try_complete_else_watch(
+                DelayedCreatePartitions(request.timeout_ms, created, broker.metadata_cache,
+                                        answered.callback), created)
+            leaderless = await answered
+        for name in leaderless:
+            result = results[name]
+            result.error_code, result.error_message = RequestTimedOutError.code, None
+            result.configs, result.num_partitions, result.replication_factor = [], -1, -1
     return _RESPONSE(topics=ordered)

@@ -6,8 +6,9 @@ every topic is INVALID_REQUEST (v0-2) or TOPIC_DELETION_DISABLED (v3+). A topic 
 metadata cache does not know is UNKNOWN_TOPIC_OR_PARTITION; v6 may name topics by id
 (UNKNOWN_TOPIC_ID when the id is unknown; a name and an id together are INVALID_REQUEST).
 A known topic is marked for deletion (``/admin/delete_topics/<t>``; marking it twice is
-fine) and the answer waits, at most ``timeout_ms``, until the controller's UpdateMetadata
-has removed it from the cache; REQUEST_TIMED_OUT otherwise.
+fine) and the answer waits in the topic purgatory (DelayedDeleteTopics), at most
+``timeout_ms``, until the controller's UpdateMetadata has removed it from the cache;
+REQUEST_TIMED_OUT otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import logging
 import uuid
 from typing import Any
+
+from twisted.internet.defer import Deferred
 
 from kafkaclone.common.errors import (
     NONE,
@@ -26,11 +29,11 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.delayed.delete_topics import DelayedDeleteTopics
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
     error_of,
     is_active_controller,
-    wait_until,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
@@ -98,12 +101,13 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
         pending.append(name)
 
     if pending:
-        def all_gone() -> bool:
-            return not any(cache.contains(name) for name in pending)
-
-        waited = request.timeout_ms > 0 and await wait_until(broker, all_gone,
-                                                             request.timeout_ms)
-        for name in pending:
-            if not waited and (request.timeout_ms <= 0 or cache.contains(name)):
-                to_delete[name].error_code = RequestTimedOutError.code
+        still_there = set(pending)
+        if request.timeout_ms > 0:
+            answered: Deferred[set[str]] = Deferred()
+            broker.topic_purgatory.try_complete_else_watch(
+                DelayedDeleteTopics(request.timeout_ms, pending, cache, answered.callback),
+                pending)
+            still_there = await answered
+        for name in still_there:
+            to_delete[name].error_code = RequestTimedOutError.code
     return answer(results)

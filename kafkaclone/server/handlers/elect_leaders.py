@@ -5,9 +5,10 @@ null partitions mean every partition in the metadata cache; the controller answe
 partition (not the controller: NOT_CONTROLLER for every partition; an unknown partition
 UNKNOWN_TOPIC_OR_PARTITION; a topic being deleted INVALID_TOPIC_EXCEPTION; a leader already
 valid ELECTION_NOT_NEEDED; no eligible replica PREFERRED_LEADER_NOT_AVAILABLE or
-ELIGIBLE_LEADERS_NOT_AVAILABLE); partitions that got a new leader are answered once this
-broker's metadata cache shows it (DelayedElectLeader), or REQUEST_TIMED_OUT after
-``timeout_ms``. The top-level error (v1+) is NONE: errors are per partition.
+ELIGIBLE_LEADERS_NOT_AVAILABLE); partitions that got a new leader wait in the
+ElectLeader purgatory (DelayedElectLeader) until this broker's metadata cache shows it, or
+are REQUEST_TIMED_OUT after ``timeout_ms``. The top-level error (v1+) is NONE: errors are
+per partition.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from typing import Any
+
+from twisted.internet.defer import Deferred
 
 from kafkaclone.common.errors import (
     NONE,
@@ -26,7 +29,7 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.admin_support import wait_until
+from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
@@ -54,35 +57,28 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
         failure: KafkaError = InvalidRequestError(f"Unknown election type {election_type}")
         return _response({tp: failure for tp in partitions})
 
-    controller = getattr(broker, "controller", None)
-    elect = getattr(controller, "elect_leaders", None)
-    if controller is None or elect is None or not controller.is_active:
+    controller = broker.controller
+    if controller is None or not controller.is_active:
         not_controller = NotControllerError("This is not the correct controller for this "
                                             "cluster.")
         return _response({tp: not_controller for tp in partitions})
     try:
-        outcome: dict[TopicPartition, KafkaError | int] = await elect(
+        outcome = await controller.elect_leaders(
             None if request.topic_partitions is None else partitions, election_type)
     except KafkaError as exc:
         return _response({tp: exc for tp in partitions})
 
-    expected = {tp: leader for tp, leader in outcome.items() if isinstance(leader, int)}
-
-    def propagated() -> bool:
-        for tp, leader in expected.items():
-            state = cache.partition_state(tp.topic, tp.partition)
-            if state is None or state.leader != leader:
-                return False
-        return True
-
     results: dict[TopicPartition, KafkaError | None] = {
         tp: (None if isinstance(value, int) else value) for tp, value in outcome.items()}
-    if expected and not await wait_until(broker, propagated, request.timeout_ms):
-        for tp, leader in expected.items():
-            state = cache.partition_state(tp.topic, tp.partition)
-            if state is None or state.leader != leader:
-                results[tp] = RequestTimedOutError(
-                    "Timed out waiting for the new leader to reach the metadata")
+    expected = {tp: leader for tp, leader in outcome.items() if isinstance(leader, int)}
+    if expected:
+        answered: Deferred[set[TopicPartition]] = Deferred()
+        broker.elect_leader_purgatory.try_complete_else_watch(
+            DelayedElectLeader(request.timeout_ms, expected, cache, answered.callback),
+            expected)
+        for tp in await answered:
+            results[tp] = RequestTimedOutError(
+                "Timed out waiting for the new leader to reach the metadata")
     return _response(results)
 
 

@@ -1,4 +1,11 @@
-"""UpdateMetadata (key 6): the controller's push of cluster metadata to this broker."""
+"""UpdateMetadata (key 6): the controller's push of cluster metadata to this broker.
+
+As Kafka 2.8's ``KafkaApis.handleUpdateMetadataRequest``: a request for an earlier
+registration of this broker or from an older controller is refused; otherwise the metadata
+cache applies it, then the admin requests waiting for it are retried, each under the keys
+the request names: CreateTopics, CreatePartitions and DeleteTopics by topic (the topic
+purgatory), ElectLeaders by partition (the ElectLeader purgatory).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,11 @@ import logging
 from typing import Any
 
 from kafkaclone.common.errors import NONE, StaleBrokerEpochError, StaleControllerEpochError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.metadata_cache import update_metadata_partition_states
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -37,4 +46,10 @@ async def handle_update_metadata(ctx: RequestContext, request: Any) -> Any:
     broker.controller_epoch = request.controller_epoch
     if deleted:
         log.info("UpdateMetadata deleted %d partitions", len(deleted))
+    named = {TopicPartition(topic, state.partition_index) for topic, _, state
+             in update_metadata_partition_states(request, ctx.api_version)}
+    for topic in {tp.topic for tp in named}:
+        broker.topic_purgatory.check_and_complete(topic)
+    for tp in named:
+        broker.elect_leader_purgatory.check_and_complete(tp)
     return _RESPONSE(error_code=NONE)
