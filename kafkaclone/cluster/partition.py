@@ -146,7 +146,7 @@ class Replica:
 
 
 @dataclass(frozen=True)
-class PartitionState:
+class LeaderAndIsrPartitionState:
     """One partition of a LeaderAndIsr request (Kafka's LeaderAndIsrPartitionState)."""
 
     topic: str
@@ -249,7 +249,7 @@ class Partition:
                 self.topic_partition, config, is_new=is_new)
         return self.log
 
-    def _update_assignment_and_isr(self, state: PartitionState) -> None:
+    def _update_assignment_and_isr(self, state: LeaderAndIsrPartitionState) -> None:
         self.replicas = tuple(state.replicas)
         self.adding_replicas = tuple(state.adding_replicas)
         self.removing_replicas = tuple(state.removing_replicas)
@@ -260,7 +260,8 @@ class Partition:
 
     # -- leadership ------------------------------------------------------------------------
 
-    def make_leader(self, state: PartitionState, config: LogConfig | None = None) -> bool:
+    def make_leader(self, state: LeaderAndIsrPartitionState,
+                    config: LogConfig | None = None) -> bool:
         """Become the leader as ``state`` says; whether this replica was not the leader
         before. The new leader epoch starts at the log end offset, recorded in the log's
         leader-epoch cache (Kafka's ``maybeAssignEpochStartOffset``). The followers' fetch
@@ -291,7 +292,8 @@ class Partition:
         self._maybe_increment_leader_hw(log)
         return not was_leader
 
-    def make_follower(self, state: PartitionState, config: LogConfig | None = None) -> bool:
+    def make_follower(self, state: LeaderAndIsrPartitionState,
+                      config: LogConfig | None = None) -> bool:
         """Become a follower of ``state.leader``; whether the leader or the leader epoch
         changed (Kafka 2.8: the fetcher then restarts the partition, truncation included,
         against the new leader or at the new epoch)."""
@@ -721,10 +723,10 @@ class Partition:
         self._follower_log().truncate_fully_and_start_at(offset)
 
 
-def partition_state_of(topic: str, state: Any) -> PartitionState:
-    """A decoded LeaderAndIsrPartitionState struct as a PartitionState (fields a version
-    does not carry have their defaults)."""
-    return PartitionState(
+def partition_state_of(topic: str, state: Any) -> LeaderAndIsrPartitionState:
+    """A decoded LeaderAndIsr request partition state as a LeaderAndIsrPartitionState
+    (fields a version does not carry have their defaults)."""
+    return LeaderAndIsrPartitionState(
         topic=topic,
         partition=state.partition_index,
         controller_epoch=state.controller_epoch,

@@ -172,7 +172,10 @@ class BrokerEndPoint:
     port: int
 
 
-class ReplicaState(enum.Enum):
+class ReplicaFetchState(enum.Enum):
+    """Whether a fetcher truncates or fetches a partition (Kafka's AbstractFetcherThread
+    ReplicaState: Truncating, Fetching; not the controller's ReplicaState)."""
+
     TRUNCATING = "Truncating"
     FETCHING = "Fetching"
 
@@ -184,7 +187,7 @@ class PartitionFetchState:
     fetch_offset: int
     lag: int | None
     current_leader_epoch: int
-    state: ReplicaState
+    state: ReplicaFetchState
     last_fetched_epoch: int | None = None
     delayed_until: float = 0.0
     """Reactor seconds before which the partition is backing off after an error."""
@@ -193,10 +196,10 @@ class PartitionFetchState:
         return now < self.delayed_until
 
     def is_ready_for_fetch(self, now: float) -> bool:
-        return self.state is ReplicaState.FETCHING and not self.is_delayed(now)
+        return self.state is ReplicaFetchState.FETCHING and not self.is_delayed(now)
 
     def is_truncating(self, now: float) -> bool:
-        return self.state is ReplicaState.TRUNCATING and not self.is_delayed(now)
+        return self.state is ReplicaFetchState.TRUNCATING and not self.is_delayed(now)
 
 
 @dataclass(frozen=True)
@@ -469,12 +472,12 @@ class ReplicaFetcher:
             if current is not None and current.current_leader_epoch == initial.current_leader_epoch:
                 continue
             last_fetched_epoch = self._latest_epoch(tp)
-            state = (ReplicaState.FETCHING
+            state = (ReplicaFetchState.FETCHING
                      if self.config.truncation_on_fetch and last_fetched_epoch is not None
-                     else ReplicaState.TRUNCATING)
+                     else ReplicaFetchState.TRUNCATING)
             self.partition_states[tp] = PartitionFetchState(
                 initial.init_offset, None, initial.current_leader_epoch, state,
-                last_fetched_epoch if state is ReplicaState.FETCHING else None)
+                last_fetched_epoch if state is ReplicaFetchState.FETCHING else None)
             logger.info("[%s] Added %s at offset %d, leader epoch %d (%s)", self.name, tp,
                         initial.init_offset, initial.current_leader_epoch, state.value)
         self._wake()
@@ -567,7 +570,7 @@ class ReplicaFetcher:
                 logger.error("[%s] Failed to truncate %s: %s", self.name, tp, exc)
                 self._mark_partition_failed(tp)
                 continue
-            self.partition_states[tp] = replace(state, state=ReplicaState.FETCHING,
+            self.partition_states[tp] = replace(state, state=ReplicaFetchState.FETCHING,
                                                 last_fetched_epoch=self._latest_epoch(tp))
 
     async def _truncate_to_epoch_end_offsets(
@@ -630,7 +633,7 @@ class ReplicaFetcher:
         done = truncation.truncation_completed
         self.partition_states[tp] = replace(
             state, fetch_offset=truncation.offset,
-            state=ReplicaState.FETCHING if done else ReplicaState.TRUNCATING,
+            state=ReplicaFetchState.FETCHING if done else ReplicaFetchState.TRUNCATING,
             last_fetched_epoch=self._latest_epoch(tp) if done else None)
 
     def _truncation_offset(self, tp: TopicPartition, state: PartitionFetchState,
@@ -865,7 +868,7 @@ class ReplicaFetcher:
                                replica_end_offset, self.source.id, leader_end_offset)
                 self._truncate(tp, OffsetTruncationState(leader_end_offset, True))
                 self.partition_states[tp] = PartitionFetchState(
-                    leader_end_offset, 0, epoch, ReplicaState.FETCHING, self._latest_epoch(tp))
+                    leader_end_offset, 0, epoch, ReplicaFetchState.FETCHING, self._latest_epoch(tp))
                 return True
             leader_start_offset = await self._leader_offset(tp, epoch, EARLIEST_TIMESTAMP)
             current = self.partition_states.get(tp)
@@ -880,7 +883,7 @@ class ReplicaFetcher:
                 partition.truncate_fully_and_start_at(leader_start_offset)
             self.partition_states[tp] = PartitionFetchState(
                 offset_to_fetch, leader_end_offset - offset_to_fetch, epoch,
-                ReplicaState.FETCHING, self._latest_epoch(tp))
+                ReplicaFetchState.FETCHING, self._latest_epoch(tp))
             return True
         except FencedLeaderEpochError:
             self._on_partition_fenced(tp, epoch)
@@ -1039,10 +1042,10 @@ __all__ = [
     "BrokerEndPoint",
     "InitialFetchState",
     "PartitionFetchState",
+    "ReplicaFetchState",
     "ReplicaFetcher",
     "ReplicaFetcherConfig",
     "ReplicaFetcherManager",
-    "ReplicaState",
     "fetcher_id_for",
     "initial_fetch_offset",
 ]

@@ -53,8 +53,8 @@ from twisted.internet.defer import Deferred, DeferredLock
 from kafkaclone.cluster.partition import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     FetchIsolation,
+    LeaderAndIsrPartitionState,
     Partition,
-    PartitionState,
 )
 from kafkaclone.common.clock import Scheduler, now_ms
 from kafkaclone.common.errors import (
@@ -345,7 +345,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        partition_states: Sequence[PartitionState],
+        partition_states: Sequence[LeaderAndIsrPartitionState],
         topic_ids: Mapping[str, uuid.UUID] | None = None,
     ) -> ReplicaManagerResult:
         await self._state_change_lock.acquire()
@@ -359,7 +359,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        partition_states: Sequence[PartitionState],
+        partition_states: Sequence[LeaderAndIsrPartitionState],
         topic_ids: Mapping[str, uuid.UUID],
     ) -> ReplicaManagerResult:
         if controller_epoch < self.controller_epoch:
@@ -372,7 +372,7 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
 
         errors: dict[TopicPartition, int] = {}
-        accepted: list[tuple[Partition, PartitionState]] = []
+        accepted: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         for state in partition_states:
             tp = state.topic_partition
             partition = self.all_partitions.get(tp)
@@ -451,7 +451,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        states: Sequence[tuple[Partition, PartitionState]],
+        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
@@ -479,7 +479,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        states: Sequence[tuple[Partition, PartitionState]],
+        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
@@ -537,7 +537,7 @@ class ReplicaManager:
             return None
         listener = self.replica_fetcher_manager.config.inter_broker_listener_name
         for broker, endpoint in cache.alive_endpoints(listener):
-            if broker.id == leader_id:
+            if broker.id == leader_id and endpoint.host is not None:
                 return BrokerEndPoint(leader_id, endpoint.host, endpoint.port)
         return None
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet import task
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -32,7 +33,6 @@ from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.registry import HANDLERS, load_handlers
-from kafkaclone.server.metadata_cache import BrokerEndpoint
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.zk.znodes import OffsetCommitMetadata
 from tests.coordinator.helpers import MemoryGroupStore, make_coordinator, subscription
@@ -57,8 +57,8 @@ class FakeCache:
             return PartitionState(leader=1)
         return None
 
-    def leader_endpoint(self, topic: str, partition: int, listener: str) -> BrokerEndpoint | None:
-        return BrokerEndpoint(listener, "broker-1.local", 9092, 0)
+    def leader_endpoint(self, topic: str, partition: int, listener: str) -> EndPoint | None:
+        return EndPoint(listener, SecurityProtocol.PLAINTEXT, "broker-1.local", 9092)
 
 
 class FakeZk:

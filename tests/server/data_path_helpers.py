@@ -17,7 +17,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from kafkaclone.cluster.partition import PartitionState
+from kafkaclone.cluster.partition import LeaderAndIsrPartitionState
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
@@ -101,9 +101,10 @@ class DataPathBroker:
         if configs is not None:
             self.topic_configs.overrides[topic] = dict(configs)
         states = [
-            PartitionState(topic, p, controller_epoch=1, leader=leader,
-                           leader_epoch=leader_epoch, isr=isr if isr is not None else replicas,
-                           zk_version=0, replicas=replicas, is_new=True)
+            LeaderAndIsrPartitionState(
+                topic, p, controller_epoch=1, leader=leader, leader_epoch=leader_epoch,
+                isr=isr if isr is not None else replicas, zk_version=0, replicas=replicas,
+                is_new=True)
             for p in partitions
         ]
         self.metadata_cache.partitions.update(s.topic_partition for s in states)

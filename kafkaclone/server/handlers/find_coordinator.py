@@ -60,4 +60,4 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
                                      ctx.connection.listener_name)
     if state is None or endpoint is None:
         return _answer(CoordinatorNotAvailableError.code)
-    return _answer(NONE, state.leader, endpoint.host, endpoint.port)
+    return _answer(NONE, state.leader, endpoint.host or "", endpoint.port)

@@ -14,7 +14,7 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from kafkaclone.cluster.partition import PartitionState, partition_state_of
+from kafkaclone.cluster.partition import LeaderAndIsrPartitionState, partition_state_of
 from kafkaclone.common.errors import StaleBrokerEpochError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
@@ -29,12 +29,12 @@ _PartitionError = _RESPONSE.structs["LeaderAndIsrPartitionError"]
 _TopicError = _RESPONSE.structs["LeaderAndIsrTopicError"]
 
 
-def partition_states(request: Any, version: int) -> tuple[list[PartitionState],
+def partition_states(request: Any, version: int) -> tuple[list[LeaderAndIsrPartitionState],
                                                          dict[str, uuid.UUID]]:
     """The request's partition states in request order, and the topic ids (v5)."""
     if version <= 1:
         return [partition_state_of(s.topic_name, s) for s in request.ungrouped_partition_states], {}
-    states: list[PartitionState] = []
+    states: list[LeaderAndIsrPartitionState] = []
     topic_ids: dict[str, uuid.UUID] = {}
     for topic in request.topic_states:
         if version >= 5:
@@ -43,7 +43,7 @@ def partition_states(request: Any, version: int) -> tuple[list[PartitionState],
     return states, topic_ids
 
 
-def _response(version: int, error_code: int, states: list[PartitionState],
+def _response(version: int, error_code: int, states: list[LeaderAndIsrPartitionState],
               errors: dict[TopicPartition, int], topic_ids: dict[str, uuid.UUID]) -> Any:
     if version < 5:
         return _RESPONSE(error_code=error_code, partition_errors=[
