@@ -71,7 +71,6 @@ NO_LEADER: Final = -1
 NO_LEADER_EPOCH: Final = -1
 """A partition the controller has not described yet: any leader epoch (>= 0) is newer."""
 UNKNOWN_OFFSET: Final = -1
-DEFAULT_REPLICA_LAG_TIME_MAX_MS: Final = 30_000
 
 
 class FetchIsolation(enum.Enum):
@@ -175,9 +174,9 @@ class Partition:
         local_broker_id: int,
         log_manager: LogManager,
         *,
+        replica_lag_time_max_ms: int,
         clock: Scheduler,
         isr_manager: IsrManager | None = None,
-        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         on_high_watermark_change: Callable[[TopicPartition], None] | None = None,
         is_broker_alive: Callable[[int], bool] | None = None,
     ) -> None:

@@ -371,8 +371,8 @@ class KafkaBroker(MultiService):
         for topic, props in overrides.items():
             if props:
                 try:
-                    topic_configs[topic] = LogConfig.from_props(
-                        props, defaults=manager_config.default_log_config, ignore_unknown=True)
+                    topic_configs[topic] = LogConfig.from_topic_overrides(
+                        props, manager_config.default_log_config)
                 except KafkaError as exc:
                     logger.error("Invalid config overrides of topic %s: %s", topic, exc)
         manager = LogManager(manager_config, clock=self.reactor, topic_configs=topic_configs,

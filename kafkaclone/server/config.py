@@ -618,6 +618,22 @@ BROKER_CONFIG: Final = ConfigDef([
 ])  # fmt: skip
 
 
+def default_int(name: str) -> int:
+    """The table's default of an INT or LONG broker config: what the config dataclasses of
+    the broker's parts (ReplicaManagerConfig, ReplicaFetcherConfig, ...) default to, so
+    that each default is declared once."""
+    default = BROKER_CONFIG[name].default
+    assert isinstance(default, int) and not isinstance(default, bool), name
+    return default
+
+
+def default_str(name: str) -> str:
+    """The table's default of a STRING broker config that has one (see ``default_int``)."""
+    default = BROKER_CONFIG[name].default
+    assert isinstance(default, str), name
+    return default
+
+
 # --- topic-level synonyms -----------------------------------------------------------------
 
 # TOPIC_CONFIG_SYNONYMS (topic-level config -> the broker config supplying its default) is

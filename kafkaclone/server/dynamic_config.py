@@ -183,8 +183,7 @@ class DynamicConfigManager:
         for topic in topics:
             props = overrides.get(topic, {})
             try:
-                config = (LogConfig.from_props(props, defaults=defaults, ignore_unknown=True)
-                          if props else defaults)
+                config = LogConfig.from_topic_overrides(props, defaults)
             except KafkaError as exc:
                 logger.error("Invalid config overrides of topic %s, keeping the current "
                              "ones: %s", topic, exc)

@@ -80,6 +80,7 @@ from kafkaclone.log.common import (
 from kafkaclone.network.client import KafkaClientConnection
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.config import default_int, default_str
 
 logger = logging.getLogger(__name__)
 
@@ -114,18 +115,19 @@ def _ibp_at_least(version: str, major: int, minor: int, iv: int = 0) -> bool:
 
 @dataclass(frozen=True)
 class ReplicaFetcherConfig:
-    """The broker settings the fetchers use (Kafka's names and defaults)."""
+    """The broker settings the fetchers use (Kafka's names; the defaults are the broker
+    config table's, the inter-broker listener's that of security.inter.broker.protocol)."""
 
     broker_id: int
-    num_replica_fetchers: int = 1
-    replica_fetch_max_bytes: int = 1_048_576
-    replica_fetch_min_bytes: int = 1
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_response_max_bytes: int = 10_485_760
-    replica_fetch_backoff_ms: int = 1000
-    replica_socket_timeout_ms: int = 30_000
-    inter_broker_listener_name: str = "PLAINTEXT"
-    inter_broker_protocol_version: str = "2.8-IV1"
+    num_replica_fetchers: int = default_int("num.replica.fetchers")
+    replica_fetch_max_bytes: int = default_int("replica.fetch.max.bytes")
+    replica_fetch_min_bytes: int = default_int("replica.fetch.min.bytes")
+    replica_fetch_wait_max_ms: int = default_int("replica.fetch.wait.max.ms")
+    replica_fetch_response_max_bytes: int = default_int("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = default_int("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = default_int("replica.socket.timeout.ms")
+    inter_broker_listener_name: str = default_str("security.inter.broker.protocol")
+    inter_broker_protocol_version: str = default_str("inter.broker.protocol.version")
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ReplicaFetcherConfig:

@@ -51,7 +51,6 @@ from typing import Any, Final, Protocol
 from twisted.internet.defer import Deferred, DeferredLock
 
 from kafkaclone.cluster.partition import (
-    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     FetchIsolation,
     LeaderAndIsrPartitionState,
     Partition,
@@ -74,6 +73,7 @@ from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import AppendOrigin, TimestampAndOffset
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
+from kafkaclone.server.config import default_int
 from kafkaclone.server.delayed.delete_records import (
     DelayedDeleteRecords,
     DeleteRecordsPartitionStatus,
@@ -144,14 +144,18 @@ once no change came for 5 s, or at the latest 60 s after the last announcement."
 
 @dataclass(frozen=True)
 class ReplicaManagerConfig:
-    """The broker settings the data path uses (Kafka's names, Kafka's defaults)."""
+    """The broker settings the data path uses (Kafka's names; the defaults are the broker
+    config table's)."""
 
-    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
-    fetch_max_bytes: int = 57_671_680
-    replica_fetch_response_max_bytes: int = 10_485_760
-    producer_purgatory_purge_interval_requests: int = 1000
-    fetch_purgatory_purge_interval_requests: int = 1000
-    max_incremental_fetch_session_cache_slots: int = 1000
+    replica_lag_time_max_ms: int = default_int("replica.lag.time.max.ms")
+    fetch_max_bytes: int = default_int("fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = default_int("replica.fetch.response.max.bytes")
+    producer_purgatory_purge_interval_requests: int = (
+        default_int("producer.purgatory.purge.interval.requests"))
+    fetch_purgatory_purge_interval_requests: int = (
+        default_int("fetch.purgatory.purge.interval.requests"))
+    max_incremental_fetch_session_cache_slots: int = (
+        default_int("max.incremental.fetch.session.cache.slots"))
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ReplicaManagerConfig:
@@ -439,8 +443,8 @@ class ReplicaManager:
         configs: dict[str, LogConfig] = {}
         for topic in topics:
             try:
-                configs[topic] = LogConfig.from_props(overrides.get(topic, {}), defaults=defaults,
-                                                      ignore_unknown=True)
+                configs[topic] = LogConfig.from_topic_overrides(overrides.get(topic, {}),
+                                                                defaults)
             except KafkaError as exc:
                 logger.error("Invalid config overrides of topic %s, using the defaults: %s",
                              topic, exc)

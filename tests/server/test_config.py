@@ -24,6 +24,8 @@ from kafkaclone.server.config import (
     parse_properties,
     topic_config_synonyms,
 )
+from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
+from kafkaclone.server.replica_manager import ReplicaManagerConfig
 from kafkaclone.tools import config_doc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,6 +134,14 @@ def test_derived_defaults() -> None:
     assert cfg.inter_broker_security_protocol is SecurityProtocol.PLAINTEXT
     assert cfg.control_plane_listener is None
     assert cfg.offsets_storage == "zookeeper"
+
+
+def test_the_broker_parts_config_defaults_are_the_tables() -> None:
+    cfg = config()
+    assert ReplicaManagerConfig() == ReplicaManagerConfig.from_kafka_config(cfg)
+    assert ReplicaFetcherConfig(cfg.broker_id) == ReplicaFetcherConfig.from_kafka_config(cfg)
+    assert ReplicaManagerConfig().replica_lag_time_max_ms == BROKER_CONFIG[
+        "replica.lag.time.max.ms"].default == 30_000
 
 
 def test_every_key_is_documented_and_grouped() -> None:

@@ -176,10 +176,10 @@ def _config_synonyms(layers: BrokerConfigLayers, name: str, chain: Iterable[str]
 
 
 def topic_log_config(layers: BrokerConfigLayers, topic_props: Mapping[str, str]) -> LogConfig:
-    """A topic's LogConfig: its overrides over the broker's topic defaults. Unknown override
-    names are ignored here (they were refused when written)."""
+    """A topic's LogConfig: its overrides over the broker's topic defaults, dynamic ones
+    included."""
     defaults = LogConfig.from_broker_props(layers.effective_broker_props())
-    return LogConfig.from_props(topic_props, defaults=defaults, ignore_unknown=True)
+    return LogConfig.from_topic_overrides(topic_props, defaults)
 
 
 def topic_config_entries(layers: BrokerConfigLayers, topic_props: Mapping[str, str],
