@@ -66,7 +66,7 @@ from kafkaclone.log.manager import LogManager
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
-from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
+from kafkaclone.server.delayed.admin import DelayedElectLeader
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.dynamic_config import DynamicConfigManager
 from kafkaclone.server.metadata_cache import MetadataCache

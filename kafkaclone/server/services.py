@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from kafkaclone.coordinator.group.coordinator import GroupCoordinator
     from kafkaclone.log.manager import LogManager
     from kafkaclone.server.config import KafkaConfig
-    from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
+    from kafkaclone.server.delayed.admin import DelayedElectLeader
     from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
     from kafkaclone.server.metadata_cache import MetadataCache
     from kafkaclone.server.replica_manager import ReplicaManager

@@ -23,7 +23,7 @@ from kafkaclone.network.socket_server import ConnectionInfo, KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.config import KafkaConfig
-from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
+from kafkaclone.server.delayed.admin import DelayedElectLeader
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from kafkaclone.server.request_handler import RequestHandler

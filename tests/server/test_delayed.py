@@ -12,9 +12,11 @@ from twisted.internet.task import Clock
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.delayed.create_partitions import DelayedCreatePartitions
-from kafkaclone.server.delayed.delete_topics import DelayedDeleteTopics
-from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
+from kafkaclone.server.delayed.admin import (
+    DelayedCreatePartitions,
+    DelayedDeleteTopics,
+    DelayedElectLeader,
+)
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from kafkaclone.server.replica_manager import ZkIsrManager

@@ -21,9 +21,11 @@ from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.delayed.create_partitions import DelayedCreatePartitions
-from kafkaclone.server.delayed.delete_topics import DelayedDeleteTopics
-from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
+from kafkaclone.server.delayed.admin import (
+    DelayedCreatePartitions,
+    DelayedDeleteTopics,
+    DelayedElectLeader,
+)
 from kafkaclone.server.delayed.purgatory import DelayedOperationPurgatory
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.request_handler import RequestHandler

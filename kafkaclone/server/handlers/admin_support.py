@@ -1,5 +1,8 @@
 """What the admin handlers share (Kafka 2.8's ZkAdminManager and ConfigHelper, ZooKeeper mode).
 
+- waiting in the broker's topic purgatory until the controller's UpdateMetadata shows a
+  leader for every partition CreateTopics or CreatePartitions created
+  (DelayedCreatePartitions);
 - config entries as DescribeConfigs and CreateTopics v5+ report them: the value, its
   source and its synonyms, from the topic's overrides (``/config/topics/<t>``), this
   broker's dynamic configs (``/config/brokers/<id>``), the cluster-wide dynamic defaults
@@ -12,9 +15,11 @@ This module registers no handler (the registry imports it like the others, harml
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from twisted.internet.defer import Deferred
 
 from kafkaclone.common.config_def import ConfigError, ConfigKey
 from kafkaclone.common.errors import (
@@ -25,6 +30,7 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.log.config import LOG_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, LogConfig
 from kafkaclone.server.config import BROKER_CONFIG, broker_config_synonyms
+from kafkaclone.server.delayed.admin import DelayedCreatePartitions
 from kafkaclone.server.services import BrokerServices
 from kafkaclone.zk.znodes import ConfigEntityType, ConfigEntityZNode
 
@@ -89,6 +95,21 @@ def is_active_controller(broker: BrokerServices) -> bool:
 
 
 NOT_CONTROLLER: Final = NotControllerError.code
+
+
+async def wait_for_leaders(broker: BrokerServices, partitions: Mapping[str, Collection[int]],
+                           timeout_ms: int) -> set[str]:
+    """The topics of ``partitions`` (topic -> new partition ids) still without a leader for
+    every partition once DelayedCreatePartitions completed or expired after ``timeout_ms``;
+    all of them for a timeout <= 0 (Kafka answers REQUEST_TIMED_OUT at once: the topics are
+    created all the same)."""
+    if timeout_ms <= 0:
+        return set(partitions)
+    answered: Deferred[set[str]] = Deferred()
+    broker.topic_purgatory.try_complete_else_watch(
+        DelayedCreatePartitions(timeout_ms, partitions, broker.metadata_cache,
+                                answered.callback), partitions)
+    return await answered
 
 
 # --- config entries --------------------------------------------------------------------------

@@ -16,16 +16,14 @@ import logging
 from collections import Counter
 from typing import Any
 
-from twisted.internet.defer import Deferred
-
 from kafkaclone.common.errors import NONE, InvalidRequestError, RequestTimedOutError
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.delayed.create_partitions import DelayedCreatePartitions
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
     error_of,
     is_active_controller,
+    wait_for_leaders,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
@@ -66,14 +64,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         by_name[topic.name] = result
 
     if created and not request.validate_only:
-        leaderless = set(created)
-        if request.timeout_ms > 0:
-            answered: Deferred[set[str]] = Deferred()
-            broker.topic_purgatory.try_complete_else_watch(
-                DelayedCreatePartitions(request.timeout_ms, created, broker.metadata_cache,
-                                        answered.callback), created)
-            leaderless = await answered
-        for name in leaderless:
+        for name in await wait_for_leaders(broker, created, request.timeout_ms):
             by_name[name].error_code = RequestTimedOutError.code
             by_name[name].error_message = None
     return _RESPONSE(results=results)

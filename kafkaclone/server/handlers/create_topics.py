@@ -18,8 +18,6 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from twisted.internet.defer import Deferred
-
 from kafkaclone.common.config_def import ConfigError
 from kafkaclone.common.errors import (
     NONE,
@@ -31,7 +29,6 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.delayed.create_partitions import DelayedCreatePartitions
 from kafkaclone.server.handlers.admin_support import (
     NO_NUM_PARTITIONS,
     NO_REPLICATION_FACTOR,
@@ -40,6 +37,7 @@ from kafkaclone.server.handlers.admin_support import (
     error_of,
     is_active_controller,
     topic_config_entries,
+    wait_for_leaders,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
@@ -138,15 +136,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             ]
 
     if created and not validate_only:
-        # Kafka answers REQUEST_TIMED_OUT at once for a timeout <= 0 (the topics are created).
-        leaderless = set(created)
-        if request.timeout_ms > 0:
-            answered: Deferred[set[str]] = Deferred()
-            broker.topic_purgatory.try_complete_else_watch(
-                DelayedCreatePartitions(request.timeout_ms, created, broker.metadata_cache,
-                                        answered.callback), created)
-            leaderless = await answered
-        for name in leaderless:
+        for name in await wait_for_leaders(broker, created, request.timeout_ms):
             result = results[name]
             result.error_code, result.error_message = RequestTimedOutError.code, None
             result.configs, result.num_partitions, result.replication_factor = [], -1, -1

@@ -29,7 +29,7 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.delayed.delete_topics import DelayedDeleteTopics
+from kafkaclone.server.delayed.admin import DelayedDeleteTopics
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
     error_of,

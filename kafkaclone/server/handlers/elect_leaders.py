@@ -29,7 +29,7 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.delayed.elect_leader import DelayedElectLeader
+from kafkaclone.server.delayed.admin import DelayedElectLeader
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
