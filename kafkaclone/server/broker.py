@@ -57,7 +57,7 @@ from kafkaclone.common.topic import (
     GROUP_METADATA_TOPIC_NAME,
     TRANSACTION_STATE_TOPIC_NAME,
 )
-from kafkaclone.controller.controller import KafkaController
+from kafkaclone.controller.controller import ControllerConfig, KafkaController
 from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kafkaclone.coordinator.group.store import ZkGroupStore
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
@@ -138,6 +138,44 @@ class _SessionHandler(StateChangeHandler):
             _log_failure, "re-registering the broker after a ZooKeeper session expiry")
 
 
+def controller_config(config: KafkaConfig) -> ControllerConfig:
+    """The controller's settings from the broker's config."""
+    listener = config.control_plane_listener_name or config.inter_broker_listener_name
+    return ControllerConfig(
+        broker_id=config.get_int("broker.id"),
+        unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
+        delete_topic_enable=config.get_bool("delete.topic.enable"),
+        controller_socket_timeout_ms=config.get_int("controller.socket.timeout.ms"),
+        listener_name=str(listener),
+        auto_leader_rebalance_enable=config.get_bool("auto.leader.rebalance.enable"),
+        leader_imbalance_per_broker_percentage=config.get_int(
+            "leader.imbalance.per.broker.percentage"),
+        leader_imbalance_check_interval_seconds=config.get_int(
+            "leader.imbalance.check.interval.seconds"),
+    )
+
+
+def group_config(config: KafkaConfig) -> GroupConfig:
+    """The group coordinator's settings from the broker's config."""
+    return GroupConfig(
+        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        group_max_size=config.group_max_size,
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+        offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
+    )
+
+
+def _new_controller(config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
+                    broker_epoch: int, reactor: Any) -> ControllerLike:
+    return KafkaController(controller_config(config), zk_client, broker_id, broker_epoch,
+                           reactor)
+
+
 class KafkaBroker(MultiService):
     """A broker (kafkaclone.server.services.BrokerServices for its handlers)."""
 
@@ -156,7 +194,7 @@ class KafkaBroker(MultiService):
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
             DelayedOperationPurgatory("ElectLeader", reactor))
         self.request_handler = RequestHandler(broker=self)
-        self._controller_factory: ControllerFactory = controller_factory or KafkaController
+        self._controller_factory: ControllerFactory = controller_factory or _new_controller
         self._zk_client: KafkaZkClient | None = None
         self._admin_zk: AdminZkClient | None = None
         self._log_manager: LogManager | None = None
@@ -434,7 +472,7 @@ class KafkaBroker(MultiService):
                 f"offsets.storage={self.config.offsets_storage} is not supported: committed "
                 "offsets are kept in ZooKeeper only (offsets.storage=zookeeper)")
         self._group_store = ZkGroupStore(self.zk_client)
-        coordinator = GroupCoordinator(self.broker_id, GroupConfig.from_kafka_config(self.config),
+        coordinator = GroupCoordinator(self.broker_id, group_config(self.config),
                                        self._group_store, self.reactor)
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
         coordinator.startup()
