@@ -158,10 +158,10 @@ class ClientConfig(AbstractConfig):
             super().__init__(definition, conf or {})
         except ConfigError as exc:
             raise ConfigException(str(exc)) from exc
-        for name in self.unknown:
+        for name in self.unknown_keys:
             logger.warning("The configuration '%s' was supplied but isn't a known %s config.",
                            name, what)
-        if not self.values["bootstrap.servers"]:
+        if not self.get("bootstrap.servers"):
             raise ConfigException(
                 'Missing required configuration "bootstrap.servers" which has no default '
                 'value.')

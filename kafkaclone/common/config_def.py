@@ -19,6 +19,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 from kafkaclone.common.errors import InvalidConfigError
@@ -398,36 +399,55 @@ class ConfigDef:
 class AbstractConfig:
     """Parsed values of a ConfigDef with typed getters (Kafka's ``AbstractConfig``); a
     getter asked for a value of another type raises TypeError (a programming error, not a
-    user's)."""
+    user's). ConfigError on an invalid value."""
 
     def __init__(self, definition: ConfigDef, props: Mapping[str, object]) -> None:
         self.definition = definition
-        self.originals: Mapping[str, object] = dict(props)
-        self.values, self.unknown = definition.parse(props)
+        self._originals: dict[str, object] = dict(props)
+        values, unknown = definition.parse(self._originals)
+        self._values: dict[str, ConfigValue] = values
+        self._unknown: tuple[str, ...] = tuple(unknown)
+
+    @property
+    def values(self) -> Mapping[str, ConfigValue]:
+        """Every declared key's typed value."""
+        return MappingProxyType(self._values)
+
+    @property
+    def originals(self) -> Mapping[str, object]:
+        """What was supplied, unknown keys included."""
+        return MappingProxyType(self._originals)
+
+    @property
+    def unknown_keys(self) -> tuple[str, ...]:
+        """The supplied names the table does not declare."""
+        return self._unknown
 
     def get(self, name: str) -> ConfigValue:
-        return self.values[name]
+        """The typed value of a declared key (its default if not supplied); KeyError if the
+        table does not declare it."""
+        return self._values[name]
 
     def get_int(self, name: str) -> int:
-        value = self.values[name]
+        value = self._values[name]
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} is {value!r}, not an integer")
         return value
 
     def get_bool(self, name: str) -> bool:
-        value = self.values[name]
+        value = self._values[name]
         if not isinstance(value, bool):
             raise TypeError(f"{name} is {value!r}, not a boolean")
         return value
 
     def get_float(self, name: str) -> float:
-        value = self.values[name]
+        value = self._values[name]
         if not isinstance(value, float):
             raise TypeError(f"{name} is {value!r}, not a double")
         return value
 
     def get_optional_str(self, name: str) -> str | None:
-        value = self.values[name]
+        value = self._values[name]
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{name} is {value!r}, not a string")
         return value
@@ -439,7 +459,7 @@ class AbstractConfig:
         return value
 
     def get_list(self, name: str) -> list[str]:
-        value = self.values[name]
+        value = self._values[name]
         if not isinstance(value, tuple):
             raise TypeError(f"{name} is {value!r}, not a list")
         return list(value)
@@ -447,7 +467,7 @@ class AbstractConfig:
     def get_classes(self, name: str) -> list[object]:
         """A CLASS or class-LIST value's items: names (str) and Python objects; [] for
         null or an empty name."""
-        value = self.values[name]
+        value = self._values[name]
         if value is None:
             return []
         if isinstance(value, PluginObjects):

@@ -146,6 +146,6 @@ def test_strings_from_numbers_and_typed_getters() -> None:
                             {"acks": -1, "n": "7", "other": 1, "plugin": print})
     assert config.get_str("acks") == "-1" and config.get_int("n") == 7
     assert config.get_bool("flag") is False and config.get_list("names") == ["a"]
-    assert config.get_classes("plugin") == [print] and config.unknown == ["other"]
+    assert config.get_classes("plugin") == [print] and config.unknown_keys == ("other",)
     with pytest.raises(TypeError, match="not an integer"):
         config.get_int("acks")
