@@ -1,7 +1,9 @@
 """Consumer: Kafka's consumer design in Python, synchronous, single-threaded use (a
 background thread only heartbeats for a group).
 
-Each assigned partition has a position (the next offset to return). ``poll`` returns
+Each assigned partition has a position (the next offset to return), kept with the
+subscription and the assignment in a SubscriptionState that the group's
+ConsumerCoordinator (kafkaclone.clients.group) shares. ``poll`` returns
 buffered records if it has any, and keeps one Fetch in flight per broker for the
 partitions it leads that have nothing buffered (so the next fetch runs while the caller
 works on the last one). A partition without a position (a new assignment, or after
