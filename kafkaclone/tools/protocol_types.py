@@ -11,7 +11,6 @@ is stale (tests/protocol/test_message_types.py fails then too).
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import pkgutil
 import sys
@@ -20,6 +19,7 @@ from typing import Final
 
 from kafkaclone.protocol import messages
 from kafkaclone.protocol.schema import CLASS_IMPORTS, MessageSpec, class_source
+from kafkaclone.tools.generated import generated_file_main
 
 MODULE: Final = Path(__file__).resolve().parent.parent / "protocol" / "message_types.py"
 
@@ -54,22 +54,9 @@ def render_module() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help=f"rewrite {MODULE.name}")
-    mode.add_argument("--check", action="store_true", help=f"exit 1 if {MODULE.name} is stale")
-    args = parser.parse_args(argv)
-    module = render_module()
-    if args.write:
-        MODULE.write_text(module)
-        print(f"wrote {len(declared_specs())} message classes to {MODULE}")
-    elif args.check:
-        if not MODULE.exists() or MODULE.read_text() != module:
-            print(f"{MODULE} is stale: run python -m kafkaclone.tools.protocol_types --write")
-            return 1
-    else:
-        sys.stdout.write(module)
-    return 0
+    return generated_file_main(argv, path=MODULE, render=render_module,
+                               tool="kafkaclone.tools.protocol_types",
+                               description=__doc__.splitlines()[0] if __doc__ else None)
 
 
 if __name__ == "__main__":
