@@ -402,14 +402,14 @@ class Log:
         if not analyzed.offsets_monotonic():
             raise OffsetsOutOfOrderError(
                 f"Out of order offsets found in append to {self.topic_partition}: "
-                f"{[header[0] for _, header in analyzed.batches]}"
+                f"{[header.base_offset for _, header in analyzed.batches]}"
             )
         if analyzed.first_offset < self.log_end_offset:
             raise UnexpectedAppendOffsetError(
                 f"Unexpected offset in append to {self.topic_partition}. First offset "
                 f"{analyzed.first_offset} is less than the next offset "
                 f"{self.log_end_offset}. First 10 offsets in append: "
-                f"{[header[0] for _, header in analyzed.batches[:10]]}, last offset in "
+                f"{[header.base_offset for _, header in analyzed.batches[:10]]}, last offset in "
                 f"append: {analyzed.last_offset}. Log start offset = "
                 f"{self._log_start_offset}",
                 analyzed.first_offset,
@@ -419,8 +419,9 @@ class Log:
         info = follower_append_info(analyzed, self._log_start_offset)
         self._check_append_size(len(view))
         for _, header in analyzed.batches:
-            if header[2] >= 0:
-                self._maybe_assign_epoch_start_offset(header[2], header[0])
+            if header.partition_leader_epoch >= 0:
+                self._maybe_assign_epoch_start_offset(header.partition_leader_epoch,
+                                                      header.base_offset)
         self._write(view, info, now_ms(self._clock))
         return info
 

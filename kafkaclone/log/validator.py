@@ -29,30 +29,29 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.log.common import AppendOrigin, LogAppendInfo
 from kafkaclone.log.config import LONG_MAX, LogConfig
-from kafkaclone.log.file_records import BatchHeader
-from kafkaclone.protocol.records import (
-    HEADER,
-    LOG_OVERHEAD,
+from kafkaclone.protocol.records import Codec, RecordBatch, build_record_batch
+from kafkaclone.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
+    MAGIC_V2,
+    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    Codec,
-    RecordBatch,
-    build_record_batch,
+    BatchHeader,
+    unpack_header,
 )
-
-MAGIC_V2: Final = 2
-NO_TIMESTAMP: Final = -1
-CREATE_TIME: Final = 0
-LOG_APPEND_TIME: Final = 1
-
-_ATTRIBUTES_OFFSET: Final = 21
-_TIMESTAMP_TYPE_MASK: Final = 0x08
-_CONTROL_FLAG_MASK: Final = 0x20
-_COMPRESSION_CODEC_MASK: Final = 0x07
-_MIN_LEGACY_SIZE: Final = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+from kafkaclone.protocol.records.common import (
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    NO_TIMESTAMP,
+    OFFSET_OFFSET,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
+from kafkaclone.protocol.records.legacy import LEGACY_RECORD_OVERHEAD_V0, MAGIC_V0, MAGIC_V1
 
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
-_unpack_header = HEADER.unpack_from
 
 COMPRESSION_TYPE_CODECS: Final = {
     "uncompressed": Codec.NONE,
@@ -89,18 +88,18 @@ class AnalyzedRecords(NamedTuple):
 
     @property
     def first_offset(self) -> int:
-        return self.batches[0][1][0]
+        return self.batches[0][1].base_offset
 
     @property
     def last_offset(self) -> int:
-        header = self.batches[-1][1]
-        return header[0] + header[6]
+        return self.batches[-1][1].last_offset
 
     def offsets_monotonic(self) -> bool:
         last = -1
         for _, header in self.batches:
-            batch_last = header[0] + header[6]
-            if header[6] < 0 or header[0] <= last or batch_last <= last:
+            base_offset, last_offset_delta = header.base_offset, header.last_offset_delta
+            batch_last = base_offset + last_offset_delta
+            if last_offset_delta < 0 or base_offset <= last or batch_last <= last:
                 return False
             last = batch_last
         return True
@@ -135,12 +134,12 @@ def analyze_records(
             raise CorruptMessageError(
                 f"The append ends with a partial batch of {remaining} bytes"
             )
-        (length,) = _INT32.unpack_from(view, position + 8)
+        (length,) = _INT32.unpack_from(view, position + SIZE_OFFSET)
         size = length + LOG_OVERHEAD
-        if length < _MIN_LEGACY_SIZE:
+        if length < LEGACY_RECORD_OVERHEAD_V0:
             raise CorruptMessageError(
                 f"Record size {length} is less than the minimum record overhead "
-                f"({_MIN_LEGACY_SIZE})"
+                f"({LEGACY_RECORD_OVERHEAD_V0})"
             )
         if size > remaining:
             if allow_partial_tail:
@@ -148,9 +147,9 @@ def analyze_records(
             raise CorruptMessageError(
                 f"The append ends with a partial batch: {remaining} of {size} bytes"
             )
-        magic = view[position + 16]
+        magic = view[position + MAGIC_OFFSET]
         if magic != MAGIC_V2:
-            if magic in (0, 1):
+            if magic in (MAGIC_V0, MAGIC_V1):
                 raise UnsupportedForMessageFormatError(
                     f"Message format v{magic} is not supported for append (only v2)"
                 )
@@ -160,19 +159,19 @@ def analyze_records(
                 f"Record batch is corrupt (the size {size} is smaller than the minimum "
                 f"allowed overhead {RECORD_BATCH_OVERHEAD})"
             )
-        header: BatchHeader = _unpack_header(view, position)
-        if is_client and header[0] != 0:
+        header = unpack_header(view, position)
+        if is_client and header.base_offset != 0:
             raise InvalidRecordError(
                 f"The baseOffset of the record batch in the append should be 0, but it is "
-                f"{header[0]}"
+                f"{header.base_offset}"
             )
         if max_message_bytes is not None and size > max_message_bytes:
             raise MessageTooLargeError(
                 f"The record batch size in the append is {size} bytes which exceeds the "
                 f"maximum configured value of {max_message_bytes}."
             )
-        if crc32c(view[position + _ATTRIBUTES_OFFSET : position + size]) != header[4]:
-            raise CorruptMessageError(f"Record is corrupt (stored crc = {header[4]})")
+        if crc32c(view[position + ATTRIBUTES_OFFSET : position + size]) != header.crc:
+            raise CorruptMessageError(f"Record is corrupt (stored crc = {header.crc})")
         if leader_config is not None:
             if is_client:
                 _validate_batch(header)
@@ -184,7 +183,8 @@ def analyze_records(
 
 def _validate_batch(header: BatchHeader) -> None:
     """Kafka's LogValidator.validateBatch for magic 2 (a client's batch)."""
-    base_offset, last_offset_delta, count = header[0], header[6], header[12]
+    base_offset, last_offset_delta, count = (
+        header.base_offset, header.last_offset_delta, header.records_count)
     last_offset = base_offset + last_offset_delta
     if last_offset_delta + 1 <= 0:
         raise InvalidRecordError(
@@ -197,11 +197,12 @@ def _validate_batch(header: BatchHeader) -> None:
             f"Inconsistent batch offset range [{base_offset}, {last_offset}] and count of "
             f"records {count}"
         )
-    if header[5] & _CONTROL_FLAG_MASK:
+    if header.attributes & CONTROL_FLAG_MASK:
         raise InvalidRecordError("Clients are not allowed to write control records")
-    if header[9] >= 0 and header[11] < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecordError(
-            f"Invalid sequence number {header[11]} in record batch with producerId {header[9]}"
+            f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+            f"{header.producer_id}"
         )
 
 
@@ -230,20 +231,20 @@ def _validate_batch_timestamps(header: BatchHeader, now: int, max_difference: in
                                ) -> None:
     """The per-record timestamp checks, made on the batch's base and max timestamps, if
     ``max_difference`` (from ``_timestamp_difference``) is not None."""
-    if header[5] & _TIMESTAMP_TYPE_MASK:
+    if header.attributes & TIMESTAMP_TYPE_MASK:
         raise InvalidTimestampError(
             "Invalid timestamp type in the record batch. Producer should not set timestamp "
             "type to LogAppendTime."
         )
     if max_difference is not None:
-        _check_timestamp(header[7], now, max_difference)
-        _check_timestamp(header[8], now, max_difference)
+        _check_timestamp(header.base_timestamp, now, max_difference)
+        _check_timestamp(header.max_timestamp, now, max_difference)
 
 
 def target_codec(config: LogConfig, header: BatchHeader) -> Codec:
     """The codec a batch is stored with: the producer's, unless compression.type says."""
     if config.compression_type == "producer":
-        return Codec(header[5] & _COMPRESSION_CODEC_MASK)
+        return Codec(header.compression_codec)
     return COMPRESSION_TYPE_CODECS[config.compression_type]
 
 
@@ -254,10 +255,9 @@ def _recompress(
     records are decoded, so their timestamps are checked one by one."""
     parts: list[bytes | memoryview] = []
     for position, header in analyzed.batches:
-        size = header[1] + LOG_OVERHEAD
-        raw = view[position : position + size]
+        raw = view[position : position + header.size_in_bytes]
         codec = target_codec(config, header)
-        if codec == header[5] & _COMPRESSION_CODEC_MASK:
+        if codec == header.compression_codec:
             parts.append(raw)
             continue
         batch = RecordBatch(raw)
@@ -278,9 +278,9 @@ def _recompress(
     rebuilt = memoryview(bytearray(b"".join(parts)))
     reanalyzed = analyze_records(rebuilt, origin=AppendOrigin.CLIENT, max_message_bytes=None)
     for _, header in reanalyzed.batches:
-        if header[1] + LOG_OVERHEAD > config.max_message_bytes:
+        if header.size_in_bytes > config.max_message_bytes:
             raise MessageTooLargeError(
-                f"The record batch size in the append is {header[1] + LOG_OVERHEAD} bytes "
+                f"The record batch size in the append is {header.size_in_bytes} bytes "
                 f"after recompression, which exceeds the maximum configured value of "
                 f"{config.max_message_bytes}."
             )
@@ -305,7 +305,7 @@ def validate_and_assign_offsets(
     (position, size, last offset, max timestamp) for the segment's indexes.
     """
     if config.compression_type != "producer" and any(
-        target_codec(config, header) != header[5] & _COMPRESSION_CODEC_MASK
+        target_codec(config, header) != header.compression_codec
         for _, header in analyzed.batches
     ):
         view, analyzed = _recompress(view, analyzed, config, now)
@@ -319,15 +319,15 @@ def validate_and_assign_offsets(
     pack_offset = _INT64.pack_into
     pack_epoch = _INT32.pack_into
     for position, header in analyzed.batches:
-        last_offset = offset + header[6]
-        size = header[1] + LOG_OVERHEAD
-        pack_offset(view, position, offset)
-        pack_epoch(view, position + 12, leader_epoch)
+        last_offset = offset + header.last_offset_delta
+        size = header.batch_length + LOG_OVERHEAD
+        pack_offset(view, position + OFFSET_OFFSET, offset)
+        pack_epoch(view, position + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
         if log_append_time:
             RecordBatch(view[position : position + size]).set_max_timestamp(LOG_APPEND_TIME, now)
             add_entry((position, size, last_offset, now))
         else:
-            batch_max_timestamp = header[8]
+            batch_max_timestamp = header.max_timestamp
             add_entry((position, size, last_offset, batch_max_timestamp))
             if batch_max_timestamp > max_timestamp:
                 max_timestamp = batch_max_timestamp
@@ -358,10 +358,10 @@ def follower_append_info(analyzed: AnalyzedRecords, log_start_offset: int) -> Lo
     offset_of_max_timestamp = -1
     record_count = 0
     for _, header in analyzed.batches:
-        if header[8] > max_timestamp:
-            max_timestamp = header[8]
-            offset_of_max_timestamp = header[0] + header[6]
-        record_count += header[12]
+        if header.max_timestamp > max_timestamp:
+            max_timestamp = header.max_timestamp
+            offset_of_max_timestamp = header.base_offset + header.last_offset_delta
+        record_count += header.records_count
     return LogAppendInfo(
         first_offset=analyzed.first_offset,
         last_offset=analyzed.last_offset,
@@ -372,5 +372,5 @@ def follower_append_info(analyzed: AnalyzedRecords, log_start_offset: int) -> Lo
         record_count=record_count,
         batch_count=len(analyzed.batches),
         valid_bytes=analyzed.valid_bytes,
-        last_leader_epoch=analyzed.batches[-1][1][2],
+        last_leader_epoch=analyzed.batches[-1][1].partition_leader_epoch,
     )
