@@ -35,12 +35,12 @@ from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kafkaclone.protocol.records import RecordBatch
 from kafkaclone.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
+    HEADER,
     NO_PARTITION_LEADER_EPOCH,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    unpack_header,
 )
-from kafkaclone.protocol.records.common import LOG_APPEND_TIME
+from kafkaclone.protocol.records.common import LOG_APPEND_TIME, LOG_OVERHEAD
 from kafkaclone.protocol.records.record import read_varint, read_varlong
 
 logger = logging.getLogger(__name__)
@@ -205,10 +205,17 @@ class LogSegment:
             batches = []
             position = 0
             end = len(records)
+            unpack = HEADER.unpack_from
             while position < end:
-                header = unpack_header(records, position)
-                size = header.size_in_bytes
-                batches.append((position, size, header.last_offset, header.max_timestamp))
+                # Named locals, not a BatchHeader: a follower indexes every batch it
+                # replicates here, and building the header object would triple the cost.
+                (base_offset, batch_length, _partition_leader_epoch, _magic, _crc,
+                 _attributes, last_offset_delta, _base_timestamp, max_timestamp,
+                 _producer_id, _producer_epoch, _base_sequence,
+                 _records_count) = unpack(records, position)
+                size = batch_length + LOG_OVERHEAD
+                batches.append((position, size, base_offset + last_offset_delta,
+                                max_timestamp))
                 position += size
         last_offset = batches[-1][2]
         if not self.can_convert_to_relative_offset(last_offset):
