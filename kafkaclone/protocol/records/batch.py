@@ -178,7 +178,7 @@ def unpack_header(buf: BytesLike, offset: int = 0) -> BatchHeader:
     """The header of the batch at ``offset`` in ``buf``, which must hold its 61 bytes.
     Checks nothing (not even the magic)."""
     # tuple.__new__ rather than BatchHeader._make: the same tuple, without _make's length
-    # check (the struct has 13 fields), which costs a tenth of a microsecond per batch.
+    # check (the struct has 13 fields), ~45 ns per batch on a path that runs per batch.
     return _new_tuple(BatchHeader, _unpack_header_fields(buf, offset))
 
 
