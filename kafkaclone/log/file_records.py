@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
@@ -35,19 +35,28 @@ BATCH_SCAN_CHUNK: Final = 4 * 1024 * 1024
 """Bytes read at a time when whole batches are needed (recovery)."""
 
 
-def _check_header(header: BatchHeader, position: int, path: Path) -> int:
+def _check_header(batch_length: int, magic: int, position: int, path: Path) -> int:
     """The batch size; CorruptMessageError for an impossible length or magic."""
-    size: int = header.batch_length + LOG_OVERHEAD
+    size = batch_length + LOG_OVERHEAD
     if size < RECORD_BATCH_OVERHEAD:
         raise CorruptMessageError(
             f"Found record size {size} smaller than the minimum batch overhead "
             f"({RECORD_BATCH_OVERHEAD}) at position {position} in {path}"
         )
-    if header.magic != MAGIC_V2:
+    if magic != MAGIC_V2:
         raise CorruptMessageError(
-            f"Found unsupported magic {header.magic} at position {position} in {path}"
+            f"Found unsupported magic {magic} at position {position} in {path}"
         )
     return size
+
+
+class LogOffsetPosition(NamedTuple):
+    """Where the batch holding an offset is: its last offset, position and size (Kafka's
+    FileRecords.LogOffsetPosition)."""
+
+    offset: int
+    position: int
+    size: int
 
 
 class FileRecords:
@@ -182,12 +191,47 @@ class FileRecords:
                 if len(chunk) < RECORD_BATCH_OVERHEAD:
                     return
             header = unpack_header(chunk, offset)
-            size = _check_header(header, position, self.path)
+            size = _check_header(header.batch_length, header.magic, position, self.path)
             if position + size > limit:
                 return
             yield position, header
             position += size
             want = RECORD_BATCH_OVERHEAD if size >= HEADER_SCAN_FIRST else HEADER_SCAN_CHUNK
+
+    def search_for_offset_with_size(self, target_offset: int,
+                                    starting_position: int) -> LogOffsetPosition | None:
+        """The first batch from ``starting_position`` (a batch boundary) whose last offset
+        is at least ``target_offset``; None past the last batch (Kafka's
+        searchForOffsetWithSize)."""
+        # iter_headers' scan, on named locals rather than BatchHeaders: every fetch runs
+        # it, over a dozen headers or more when batches are small, and building header
+        # objects would cost it more than a microsecond.
+        limit = self._size
+        position = starting_position
+        chunk = b""
+        chunk_start = position
+        unpack = HEADER.unpack_from
+        want = HEADER_SCAN_FIRST
+        while position + RECORD_BATCH_OVERHEAD <= limit:
+            offset = position - chunk_start
+            if offset + RECORD_BATCH_OVERHEAD > len(chunk):
+                chunk = os.pread(self._fd, min(want, limit - position), position)
+                chunk_start = position
+                offset = 0
+                if len(chunk) < RECORD_BATCH_OVERHEAD:
+                    return None
+            (base_offset, batch_length, _partition_leader_epoch, magic, _crc, _attributes,
+             last_offset_delta, _base_timestamp, _max_timestamp, _producer_id,
+             _producer_epoch, _base_sequence, _records_count) = unpack(chunk, offset)
+            size = _check_header(batch_length, magic, position, self.path)
+            if position + size > limit:
+                return None
+            last_offset = base_offset + last_offset_delta
+            if last_offset >= target_offset:
+                return LogOffsetPosition(last_offset, position, size)
+            position += size
+            want = RECORD_BATCH_OVERHEAD if size >= HEADER_SCAN_FIRST else HEADER_SCAN_CHUNK
+        return None
 
     def iter_batches(self, start: int = 0) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """(position, header, bytes) of each whole batch from ``start``, read in large
@@ -201,7 +245,8 @@ class FileRecords:
             offset = 0
             while offset + RECORD_BATCH_OVERHEAD <= len(chunk):
                 header = unpack_header(chunk, offset)
-                size = _check_header(header, position + offset, self.path)
+                size = _check_header(header.batch_length, header.magic, position + offset,
+                                     self.path)
                 if offset + size > len(chunk):
                     break
                 yield position + offset, header, chunk[offset : offset + size]
@@ -211,7 +256,7 @@ class FileRecords:
                 if len(chunk) < RECORD_BATCH_OVERHEAD:
                     return
                 header = unpack_header(chunk, 0)
-                size = _check_header(header, position, self.path)
+                size = _check_header(header.batch_length, header.magic, position, self.path)
                 if position + size > limit:
                     return
                 batch = memoryview(os.pread(self._fd, size, position))

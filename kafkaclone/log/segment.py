@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 from crc32c import crc32c
 
@@ -30,7 +30,7 @@ from kafkaclone.log.common import (
 )
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.epoch_cache import LeaderEpochFileCache
-from kafkaclone.log.file_records import FileRecords, whole_batches_length
+from kafkaclone.log.file_records import FileRecords, LogOffsetPosition, whole_batches_length
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kafkaclone.protocol.records import RecordBatch
 from kafkaclone.protocol.records.batch import (
@@ -50,14 +50,6 @@ _EMPTY: Final = memoryview(b"")
 _FIRST_RECORD_PREFIX: Final = 21
 """Enough bytes for a record's length (varint), attributes, timestamp delta (varlong) and
 offset delta (varint)."""
-
-
-class LogOffsetPosition(NamedTuple):
-    """Where the batch holding an offset is: its last offset, position and size."""
-
-    offset: int
-    position: int
-    size: int
 
 
 def log_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
@@ -247,12 +239,8 @@ class LogSegment:
         """The batch holding ``offset`` or the first after it: the first batch, from the
         index's position on, whose last offset is >= ``offset``; None past the end."""
         mapping = self.offset_index.lookup(offset)
-        start = max(mapping.position, starting_position)
-        for position, header in self.log.iter_headers(start):
-            last_offset = header.last_offset
-            if last_offset >= offset:
-                return LogOffsetPosition(last_offset, position, header.size_in_bytes)
-        return None
+        return self.log.search_for_offset_with_size(offset,
+                                                    max(mapping.position, starting_position))
 
     def read(
         self,
