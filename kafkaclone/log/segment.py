@@ -40,7 +40,11 @@ from kafkaclone.protocol.records.batch import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
 )
-from kafkaclone.protocol.records.common import LOG_APPEND_TIME, LOG_OVERHEAD
+from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+)
 from kafkaclone.protocol.records.record import read_varint, read_varlong
 
 logger = logging.getLogger(__name__)
@@ -287,9 +291,11 @@ class LogSegment:
         entry = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
         for batch_position, header in self.log.iter_headers(position):
-            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+            base_offset = header.base_offset
+            if (header.max_timestamp < timestamp
+                    or base_offset + header.last_offset_delta < starting_offset):
                 continue
-            if header.base_offset >= starting_offset and not header.compression_codec:
+            if base_offset >= starting_offset and not header.attributes & COMPRESSION_CODEC_MASK:
                 found = self._first_record_if_at_or_after(batch_position, header, timestamp)
                 if found is not None:
                     return found
@@ -333,8 +339,8 @@ class LogSegment:
             offset_delta = (b >> 1) ^ -(b & 1) if b < 0x80 else read_varint(head, pos)[0]
         except (InvalidRecordError, IndexError):
             return None
-        if header.timestamp_type == LOG_APPEND_TIME:
-            record_timestamp = header.max_timestamp  # every record has the batch's
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            record_timestamp = header.max_timestamp  # LogAppendTime: the batch's for all
         else:
             record_timestamp = header.base_timestamp + timestamp_delta
         if record_timestamp < timestamp or offset_delta != 0:
