@@ -370,7 +370,7 @@ class Log:
             view, origin=origin, max_message_bytes=config.max_message_bytes,
             leader_config=config, now=now,
         )
-        if not analyzed.batches:
+        if not analyzed.batch_count:
             return self._empty_append_info()
         view, info, entries = validate_and_assign_offsets(
             view,
@@ -397,19 +397,19 @@ class Log:
             view, origin=AppendOrigin.REPLICATION, max_message_bytes=None,
             allow_partial_tail=True,
         )
-        if not analyzed.batches:
+        if not analyzed.batch_count:
             return self._empty_append_info()
         if not analyzed.offsets_monotonic():
             raise OffsetsOutOfOrderError(
                 f"Out of order offsets found in append to {self.topic_partition}: "
-                f"{[header[0] for _, header in analyzed.batches]}"
+                f"{[header.base_offset for _, header in analyzed.batches]}"
             )
         if analyzed.first_offset < self.log_end_offset:
             raise UnexpectedAppendOffsetError(
                 f"Unexpected offset in append to {self.topic_partition}. First offset "
                 f"{analyzed.first_offset} is less than the next offset "
                 f"{self.log_end_offset}. First 10 offsets in append: "
-                f"{[header[0] for _, header in analyzed.batches[:10]]}, last offset in "
+                f"{[header.base_offset for _, header in analyzed.batches[:10]]}, last offset in "
                 f"append: {analyzed.last_offset}. Log start offset = "
                 f"{self._log_start_offset}",
                 analyzed.first_offset,
@@ -418,9 +418,14 @@ class Log:
         view = view[: analyzed.valid_bytes]
         info = follower_append_info(analyzed, self._log_start_offset)
         self._check_append_size(len(view))
-        for _, header in analyzed.batches:
-            if header[2] >= 0:
-                self._maybe_assign_epoch_start_offset(header[2], header[0])
+        for _, fields in analyzed.header_fields:
+            # Named locals from the plain header tuple (see AnalyzedRecords): a follower
+            # runs this for every batch it replicates.
+            (base_offset, _batch_length, partition_leader_epoch, _magic, _crc, _attributes,
+             _last_offset_delta, _base_timestamp, _max_timestamp, _producer_id,
+             _producer_epoch, _base_sequence, _records_count) = fields
+            if partition_leader_epoch >= 0:
+                self._maybe_assign_epoch_start_offset(partition_leader_epoch, base_offset)
         self._write(view, info, now_ms(self._clock))
         return info
 

@@ -28,11 +28,11 @@ from kafkaclone.log.common import (
 )
 from kafkaclone.log.file_records import FileRecords
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from kafkaclone.protocol.records import (
+from kafkaclone.protocol.records import EndTransactionMarker, Record, RecordBatch
+from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
-    EndTransactionMarker,
-    Record,
-    RecordBatch,
+    SIZE_OFFSET,
 )
 from kafkaclone.protocol.records.record import ControlRecordType, decode_control_record_key
 
@@ -117,7 +117,7 @@ def _codec_name(batch: RecordBatch) -> str:
     try:
         return batch.compression.name
     except KafkaError:
-        return f"UNKNOWN({batch.attributes & 0x07})"
+        return f"UNKNOWN({batch.attributes & COMPRESSION_CODEC_MASK})"
 
 
 def print_batch(batch: RecordBatch, position: int, out: TextIO) -> None:
@@ -217,10 +217,10 @@ def dump_log(
 
 
 def _batch_at(records: FileRecords, position: int) -> RecordBatch | None:
-    header = records.read(position, 12)
-    if len(header) < 12:
+    header = records.read(position, LOG_OVERHEAD)
+    if len(header) < LOG_OVERHEAD:
         return None
-    (length,) = struct.unpack_from(">i", header, 8)
+    (length,) = struct.unpack_from(">i", header, SIZE_OFFSET)
     data = records.read(position, length + LOG_OVERHEAD)
     try:
         return RecordBatch(data)
@@ -278,8 +278,8 @@ def dump_time_index(
             position = index.lookup(entry.offset).position
             match = None
             for batch_position, header in records.iter_headers(position):
-                if header[0] + header[6] >= entry.offset:
-                    match = (batch_position, header[0] + header[6])
+                if header.last_offset >= entry.offset:
+                    match = (batch_position, header.last_offset)
                     break
             name = str(path)
             if match is None:

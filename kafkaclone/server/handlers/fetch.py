@@ -45,7 +45,7 @@ from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.conversion import down_convert, fetch_magic
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import FetchRequest, FetchResponse
-from kafkaclone.protocol.records import LOG_OVERHEAD
+from kafkaclone.protocol.records.common import LOG_OVERHEAD, SIZE_OFFSET
 from kafkaclone.server.delayed.fetch import FetchParams, LogReadResult, PartitionFetchInfo
 from kafkaclone.server.fetch_session import new_context
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -64,7 +64,6 @@ _LAST_UNCONVERTED_VERSION: Final = 3
 _LAST_HARD_LIMIT_VERSION: Final = 2
 _FIRST_ZSTD_VERSION: Final = 10
 _LAST_STORAGE_ERROR_HIDDEN: Final = 5
-_LENGTH_OFFSET: Final = 8
 
 
 def fetch_params(request: FetchRequest, broker: BrokerServices) -> FetchParams:
@@ -109,7 +108,7 @@ def _whole_batches(records: memoryview, limit: int) -> memoryview:
     end = len(records)
     while size + LOG_OVERHEAD <= end:
         batch_size = LOG_OVERHEAD + int.from_bytes(
-            records[size + _LENGTH_OFFSET:size + LOG_OVERHEAD], "big", signed=True)
+            records[size + SIZE_OFFSET:size + LOG_OVERHEAD], "big", signed=True)
         if size + batch_size > min(limit, end):
             break
         size += batch_size
@@ -150,7 +149,7 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
     records = _hard_limited(result.records, limit) if version <= _LAST_HARD_LIMIT_VERSION \
         else result.records
     if len(records) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(
-            records[_LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
+            records[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
         return result._replace(records=records)  # no complete batch: nothing to convert
     log = broker.replica_manager.log_manager.get_log(tp)
     if (not from_follower and log is not None

@@ -25,7 +25,6 @@ client refreshes its metadata (as Kafka does).
 from __future__ import annotations
 
 import logging
-from typing import Final
 
 from kafkaclone.common.errors import (
     NONE,
@@ -41,6 +40,14 @@ from kafkaclone.network.socket_server import CloseConnection
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import ProduceRequest, ProduceResponse
 from kafkaclone.protocol.records import Codec
+from kafkaclone.protocol.records.batch import ATTRIBUTES_OFFSET, MAGIC_V2
+from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    SIZE_OFFSET,
+)
 from kafkaclone.protocol.types import Buffer
 from kafkaclone.server.delayed.produce import ProducePartitionResult
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -51,35 +58,32 @@ log = logging.getLogger(__name__)
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 
-_HEADER_SIZE_UP_TO_MAGIC: Final = 17
-_MAGIC_OFFSET: Final = 16
-_ATTRIBUTES_OFFSET: Final = 21
-_LOG_OVERHEAD: Final = 12
-
 
 def validate_records(version: int, records: Buffer | None) -> memoryview:
     """Kafka's ProduceRequest.validateRecords: exactly one magic 2 batch (a trailing
     partial batch is dropped, as Kafka's batch iterator drops it); the batch's bytes."""
     view = memoryview(b"") if records is None else memoryview(records)
     size = len(view)
-    first_size = (int.from_bytes(view[8:12], "big", signed=True) + _LOG_OVERHEAD
-                  if size >= _HEADER_SIZE_UP_TO_MAGIC else 0)
-    if size < _HEADER_SIZE_UP_TO_MAGIC or first_size > size or first_size < _LOG_OVERHEAD:
+    first_size = (int.from_bytes(view[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True)
+                  + LOG_OVERHEAD if size >= HEADER_SIZE_UP_TO_MAGIC else 0)
+    if size < HEADER_SIZE_UP_TO_MAGIC or first_size > size or first_size < LOG_OVERHEAD:
         raise InvalidRecordError(
             f"Produce requests with version {version} must have at least one record batch")
-    if view[_MAGIC_OFFSET] != 2:
+    if view[MAGIC_OFFSET] != MAGIC_V2:
         raise InvalidRecordError(
             f"Produce requests with version {version} are only allowed to contain record "
             f"batches with magic version 2")
-    if (version < 7 and first_size > _ATTRIBUTES_OFFSET + 1
-            and view[_ATTRIBUTES_OFFSET + 1] & 0x07 == Codec.ZSTD):
+    # attributes is an int16: the codec bits are in its second (low) byte.
+    if (version < 7 and first_size > ATTRIBUTES_OFFSET + 1
+            and view[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK == Codec.ZSTD):
         raise UnsupportedCompressionTypeError(
             f"Produce requests with version {version} are not allowed to use ZStandard "
             f"compression")
     rest = size - first_size
-    if rest >= _HEADER_SIZE_UP_TO_MAGIC:
-        second = int.from_bytes(view[first_size + 8:first_size + 12], "big", signed=True)
-        if second + _LOG_OVERHEAD <= rest:
+    if rest >= HEADER_SIZE_UP_TO_MAGIC:
+        second = int.from_bytes(view[first_size + SIZE_OFFSET:first_size + LOG_OVERHEAD],
+                                "big", signed=True)
+        if second + LOG_OVERHEAD <= rest:
             raise InvalidRecordError(
                 f"Produce requests with version {version} are only allowed to contain "
                 f"exactly one record batch")
