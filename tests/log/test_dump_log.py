@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kafkaclone.log.common import AppendOrigin
 from kafkaclone.log.log import Log
 from kafkaclone.protocol.records import build_record_batch
 from kafkaclone.tools.dump_log import main
@@ -26,7 +27,7 @@ def small_log(open_log: LogFactory) -> Log:
     log.append(build_record_batch([(b"k1", b"hello", [("h", b"x")], T0)]), leader_epoch=3)
     log.append(build_record_batch([(None, b"a", None, T0 + 1), (b"k", None, None, T0 + 2)],
                                   producer_id=7, producer_epoch=1, base_sequence=10),
-               leader_epoch=3)
+               leader_epoch=3, origin=AppendOrigin.REPLICATION)  # a client's would need seq 0
     log.close()
     return log
 
