@@ -13,6 +13,7 @@ from kafkaclone.server.metadata_cache import MetadataCache
 
 if TYPE_CHECKING:
     from kafkaclone.common.topic_partition import TopicPartition
+    from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
     from kafkaclone.zk.admin import AdminZkClient
     from kafkaclone.zk.client import KafkaZkClient
 
@@ -56,6 +57,8 @@ class BrokerServices(Protocol):
     controller: ControllerService
     group_coordinator: Any
     """The broker's GroupCoordinator (kafkaclone.coordinator.group), None until started."""
+    producer_id_manager: ProducerIdManager | None
+    """Hands out producer ids (InitProducerId); None until started."""
     reactor: Any
     """The Twisted reactor the broker runs on (timers for delayed operations)."""
 
