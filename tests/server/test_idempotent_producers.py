@@ -19,10 +19,11 @@ from confluent_kafka import Producer
 from kafkaclone.clients.connection import BrokerConnection
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.records import Codec, build_record_batch
+from kafkaclone.protocol.records import Codec, RecordBatch, build_record_batch, iter_batches
 from kafkaclone.testing.cluster import LocalCluster
 from tests.server.test_data_path_clients import (
     _connection_to,
+    _fetch_body,
     _produce_body,
     _produce_error,
     ask,
@@ -54,6 +55,21 @@ def sent_values(tag: str) -> dict[int, list[tuple[bytes, bytes]]]:
             for p in range(PARTITIONS)}
 
 
+def producer_ids_in(cluster: LocalCluster, topic: str) -> set[int]:
+    """The producer ids of partition 0's batches, read from its leader."""
+    leader = wait_for_leaders(cluster, topic, PARTITIONS)[0]
+    with _connection_to(cluster, leader) as conn:
+        response = ask(conn, ApiKey.FETCH, _fetch_body(topic, 0, 0), 11)
+    records = response.responses[0].partitions[0].records
+    return {b.producer_id for b in iter_batches(records, allow_partial_tail=True)
+            if isinstance(b, RecordBatch)}
+
+
+def assert_idempotent(cluster: LocalCluster, topic: str) -> None:
+    ids = producer_ids_in(cluster, topic)
+    assert len(ids) == 1 and min(ids) >= 0, ids
+
+
 # -- real clients ------------------------------------------------------------------------
 
 
@@ -74,6 +90,7 @@ def test_kafka_python_default_settings(cluster: LocalCluster, codec: str) -> Non
     producer.close(timeout=10)
     assert sorted(offsets) == sorted(list(range(MESSAGES)) * PARTITIONS)
     assert confluent_consume(cluster, topic, MESSAGES * PARTITIONS, PARTITIONS) == sent
+    assert_idempotent(cluster, topic)
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -99,6 +116,7 @@ def test_aiokafka_idempotent(cluster: LocalCluster, codec: str) -> None:
     offsets = asyncio.run(produce())
     assert sorted(offsets) == sorted(list(range(MESSAGES)) * PARTITIONS)
     assert confluent_consume(cluster, topic, MESSAGES * PARTITIONS, PARTITIONS) == sent
+    assert_idempotent(cluster, topic)
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -117,6 +135,7 @@ def test_confluent_kafka_idempotent(cluster: LocalCluster, codec: str) -> None:
     assert producer.flush(60) == 0
     assert errors == []
     assert confluent_consume(cluster, topic, MESSAGES * PARTITIONS, PARTITIONS) == sent
+    assert_idempotent(cluster, topic)
 
 
 # -- raw requests ------------------------------------------------------------------------
