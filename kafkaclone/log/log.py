@@ -62,6 +62,7 @@ from kafkaclone.log.producer_state import (
     ProducerAppendInfo,
     ProducerBatch,
     ProducerStateManager,
+    has_producer_id,
 )
 from kafkaclone.log.segment import LogSegment, log_file
 from kafkaclone.log.validator import (
@@ -443,7 +444,8 @@ class Log:
             if header[2] >= 0:
                 self._maybe_assign_epoch_start_offset(header[2], header[0])
         updated_producers, _ = self.producer_state_manager.analyze_and_validate(
-            (ProducerBatch.from_header(header) for _, header in analyzed.batches),
+            (ProducerBatch.from_header(header) for _, header in analyzed.batches
+             if has_producer_id(header)),
             AppendOrigin.REPLICATION)
         self._write(view, info, now_ms(self._clock))
         self._update_producer_state(updated_producers, info)
@@ -457,12 +459,14 @@ class Log:
         info of the batch this one duplicates (nothing is to be written then).
         OutOfOrderSequenceNumberError, InvalidProducerEpochError, UnknownProducerIdError."""
         offset = self._next_offset_metadata.message_offset
-        log_append_time = self.config.log_append_time
+        max_timestamp = now if self.config.log_append_time else None
         batches = []
         for _, header in analyzed.batches:
-            batches.append(ProducerBatch.from_header(
-                header, offset, now if log_append_time else None))
-            offset = batches[-1].last_offset + 1
+            if has_producer_id(header):
+                batches.append(ProducerBatch.from_header(header, offset, max_timestamp))
+            offset += header[6] + 1
+        if not batches:
+            return {}, None
         updated, duplicate = self.producer_state_manager.analyze_and_validate(batches, origin)
         if duplicate is None:
             return updated, None
@@ -624,7 +628,7 @@ class Log:
                 producer_state.load_batches(
                     ProducerBatch.from_header(header)
                     for _, header in segment.log.iter_headers(found.position)
-                    if header[0] < last_offset
+                    if header[0] < last_offset and has_producer_id(header)
                 )
         producer_state.update_map_end_offset(last_offset)
         producer_state.take_snapshot()
@@ -943,8 +947,10 @@ class Log:
             return
         self._closed = True
         self._cancel_scheduled()
-        # The state at the log end: no log scan at the next start.
-        self.producer_state_manager.take_snapshot()
+        try:  # the state at the log end: no log scan at the next start
+            self.producer_state_manager.take_snapshot()
+        except OSError as exc:
+            logger.error("%s: could not write the producer snapshot: %s", self.name, exc)
         self._close_segments()
 
     @_storage_errors

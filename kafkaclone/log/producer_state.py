@@ -119,6 +119,11 @@ def is_producer_snapshot_name(name: str) -> bool:
     return f".{suffix}" == PRODUCER_SNAPSHOT_FILE_SUFFIX and len(prefix) == 20 and prefix.isdigit()
 
 
+def has_producer_id(header: BatchHeader) -> bool:
+    """Whether an unpacked v2 batch header names a producer (idempotent or transactional)."""
+    return header[_PRODUCER_ID] > NO_PRODUCER_ID
+
+
 class ProducerBatch(NamedTuple):
     """What the producer state reads of one v2 batch, with the offsets the log gives it."""
 
