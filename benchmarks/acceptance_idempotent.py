@@ -18,6 +18,7 @@ broker acks=all, then three brokers RF 3) and prints both rates.
 from __future__ import annotations
 
 import argparse
+import itertools
 import subprocess
 import sys
 import time
@@ -128,13 +129,16 @@ def consume(cluster: LocalCluster, topic: str) -> dict[int, list[int]]:
         message = consumer.poll(0.5)
         if message is None:
             continue
-        if message.error() is not None:
-            if message.error().code() == -191:  # _PARTITION_EOF
-                at_end.add(message.partition())
+        error, partition, value = message.error(), message.partition(), message.value()
+        assert partition is not None
+        if error is not None:
+            if error.code() == -191:  # _PARTITION_EOF
+                at_end.add(partition)
                 continue
-            raise RuntimeError(message.error())
-        at_end.discard(message.partition())
-        got[message.partition()].append(int(message.value().split(b":")[1]))
+            raise RuntimeError(error)
+        assert value is not None
+        at_end.discard(partition)
+        got[partition].append(int(value.split(b":")[1]))
     consumer.close()
     return got
 
@@ -144,7 +148,7 @@ def check(acked: dict[int, list[int]], got: dict[int, list[int]]) -> bool:
     for p in range(PARTITIONS):
         values = got[p]
         duplicates = len(values) - len(set(values))
-        reordered = sum(1 for a, b in zip(values, values[1:], strict=False) if b <= a)
+        reordered = sum(1 for a, b in itertools.pairwise(values) if b <= a)
         missing = len(set(acked[p]) - set(values))
         print(f"  partition {p}: {len(acked[p])} acked, {len(values)} in the log, "
               f"{duplicates} duplicates, {reordered} out of order, {missing} acked but missing")
