@@ -244,3 +244,27 @@ def test_retention_keeps_producers_and_deletes_snapshots(open_log: LogFactory, l
     # Kafka 2.8 keeps the producer until it expires: its next batch follows on.
     assert log.append(idempotent(20), leader_epoch=0).first_offset == 20
     assert values_of(log.read(20, 1 << 20).records)[0][0] == 20
+
+
+def test_recovery_checkpoint_keeps_recent_snapshots(open_log: LogFactory, log_dir: Path
+                                                    ) -> None:
+    log = open_log({"segment.bytes": 400})
+    for seq in range(0, 30, 2):
+        log.append(idempotent(seq, 2), leader_epoch=0)
+    bases = [segment.base_offset for segment in log.log_segments]
+    assert len(bases) >= 4 and len(snapshot_names(log_dir)) == len(bases) - 1
+    log.flush()
+    kept_from = log.delete_snapshots_after_recovery_point_checkpoint()
+    assert kept_from == bases[-2]  # the second-to-last segment (the recovery point is the end)
+    assert [int(name[:20]) for name in snapshot_names(log_dir)] == [bases[-2], bases[-1]]
+
+
+def test_expiry_through_the_log(open_log: LogFactory, clock: Clock) -> None:
+    log = open_log(max_producer_id_expiration_ms=60_000)
+    log.append(idempotent(0), leader_epoch=0)
+    clock.advance(59)
+    assert log.remove_expired_producers() == 0
+    clock.advance(1)
+    assert log.remove_expired_producers() == 1
+    with pytest.raises(UnknownProducerIdError):  # forgotten: only sequence 0 may start it
+        log.append(idempotent(1), leader_epoch=0)
