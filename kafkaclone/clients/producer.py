@@ -15,7 +15,6 @@ its partition (after ``retry.backoff.ms``, refreshing metadata when the leader m
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -23,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from kafkaclone.clients.config import PRODUCER_CONFIG, ConfigException, parse_config
+from kafkaclone.clients.config import ConfigException, ProducerConfig
 from kafkaclone.clients.network import Metadata, NetworkClient
 from kafkaclone.clients.partitioner import DefaultPartitioner, Partitioner, make_partitioner
 from kafkaclone.clients.records import (
@@ -218,19 +217,6 @@ class _BufferPool:
             self._cond.notify_all()
 
 
-def _load(spec: Any) -> Any:
-    """An object from a config value: an instance, a class (instantiated) or a dotted name."""
-    if isinstance(spec, str):
-        module_name, _, attr = spec.rpartition(".")
-        try:
-            spec = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError, ValueError):
-            raise ConfigException(f"Cannot load {spec!r}") from None
-    if isinstance(spec, type):
-        return spec()
-    return spec
-
-
 def _to_bytes(value: Any, what: str) -> bytes | None:
     if value is None or isinstance(value, bytes):
         return value
@@ -261,40 +247,39 @@ class Producer:
     def __init__(self, conf: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         merged = dict(conf or {})
         merged.update({k.replace("_", "."): v for k, v in kwargs.items()})
-        self.config = parse_config(merged, PRODUCER_CONFIG, what="producer")
-        c = self.config
-        acks = c["acks"]
+        self.config = c = ProducerConfig(merged)
+        acks = c.get_str("acks")
         self.acks = -1 if acks in ("all", "-1") else int(acks)
-        self.codec = CODECS[c["compression.type"]]
-        if c["enable.idempotence"]:
+        self.codec = CODECS[c.get_str("compression.type")]
+        if c.get_bool("enable.idempotence"):
             raise ConfigException("enable.idempotence=true is not supported by this client")
-        if c["transactional.id"]:
+        if c.get_optional_str("transactional.id"):
             raise ConfigException("transactional.id is not supported by this client")
-        if c["delivery.timeout.ms"] < c["linger.ms"] + c["request.timeout.ms"]:
+        if c.get_int("delivery.timeout.ms") < c.get_int("linger.ms") + \
+                c.get_int("request.timeout.ms"):
             raise ConfigException(
                 "delivery.timeout.ms should be equal to or larger than linger.ms + "
                 "request.timeout.ms")
-        self.batch_size: int = c["batch.size"]
-        self.linger_s: float = c["linger.ms"] / 1000.0
-        self.max_block_s: float = c["max.block.ms"] / 1000.0
-        self.max_request_size: int = c["max.request.size"]
-        self.retries: int = c["retries"]
-        self.delivery_timeout_s: float = c["delivery.timeout.ms"] / 1000.0
-        self.retry_backoff_s: float = c["retry.backoff.ms"] / 1000.0
-        self.max_in_flight: int = c["max.in.flight.requests.per.connection"]
-        self.request_timeout_ms: int = c["request.timeout.ms"]
+        self.batch_size = c.get_int("batch.size")
+        self.linger_s = c.get_int("linger.ms") / 1000.0
+        self.max_block_s = c.get_int("max.block.ms") / 1000.0
+        self.max_request_size = c.get_int("max.request.size")
+        self.retries = c.get_int("retries")
+        self.delivery_timeout_s = c.get_int("delivery.timeout.ms") / 1000.0
+        self.retry_backoff_s = c.get_int("retry.backoff.ms") / 1000.0
+        self.max_in_flight = c.get_int("max.in.flight.requests.per.connection")
+        self.request_timeout_ms = c.get_int("request.timeout.ms")
         self.partitioner: Partitioner = make_partitioner(
-            c["partitioner.class"] if c["partitioner.class"] is not None else c["partitioner"])
-        self.key_serializer = _load(c["key.serializer"]) if c["key.serializer"] else None
-        self.value_serializer = _load(c["value.serializer"]) if c["value.serializer"] else None
-        self.interceptors = [_load(i) for i in c["interceptor.classes"]]
-        self.client_id = c["client.id"] or f"producer-{id(self) & 0xFFFF}"
+            (c.get_classes("partitioner.class") or c.get_classes("partitioner") or [None])[0])
+        self.key_serializer = c.get_callable("key.serializer")
+        self.value_serializer = c.get_callable("value.serializer")
+        self.interceptors = c.get_configured_instances("interceptor.classes")
+        self.client_id = c.get_str("client.id") or f"producer-{id(self) & 0xFFFF}"
         self.metadata = Metadata(c, client_id=self.client_id)
-        self.metadata.allow_auto_create = c["allow.auto.create.topics"]
         self._network = NetworkClient(self.metadata, c, client_id=self.client_id,
                                       max_in_flight=self.max_in_flight)
         self._lock = threading.Lock()
-        self._pool = _BufferPool(c["buffer.memory"], self._lock)
+        self._pool = _BufferPool(c.get_int("buffer.memory"), self._lock)
         self._max_record_size = min(self.max_request_size - BATCH_OVERHEAD - REQUEST_OVERHEAD,
                                     self._pool.total)
         """A record up to this size (RECORD_OVERHEAD included) fits both limits."""

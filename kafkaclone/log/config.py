@@ -267,6 +267,16 @@ class LogConfig:
         return config
 
     @classmethod
+    def from_topic_overrides(cls, overrides: Mapping[str, str],
+                             defaults: LogConfig) -> LogConfig:
+        """A topic's config: its overrides (``/config/topics/<t>``, CreateTopics' configs)
+        over the broker's topic defaults (``from_broker_props``), as Kafka's
+        ``LogConfig.fromProps(defaults, overrides)``. Unknown names are ignored: they were
+        refused when written, or belong to a newer broker. InvalidConfigError for an
+        invalid value."""
+        return cls.from_props(overrides, defaults=defaults, ignore_unknown=True)
+
+    @classmethod
     def from_broker_props(cls, props: Mapping[str, Any]) -> LogConfig:
         """The broker-wide defaults from server.properties names (``log.segment.bytes``,
         ``log.retention.hours`` ...), with Kafka's precedence between the ms / minutes /

@@ -40,18 +40,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, ClassVar, Final, Generic, TypeVar, overload
 
-from kafkaclone.cluster.endpoint import (
-    EndPoint,
-    SecurityProtocol,
-    normalise_listener_name,
-    parse_listeners,
-    parse_security_protocol_map,
-)
 from kafkaclone.common.config_def import (
     INT_MAX,
+    AbstractConfig,
     EachOneOf,
     OneOf,
     Validator,
@@ -68,6 +61,13 @@ from kafkaclone.common.config_def import ConfigValue as ConfigValue
 from kafkaclone.common.config_def import Importance as Importance
 from kafkaclone.common.config_def import at_least as at_least
 from kafkaclone.common.config_def import between as between
+from kafkaclone.common.endpoint import (
+    EndPoint,
+    SecurityProtocol,
+    normalise_listener_name,
+    parse_listeners,
+    parse_security_protocol_map,
+)
 from kafkaclone.common.properties import parse_properties
 from kafkaclone.log.config import (
     BROKER_COMPRESSION_TYPES,
@@ -616,6 +616,22 @@ BROKER_CONFIG: Final = ConfigDef([
 ])  # fmt: skip
 
 
+def default_int(name: str) -> int:
+    """The table's default of an INT or LONG broker config: what the config dataclasses of
+    the broker's parts (ReplicaManagerConfig, ReplicaFetcherConfig, ...) default to, so
+    that each default is declared once."""
+    default = BROKER_CONFIG[name].default
+    assert isinstance(default, int) and not isinstance(default, bool), name
+    return default
+
+
+def default_str(name: str) -> str:
+    """The table's default of a STRING broker config that has one (see ``default_int``)."""
+    default = BROKER_CONFIG[name].default
+    assert isinstance(default, str), name
+    return default
+
+
 # --- topic-level synonyms -----------------------------------------------------------------
 
 # TOPIC_CONFIG_SYNONYMS (topic-level config -> the broker config supplying its default) is
@@ -770,18 +786,15 @@ class _Listeners:
     control_plane_name: str | None
 
 
-class KafkaConfig:
+class KafkaConfig(AbstractConfig):
     """A broker's configuration: BROKER_CONFIG's defaults overridden by the supplied keys,
     parsed and validated. Read-only; build a new one to change it."""
 
     def __init__(self, props: Mapping[str, object]) -> None:
         """``props``: config name -> string (or typed) value. ConfigError on a bad value;
         unknown names are logged as warnings."""
-        self._originals: dict[str, object] = dict(props)
-        values, unknown = BROKER_CONFIG.parse(self._originals)
-        self._values: dict[str, ConfigValue] = values
-        self._unknown: tuple[str, ...] = tuple(unknown)
-        for name in unknown:
+        super().__init__(BROKER_CONFIG, props)
+        for name in self.unknown_keys:
             logger.warning("Ignoring unknown configuration %s: kafkaclone does not know it", name)
         for key in BROKER_CONFIG:
             if key.deprecated and key.name in self._originals:
@@ -804,48 +817,7 @@ class KafkaConfig:
         props.update(parse_overrides(overrides))
         return cls(props)
 
-    # --- generic access ---
-
-    def get(self, name: str) -> ConfigValue:
-        """The typed value of a declared key (its default if not supplied); KeyError if the
-        table does not declare it."""
-        return self._values[name]
-
-    def get_int(self, name: str) -> int:
-        value = self._values[name]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} is {value!r}, not an integer")
-        return value
-
-    def get_bool(self, name: str) -> bool:
-        value = self._values[name]
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} is {value!r}, not a boolean")
-        return value
-
-    def get_float(self, name: str) -> float:
-        value = self._values[name]
-        if not isinstance(value, float):
-            raise TypeError(f"{name} is {value!r}, not a double")
-        return value
-
-    def get_optional_str(self, name: str) -> str | None:
-        value = self._values[name]
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"{name} is {value!r}, not a string")
-        return value
-
-    def get_str(self, name: str) -> str:
-        value = self.get_optional_str(name)
-        if value is None:
-            raise TypeError(f"{name} is null")
-        return value
-
-    def get_list(self, name: str) -> list[str]:
-        value = self._values[name]
-        if not isinstance(value, tuple):
-            raise TypeError(f"{name} is {value!r}, not a list")
-        return list(value)
+    # --- generic access (the typed getters are AbstractConfig's) ---
 
     def string_value(self, name: str) -> str | None:
         """The value as a config entry carries it (``"true"``, ``"compact,delete"``); None
@@ -855,20 +827,6 @@ class KafkaConfig:
     def is_set(self, name: str) -> bool:
         """Whether ``name`` was supplied (STATIC_BROKER_CONFIG) rather than defaulted."""
         return name in self._originals
-
-    @property
-    def values(self) -> Mapping[str, ConfigValue]:
-        """Every declared key's typed value."""
-        return MappingProxyType(self._values)
-
-    @property
-    def originals(self) -> Mapping[str, object]:
-        """What was supplied, unknown keys included."""
-        return MappingProxyType(self._originals)
-
-    @property
-    def unknown_keys(self) -> tuple[str, ...]:
-        return self._unknown
 
     def __repr__(self) -> str:
         supplied = ", ".join(

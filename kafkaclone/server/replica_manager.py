@@ -51,10 +51,9 @@ from typing import Any, Final, Protocol
 from twisted.internet.defer import Deferred, DeferredLock
 
 from kafkaclone.cluster.partition import (
-    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     FetchIsolation,
+    LeaderAndIsrPartitionState,
     Partition,
-    PartitionState,
 )
 from kafkaclone.common.clock import Scheduler, now_ms
 from kafkaclone.common.errors import (
@@ -74,6 +73,7 @@ from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import AppendOrigin, TimestampAndOffset
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
+from kafkaclone.server.config import default_int
 from kafkaclone.server.delayed.delete_records import (
     DelayedDeleteRecords,
     DeleteRecordsPartitionStatus,
@@ -92,6 +92,7 @@ from kafkaclone.server.delayed.produce import (
 )
 from kafkaclone.server.delayed.purgatory import DelayedOperationPurgatory
 from kafkaclone.server.fetch_session import FetchSessionCache
+from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_fetcher import (
     BrokerEndPoint,
     ConnectionFactory,
@@ -143,14 +144,18 @@ once no change came for 5 s, or at the latest 60 s after the last announcement."
 
 @dataclass(frozen=True)
 class ReplicaManagerConfig:
-    """The broker settings the data path uses (Kafka's names, Kafka's defaults)."""
+    """The broker settings the data path uses (Kafka's names; the defaults are the broker
+    config table's)."""
 
-    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
-    fetch_max_bytes: int = 57_671_680
-    replica_fetch_response_max_bytes: int = 10_485_760
-    producer_purgatory_purge_interval_requests: int = 1000
-    fetch_purgatory_purge_interval_requests: int = 1000
-    max_incremental_fetch_session_cache_slots: int = 1000
+    replica_lag_time_max_ms: int = default_int("replica.lag.time.max.ms")
+    fetch_max_bytes: int = default_int("fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = default_int("replica.fetch.response.max.bytes")
+    producer_purgatory_purge_interval_requests: int = (
+        default_int("producer.purgatory.purge.interval.requests"))
+    fetch_purgatory_purge_interval_requests: int = (
+        default_int("fetch.purgatory.purge.interval.requests"))
+    max_incremental_fetch_session_cache_slots: int = (
+        default_int("max.incremental.fetch.session.cache.slots"))
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ReplicaManagerConfig:
@@ -236,10 +241,10 @@ class ReplicaManager:
         log_manager: LogManager,
         topic_configs: TopicConfigSource | None = None,
         *,
-        clock: Scheduler | None = None,
+        clock: Scheduler,
         config: ReplicaManagerConfig | None = None,
         isr_zk_client: IsrZkClient | None = None,
-        metadata_cache: Any = None,
+        metadata_cache: MetadataCache | None = None,
         fetcher_config: ReplicaFetcherConfig | None = None,
         fetcher_connection_factory: ConnectionFactory | None = None,
     ) -> None:
@@ -253,12 +258,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._topic_configs = topic_configs
-        if clock is None:
-            from twisted.internet import reactor
-
-            clock = reactor
-        assert clock is not None
-        self.clock: Scheduler = clock
+        self.clock = clock
         self.config = config or ReplicaManagerConfig()
         self.metadata_cache = metadata_cache
         self.isr_manager = (ZkIsrManager(isr_zk_client, clock) if isr_zk_client is not None
@@ -349,7 +349,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        partition_states: Sequence[PartitionState],
+        partition_states: Sequence[LeaderAndIsrPartitionState],
         topic_ids: Mapping[str, uuid.UUID] | None = None,
     ) -> ReplicaManagerResult:
         await self._state_change_lock.acquire()
@@ -363,7 +363,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        partition_states: Sequence[PartitionState],
+        partition_states: Sequence[LeaderAndIsrPartitionState],
         topic_ids: Mapping[str, uuid.UUID],
     ) -> ReplicaManagerResult:
         if controller_epoch < self.controller_epoch:
@@ -376,7 +376,7 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
 
         errors: dict[TopicPartition, int] = {}
-        accepted: list[tuple[Partition, PartitionState]] = []
+        accepted: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         for state in partition_states:
             tp = state.topic_partition
             partition = self.all_partitions.get(tp)
@@ -443,8 +443,8 @@ class ReplicaManager:
         configs: dict[str, LogConfig] = {}
         for topic in topics:
             try:
-                configs[topic] = LogConfig.from_props(overrides.get(topic, {}), defaults=defaults,
-                                                      ignore_unknown=True)
+                configs[topic] = LogConfig.from_topic_overrides(overrides.get(topic, {}),
+                                                                defaults)
             except KafkaError as exc:
                 logger.error("Invalid config overrides of topic %s, using the defaults: %s",
                              topic, exc)
@@ -455,7 +455,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        states: Sequence[tuple[Partition, PartitionState]],
+        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
@@ -483,7 +483,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        states: Sequence[tuple[Partition, PartitionState]],
+        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
@@ -541,7 +541,7 @@ class ReplicaManager:
             return None
         listener = self.replica_fetcher_manager.config.inter_broker_listener_name
         for broker, endpoint in cache.alive_endpoints(listener):
-            if broker.id == leader_id:
+            if broker.id == leader_id and endpoint.host is not None:
                 return BrokerEndPoint(leader_id, endpoint.host, endpoint.port)
         return None
 

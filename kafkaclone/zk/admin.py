@@ -34,8 +34,8 @@ from kafkaclone.log.config import LogConfig
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
 from kafkaclone.zk.znodes import (
+    ConfigEntityType,
     ConfigEntityZNode,
-    ConfigType,
     ReplicaAssignment,
     TopicAssignment,
 )
@@ -248,7 +248,7 @@ class AdminZkClient:
         )
         # Not transactional with the assignment, as in Kafka: the config comes first so the
         # controller and brokers find it when they see the topic.
-        await self._zk.set_or_create_entity_configs(ConfigType.TOPIC, topic, configs)
+        await self._zk.set_or_create_entity_configs(ConfigEntityType.TOPIC, topic, configs)
         try:
             await self._zk.create_topic_assignment(topic, topic_id, assignment)
         except NodeExistsError:
@@ -354,7 +354,7 @@ class AdminZkClient:
         if not await self._zk.topic_exists(topic):
             raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
         self._validate_topic_config(configs)
-        await self._change_entity_config(ConfigType.TOPIC, topic, configs)
+        await self._change_entity_config(ConfigEntityType.TOPIC, topic, configs)
 
     async def change_broker_config(
         self, broker_id: int | None, configs: Mapping[str, str]
@@ -364,7 +364,7 @@ class AdminZkClient:
         if self._validate_broker_config is not None:
             self._validate_broker_config(configs)
         name = ConfigEntityZNode.DEFAULT_ENTITY_NAME if broker_id is None else str(broker_id)
-        await self._change_entity_config(ConfigType.BROKER, name, configs)
+        await self._change_entity_config(ConfigEntityType.BROKER, name, configs)
 
     async def _change_entity_config(
         self, entity_type: str, entity_name: str, configs: Mapping[str, str]

@@ -26,6 +26,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final, Generic, NewType, TypeVar
 
+from kafkaclone.common.endpoint import (
+    DEFAULT_SECURITY_PROTOCOL_MAP,
+    EndPoint,
+    SecurityProtocol,
+    normalise_listener_name,
+)
 from kafkaclone.common.topic_partition import TopicPartition as TopicPartition
 from kafkaclone.zk.errors import ZNodeDecodeError
 from kafkaclone.zk.jvm_order import (
@@ -65,8 +71,9 @@ class PayloadFormat(enum.Enum):
     EMPTY = "empty"
 
 
-class ConfigType:
-    """Kafka's ConfigType: the entity types with config znodes (``/config/<type>/<name>``)."""
+class ConfigEntityType:
+    """The entity types with config znodes (``/config/<type>/<name>``): Kafka's
+    kafka.server.ConfigType, named apart from ConfigDef's value types (``ConfigType``)."""
 
     TOPIC: Final = "topics"
     CLIENT: Final = "clients"
@@ -295,43 +302,6 @@ class ClusterIdZNode:
 
 
 @dataclass(frozen=True)
-class EndPoint:
-    """A listener a broker advertises: ``LISTENER://host:port``."""
-
-    host: str | None
-    port: int
-    listener_name: str
-    security_protocol: str
-
-    @property
-    def connection_string(self) -> str:
-        if self.host is None:
-            return f"{self.listener_name}://:{self.port}"
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener_name}://{host}:{self.port}"
-
-    @classmethod
-    def parse(
-        cls, connection_string: str, protocol_map: Mapping[str, str] | None = None
-    ) -> EndPoint:
-        """``PLAINTEXT://host:9092`` (or ``SSL://[::1]:9093``, ``CLIENT://:9092``). The
-        security protocol comes from ``protocol_map`` (listener -> protocol), else the
-        listener's name is taken as its protocol, as Kafka does."""
-        listener, sep, rest = connection_string.partition("://")
-        host_part, colon, port_text = rest.rpartition(":")
-        if not sep or not listener or not colon:
-            raise ValueError(f"not a listener: {connection_string!r}")
-        try:
-            port = int(port_text)
-        except ValueError as exc:
-            raise ValueError(f"bad port in listener {connection_string!r}") from exc
-        host = host_part.removeprefix("[").removesuffix("]") or None
-        listener = listener.upper()
-        mapping = {k.upper(): v for k, v in (protocol_map or {}).items()}
-        return cls(host, port, listener, mapping.get(listener, listener))
-
-
-@dataclass(frozen=True)
 class BrokerInfo:
     """A broker's registration (Kafka's Broker + BrokerInfo)."""
 
@@ -347,7 +317,7 @@ class BrokerInfo:
 
     def endpoint(self, listener_name: str) -> EndPoint | None:
         for endpoint in self.endpoints:
-            if endpoint.listener_name == listener_name.upper():
+            if endpoint.listener_name == normalise_listener_name(listener_name):
                 return endpoint
         return None
 
@@ -369,10 +339,11 @@ class BrokerIdZNode:
         """Kafka's v5 registration. The top-level host and port are the first PLAINTEXT
         endpoint's (null and -1 without one), for old clients; rack only when set."""
         plaintext = next(
-            (ep for ep in info.endpoints if ep.security_protocol == "PLAINTEXT"), None
+            (ep for ep in info.endpoints if ep.security_protocol is SecurityProtocol.PLAINTEXT),
+            None,
         )
         timestamp = info.timestamp_ms if info.timestamp_ms is not None else _now_ms()
-        protocol_map = {ep.listener_name: ep.security_protocol for ep in info.endpoints}
+        protocol_map = {ep.listener_name: ep.security_protocol.name for ep in info.endpoints}
         values: dict[str, Any] = {
             "version": BrokerIdZNode.VERSION,
             "host": plaintext.host if plaintext is not None else None,
@@ -406,13 +377,22 @@ class BrokerIdZNode:
             raise ZNodeDecodeError(what, data, f"unsupported version {version}")
         if version == 1:
             host, port = _str(obj, "host", what, data), _int(obj, "port", what, data)
-            endpoints: tuple[EndPoint, ...] = (EndPoint(host, port, "PLAINTEXT", "PLAINTEXT"),)
+            endpoints: tuple[EndPoint, ...] = (
+                EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, host, port),
+            )
         else:
-            protocol_map = obj.get("listener_security_protocol_map") or {}
+            raw_map = obj.get("listener_security_protocol_map")
             listeners = obj.get("endpoints")
-            if not isinstance(protocol_map, dict) or not isinstance(listeners, list):
+            if not isinstance(raw_map, dict) and raw_map is not None:
+                raise ZNodeDecodeError(what, data, "bad listener_security_protocol_map")
+            if not isinstance(listeners, list):
                 raise ZNodeDecodeError(what, data, "bad endpoints")
             try:
+                # v2 registrations have no map: each listener is named after its protocol.
+                protocol_map = DEFAULT_SECURITY_PROTOCOL_MAP if raw_map is None else {
+                    normalise_listener_name(str(name)): SecurityProtocol.for_name(str(protocol))
+                    for name, protocol in raw_map.items()
+                }
                 endpoints = tuple(EndPoint.parse(str(ep), protocol_map) for ep in listeners)
             except ValueError as exc:
                 raise ZNodeDecodeError(what, data, str(exc)) from exc
@@ -1094,7 +1074,7 @@ PERSISTENT_ZK_PATHS: Final = (
     IsrChangeNotificationZNode.PATH,
     ProducerIdBlockZNode.PATH,
     LogDirEventNotificationZNode.PATH,
-    *(ConfigEntityTypeZNode.path(entity_type) for entity_type in ConfigType.ALL),
+    *(ConfigEntityTypeZNode.path(entity_type) for entity_type in ConfigEntityType.ALL),
 )
 """The persistent paths a broker makes sure exist at startup (Kafka's ZkData.PersistentZkPaths)."""
 

@@ -485,12 +485,13 @@ class _Partition:
 
 
 def test_leadership_listener_loads_and_unloads_offsets_partitions() -> None:
-    from kafkaclone.coordinator.group.coordinator import GroupConfig
+    from tests.coordinator.helpers import make_group_config
 
     clock = task.Clock()
     store = MemoryGroupStore()
     store.offsets["x"] = {TopicPartition("t", 0): OffsetAndMetadata(1)}
-    coordinator = GroupCoordinator(1, GroupConfig(offsets_topic_num_partitions=3), store, clock)
+    coordinator = GroupCoordinator(1, make_group_config(offsets_topic_num_partitions=3), store,
+                                   clock)
     coordinator.startup()
     home = partition_for("x", 3)
     coordinator.on_leadership_change(

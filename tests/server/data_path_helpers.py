@@ -11,14 +11,13 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from kafkaclone.cluster.partition import PartitionState
+from kafkaclone.cluster.partition import LeaderAndIsrPartitionState
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
@@ -26,6 +25,7 @@ from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec, build_record_batch
+from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
 
@@ -74,7 +74,12 @@ class DataPathBroker:
     log_manager: LogManager
     topic_configs: TopicConfigs
     broker_id: int = BROKER_ID
-    config: Any = field(default_factory=lambda: SimpleNamespace(fetch_max_bytes=57_671_680))
+    config: KafkaConfig = field(default_factory=lambda: KafkaConfig(
+        {"zookeeper.connect": "127.0.0.1:2181"}))
+
+    @property
+    def reactor(self) -> Clock:
+        return self.clock
 
     @property
     def dispatcher(self) -> RequestHandler:
@@ -96,9 +101,10 @@ class DataPathBroker:
         if configs is not None:
             self.topic_configs.overrides[topic] = dict(configs)
         states = [
-            PartitionState(topic, p, controller_epoch=1, leader=leader,
-                           leader_epoch=leader_epoch, isr=isr if isr is not None else replicas,
-                           zk_version=0, replicas=replicas, is_new=True)
+            LeaderAndIsrPartitionState(
+                topic, p, controller_epoch=1, leader=leader, leader_epoch=leader_epoch,
+                isr=isr if isr is not None else replicas, zk_version=0, replicas=replicas,
+                is_new=True)
             for p in partitions
         ]
         self.metadata_cache.partitions.update(s.topic_partition for s in states)

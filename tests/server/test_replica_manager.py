@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from twisted.internet import reactor
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
@@ -74,7 +75,8 @@ def log_manager(tmp_path: Path) -> Iterator[LogManager]:
 
 @pytest.fixture
 def broker(log_manager: LogManager, zk_client: KafkaZkClient) -> Broker:
-    return Broker(ReplicaManager(1, log_manager, zk_client), Controller(active=True))
+    return Broker(ReplicaManager(1, log_manager, zk_client, clock=reactor),
+                  Controller(active=True))
 
 
 @pytest.fixture

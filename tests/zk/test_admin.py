@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import (
     BrokerNotAvailableError,
     InvalidConfigError,
@@ -30,7 +31,7 @@ from kafkaclone.zk.admin import (
 )
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
-from kafkaclone.zk.znodes import BrokerId, BrokerInfo, EndPoint, kafka_uuid_from_string
+from kafkaclone.zk.znodes import BrokerId, BrokerInfo, kafka_uuid_from_string
 from tests.zk.conftest import run
 
 TOPIC_ID = kafka_uuid_from_string("cMr3GpVESX2L3byPGf93lQ")
@@ -40,7 +41,7 @@ TOPIC_ID = kafka_uuid_from_string("cMr3GpVESX2L3byPGf93lQ")
 def admin(zk_client: KafkaZkClient) -> AdminZkClient:
     run(zk_client.create_top_level_paths())
     for broker_id in (1, 2, 3):
-        endpoint = EndPoint("h", 9090 + broker_id, "PLAINTEXT", "PLAINTEXT")
+        endpoint = EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "h", 9090 + broker_id)
         run(zk_client.register_broker(BrokerInfo(BrokerId(broker_id), (endpoint,))))
     return AdminZkClient(zk_client, rng=random.Random(7))
 

@@ -93,31 +93,18 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """The broker settings the coordinator uses, with Kafka's defaults."""
+    """The broker settings the coordinator uses. The values (and their defaults) come from
+    the broker's config table: the broker builds this (kafkaclone.server.broker)."""
 
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3000
-    group_max_size: int = INT_MAX
-    offsets_topic_num_partitions: int = 50
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
-    offsets_retention_check_interval_ms: int = 600_000
-    offsets_commit_timeout_ms: int = 5000
-
-    @classmethod
-    def from_kafka_config(cls, config: Any) -> GroupConfig:
-        return cls(
-            group_min_session_timeout_ms=config.group_min_session_timeout_ms,
-            group_max_session_timeout_ms=config.group_max_session_timeout_ms,
-            group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            group_max_size=config.group_max_size,
-            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
-            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
-            offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
-            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
-            offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
-        )
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_initial_rebalance_delay_ms: int
+    group_max_size: int
+    offsets_topic_num_partitions: int
+    offset_metadata_max_bytes: int
+    offsets_retention_ms: int
+    offsets_retention_check_interval_ms: int
+    offsets_commit_timeout_ms: int
 
 
 @dataclass(frozen=True)

@@ -5,32 +5,25 @@ ask for the authorized operations (with no authorizer: READ, DELETE, DESCRIBE)."
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.common.errors import KafkaError
-from kafkaclone.coordinator.group.coordinator import DEAD_SUMMARY
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import GROUP_AUTHORIZED_OPERATIONS, coordinator_of
+from kafkaclone.protocol.message_types import DescribeGroupsRequest, DescribeGroupsResponse
+from kafkaclone.server.handlers.group_support import GROUP_AUTHORIZED_OPERATIONS
 from kafkaclone.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
-_RESPONSE = APIS[ApiKey.DESCRIBE_GROUPS].response
-_Group = _RESPONSE.structs["DescribedGroup"]
-_Member = _RESPONSE.structs["DescribedGroupMember"]
+_Group = DescribeGroupsResponse.DescribedGroup
+_Member = DescribeGroupsResponse.DescribedGroup.DescribedGroupMember
 
 
 @handler(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
-async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_groups(
+        ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     operations = (GROUP_AUTHORIZED_OPERATIONS
                   if ctx.api_version >= 3 and request.include_authorized_operations
                   else AUTHORIZED_OPERATIONS_OMITTED)
     groups = []
     for group_id in request.groups:
-        try:
-            error, summary = coordinator_of(ctx).handle_describe_group(group_id)
-        except KafkaError as exc:
-            error, summary = exc.code, DEAD_SUMMARY
+        error, summary = ctx.broker.group_coordinator.handle_describe_group(group_id)
         groups.append(_Group(
             error_code=error, group_id=group_id, group_state=summary.state,
             protocol_type=summary.protocol_type, protocol_data=summary.protocol,
@@ -39,4 +32,4 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                              member_metadata=m.metadata, member_assignment=m.assignment)
                      for m in summary.members],
             authorized_operations=operations))
-    return _RESPONSE(throttle_time_ms=0, groups=groups)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)

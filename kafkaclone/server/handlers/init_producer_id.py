@@ -17,7 +17,7 @@ for producers without a transactional id).
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import Final
 
 from kafkaclone.common.errors import (
     NONE,
@@ -26,23 +26,20 @@ from kafkaclone.common.errors import (
     KafkaError,
 )
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
-from kafkaclone.server.services import BrokerServices
 
 logger = logging.getLogger(__name__)
-
-_RESPONSE = APIS[ApiKey.INIT_PRODUCER_ID].response
 
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 SHORT_MAX: Final = 2**15 - 1
 
 
-def _error(code: int) -> Any:
-    return _RESPONSE(throttle_time_ms=0, error_code=code, producer_id=NO_PRODUCER_ID,
-                     producer_epoch=NO_PRODUCER_EPOCH)
+def _error(code: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=code,
+                                  producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
 
 
 async def init_producer_id(manager: ProducerIdManager, producer_id: int, producer_epoch: int
@@ -55,7 +52,8 @@ async def init_producer_id(manager: ProducerIdManager, producer_id: int, produce
 
 
 @handler(ApiKey.INIT_PRODUCER_ID, versions=(0, 4))
-async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
+async def handle_init_producer_id(
+        ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     producer_id, producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     if ctx.api_version >= 3:
         producer_id, producer_epoch = request.producer_id, request.producer_epoch
@@ -65,17 +63,13 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
         if request.transactional_id == "":
             return _error(InvalidRequestError.code)
         return _error(CoordinatorNotAvailableError.code)
-    broker: BrokerServices = ctx.broker
-    manager = broker.producer_id_manager
-    if manager is None:
-        return _error(CoordinatorNotAvailableError.code)
     try:
-        producer_id, producer_epoch = await init_producer_id(manager, producer_id,
-                                                             producer_epoch)
+        producer_id, producer_epoch = await init_producer_id(
+            ctx.broker.producer_id_manager, producer_id, producer_epoch)
     except KafkaError as exc:
         return _error(exc.code)
     except Exception:
         logger.exception("Could not allocate a producer id")
         return _error(CoordinatorNotAvailableError.code)
-    return _RESPONSE(throttle_time_ms=0, error_code=NONE, producer_id=producer_id,
-                     producer_epoch=producer_epoch)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=NONE, producer_id=producer_id,
+                                  producer_epoch=producer_epoch)

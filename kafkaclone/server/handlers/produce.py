@@ -28,7 +28,7 @@ client refreshes its metadata (as Kafka does).
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import Final
 
 from kafkaclone.common.errors import (
     NONE,
@@ -41,18 +41,18 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.conversion import up_convert
 from kafkaclone.network.socket_server import CloseConnection
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import ProduceRequest, ProduceResponse
 from kafkaclone.protocol.records import Codec
+from kafkaclone.protocol.types import Buffer
 from kafkaclone.server.delayed.produce import ProducePartitionResult
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.PRODUCE].response
-_TopicResponse = _RESPONSE.structs["TopicProduceResponse"]
-_PartitionResponse = _RESPONSE.structs["PartitionProduceResponse"]
+_TopicResponse = ProduceResponse.TopicProduceResponse
+_PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 
 _HEADER_SIZE_UP_TO_MAGIC: Final = 17
 _MAGIC_OFFSET: Final = 16
@@ -60,7 +60,7 @@ _ATTRIBUTES_OFFSET: Final = 21
 _LOG_OVERHEAD: Final = 12
 
 
-def validate_records(version: int, records: Any) -> memoryview:
+def validate_records(version: int, records: Buffer | None) -> memoryview:
     """Kafka's ProduceRequest.validateRecords: exactly one magic 2 batch (a trailing
     partial batch is dropped, as Kafka's batch iterator drops it); the batch's bytes."""
     view = memoryview(b"") if records is None else memoryview(records)
@@ -89,12 +89,12 @@ def validate_records(version: int, records: Any) -> memoryview:
     return view[:first_size] if rest else view
 
 
-def _legacy_records(records: Any) -> memoryview | None:
+def _legacy_records(records: Buffer | None) -> memoryview | None:
     """A Produce v0-2 partition's message set as magic 2 (None: no complete entry)."""
     return None if records is None else up_convert(memoryview(records))
 
 
-def _partition_response(index: int, result: ProducePartitionResult) -> Any:
+def _partition_response(index: int, result: ProducePartitionResult) -> _PartitionResponse:
     if result.error_code != NONE:
         return _PartitionResponse(index=index, error_code=result.error_code, base_offset=-1,
                                   log_append_time_ms=-1, log_start_offset=-1,
@@ -106,7 +106,7 @@ def _partition_response(index: int, result: ProducePartitionResult) -> Any:
 
 
 @handler(ApiKey.PRODUCE, versions=(0, 9))
-async def handle_produce(ctx: RequestContext, request: Any) -> Any:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     cache = broker.metadata_cache
@@ -150,7 +150,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 f"{ctx.correlation_id} from client id {ctx.client_id} with ack=0; errors on "
                 f"{', '.join(map(str, failed))}")
         return None
-    return _RESPONSE(responses=[
+    return ProduceResponse(responses=[
         _TopicResponse(name=name, partition_responses=[
             _partition_response(index, results[TopicPartition(name, index)])
             for index in indexes])
