@@ -1,7 +1,7 @@
 """Issue 14's failover acceptance run and rate comparison for idempotent producers.
 
     .venv/bin/python benchmarks/acceptance_idempotent.py [--messages 200000]
-        [--fault kill|stop|none] [--compare]
+        [--fault kill|stop|none]
 
 On a local cluster of three broker processes, confluent-kafka (librdkafka) with
 ``enable.idempotence=true`` and acks=all produces ``--messages`` messages to a new RF 3
@@ -11,8 +11,7 @@ or frozen with SIGSTOP past the ZooKeeper session timeout (``stop``); it comes b
 little later. Everything is then read back: every acknowledged message must be there
 exactly once, and each partition's values in send order (no duplicate, no reordering).
 
-``--compare`` instead measures the plain and the idempotent producer in the same run (one
-broker acks=all, then three brokers RF 3) and prints both rates.
+The rates of the idempotent producer against the plain one: benchmarks/bench_idempotence.py.
 """
 
 from __future__ import annotations
@@ -171,30 +170,11 @@ def failover(messages: int, fault: str) -> bool:
     return ok
 
 
-def compare(messages: int) -> None:
-    for brokers, rf in ((1, 1), (3, 3)):
-        with LocalCluster(brokers) as cluster:
-            for round_ in range(2):
-                for idempotent in (False, True):
-                    topic = f"rate-{int(idempotent)}-{round_}"
-                    create_topic(cluster, topic, rf)
-                    acked, failed, seconds = produce(cluster, topic, messages,
-                                                     idempotent=idempotent)
-                    count = sum(map(len, acked.values()))
-                    print(f"{brokers} broker(s) RF {rf}, round {round_}, "
-                          f"{'idempotent' if idempotent else 'plain     '}: "
-                          f"{count / seconds:,.0f} msg/s ({count} acked, {failed} failed)")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--fault", choices=["kill", "stop", "none"], default="kill")
-    parser.add_argument("--compare", action="store_true")
     args = parser.parse_args()
-    if args.compare:
-        compare(args.messages)
-        return 0
     return 0 if failover(args.messages, args.fault) else 1
 
 
