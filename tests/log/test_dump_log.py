@@ -96,3 +96,20 @@ def test_script_entry_point(open_log: LogFactory, log_dir: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[1] == "Starting offset: 0"
+
+
+def test_dump_producer_snapshot(open_log: LogFactory, log_dir: Path) -> None:
+    log = open_log()
+    log.append(build_record_batch([(None, b"a", None, T0), (None, b"b", None, T0 + 1)],
+                                  producer_id=7, producer_epoch=1, base_sequence=0),
+               leader_epoch=3)
+    log.close()
+    path = log_dir / "00000000000000000002.snapshot"
+    status, out, _ = run("--files", str(path))
+    assert status == 0
+    assert out.splitlines()[1] == (
+        "producerId: 7 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: None "
+        f"firstSequence: 0 lastSequence: 1 lastOffset: 1 offsetDelta: 1 timestamp: {T0 + 1}")
+    path.write_bytes(b"\x00\x07")
+    status, _, err = run("--files", str(path))
+    assert "Snapshot is too short" in err
