@@ -29,6 +29,7 @@ from tests.server.test_data_path_clients import (
     ask,
     confluent_consume,
     create_topic,
+    metadata,
     wait_for_leaders,
 )
 
@@ -38,7 +39,7 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 2
 MESSAGES = 300
 OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID = 45, 47, 59
-NOT_LEADER_OR_FOLLOWER = 6
+NOT_LEADER_OR_FOLLOWER, INVALID_RECORD = 6, 87
 RF3 = {"min.insync.replicas": "2"}
 
 
@@ -202,6 +203,9 @@ def test_replays_gaps_and_old_epochs(cluster: LocalCluster) -> None:
         OUT_OF_ORDER_SEQUENCE_NUMBER)
     assert produce(cluster, leader, topic, idempotent_batch(pid + 10_000, 0, 3))[0] == (
         UNKNOWN_PRODUCER_ID)
+    # Two producers' batches in one partition's data: Produce v3+ takes exactly one batch.
+    mixed = idempotent_batch(pid, 0, 10) + idempotent_batch(pid + 1, 0, 0)
+    assert produce(cluster, leader, topic, mixed)[0] == INVALID_RECORD
     with _connection_to(cluster, leader) as conn:
         assert init_producer_id(conn, pid, 0) == (pid, 1)
     assert produce(cluster, leader, topic, idempotent_batch(pid, 1, 0)) == (0, 10)
@@ -213,12 +217,13 @@ def test_replays_gaps_and_old_epochs(cluster: LocalCluster) -> None:
     last = idempotent_batch(pid, 1, 0)
     cluster.broker(leader).stop()
     try:
+        other = next(b for b in (1, 2, 3) if b != leader)
         deadline = time.monotonic() + 30
         new_leader = leader
-        while new_leader == leader and time.monotonic() < deadline:
+        while new_leader in (leader, -1) and time.monotonic() < deadline:
             time.sleep(0.2)
-            new_leader = wait_for_leaders(cluster, topic, 1)[0]
-        assert new_leader != leader
+            new_leader = metadata(cluster, topic, other).topics[0].partitions[0].leader_id
+        assert new_leader not in (leader, -1)
         assert produce(cluster, new_leader, topic, last) == (0, 10)
         assert high_watermark(cluster, new_leader, topic) == 12
     finally:
