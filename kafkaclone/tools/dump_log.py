@@ -7,6 +7,7 @@
 timestamp, size, magic, compresscodec, crc, isvalid); with ``--deep-iteration`` one ``|``
 line per record, with ``--print-data-log`` its key and payload too. ``.index`` and
 ``.timeindex`` files: their entries, checked against the log; mismatches go to stderr.
+``.snapshot`` files: one line per producer, as Kafka prints producer state snapshots.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ from kafkaclone.log.common import (
 )
 from kafkaclone.log.file_records import FileRecords
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from kafkaclone.log.producer_state import (
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    CorruptSnapshotError,
+    read_snapshot,
+)
 from kafkaclone.protocol.records import EndTransactionMarker, Record, RecordBatch
 from kafkaclone.protocol.records.common import (
     COMPRESSION_CODEC_MASK,
@@ -309,6 +315,26 @@ def dump_time_index(
         records.close()
 
 
+def dump_producer_id_snapshot(path: Path, out: TextIO, err: TextIO) -> None:
+    """A producer state snapshot, one producer a line (Kafka's dumpProducerIdSnapshot)."""
+    try:
+        entries = list(read_snapshot(path))
+    except CorruptSnapshotError as exc:
+        print(exc, file=err)
+        return
+    for entry in entries:
+        txn = entry.current_txn_first_offset
+        line = (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+                f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: "
+                f"{'None' if txn is None else f'Some({txn})'} ")
+        if entry.batch_metadata:
+            metadata = entry.batch_metadata[0]
+            line += (f"firstSequence: {metadata.first_seq} lastSequence: {metadata.last_seq} "
+                     f"lastOffset: {metadata.last_offset} offsetDelta: {metadata.offset_delta} "
+                     f"timestamp: {metadata.timestamp}")
+        print(line, file=out)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="kafka-dump-log.sh",
@@ -376,6 +402,8 @@ def _run(argv: Sequence[str] | None, out: TextIO | None, err: TextIO | None) -> 
             elif path.name.endswith(TIME_INDEX_FILE_SUFFIX):
                 dump_time_index(path, out, errors, sanity_only=args.index_sanity_check,
                                 verify_only=args.verify_index_only)
+            elif path.name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+                dump_producer_id_snapshot(path, out, err)
             else:
                 print(f"Ignoring unknown file {path}", file=err)
         except BrokenPipeError:

@@ -14,8 +14,11 @@ Per partition, as Kafka answers:
   UNSUPPORTED_COMPRESSION_TYPE;
 - then the ReplicaManager's append (kafkaclone.server.replica_manager): NOT_LEADER_OR_FOLLOWER,
   NOT_ENOUGH_REPLICAS, CORRUPT_MESSAGE (bad CRC; nothing is appended), MESSAGE_TOO_LARGE,
-  RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, and with acks=-1
-  NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT;
+  RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, the producer state's
+  OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID (nothing is
+  appended; a duplicate of one of a producer's last 5 batches is answered with the offset
+  it got the first time), and with acks=-1 NOT_ENOUGH_REPLICAS_AFTER_APPEND or
+  REQUEST_TIMED_OUT;
 - acks other than 0, 1, -1: INVALID_REQUIRED_ACKS everywhere.
 
 acks=0 gets no response; if a partition failed the connection is closed instead, so the
