@@ -412,3 +412,15 @@ def test_a_follower_serves_consumers_up_to_its_high_watermark(broker: DataPathBr
         old = fetched(broker.call(ApiKey.FETCH, 10, fetch_request(
             {("f", 0): 0}, replica_id=replica_id)), "f", 0)
         assert old.error_code == NOT_LEADER_OR_FOLLOWER
+
+
+def test_an_incremental_fetch_session_always_carries_the_preferred_replica(
+        broker: DataPathBroker) -> None:
+    # Kafka's CachedPartition.maybeUpdateResponseData: a preferred read replica must respond.
+    _three_racks(broker)
+    full = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, rack_id="b",
+                                                       session_id=0, session_epoch=0))
+    assert fetched(full, "t", 0).preferred_read_replica == 2 and full.session_id != 0
+    incremental = broker.call(ApiKey.FETCH, 11, fetch_request(
+        {}, rack_id="b", session_id=full.session_id, session_epoch=1))
+    assert fetched(incremental, "t", 0).preferred_read_replica == 2
