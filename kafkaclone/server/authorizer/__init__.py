@@ -1,0 +1,1 @@
+"""Authorization: Kafka's AclAuthorizer over ACLs stored in ZooKeeper."""
