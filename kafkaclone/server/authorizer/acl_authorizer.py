@@ -63,12 +63,6 @@ from kafkaclone.zk.zookeeper_client import StateChangeHandler, ZNodeChildChangeH
 
 logger = logging.getLogger(__name__)
 
-ACL_AUTHORIZER_CLASS_NAMES: Final = (
-    "kafka.security.authorizer.AclAuthorizer",
-    "kafka.security.auth.SimpleAclAuthorizer",
-)
-"""The ``authorizer.class.name`` values served by :class:`AclAuthorizer` (Kafka 2.8's class
-and the pre-2.4 one it replaced)."""
 CHANGE_EXPIRATION_MS: Final = 15 * 60 * 1000
 """How long a change notification stays (ZkNodeChangeNotificationListener's default)."""
 MAX_UPDATE_RETRIES: Final = 10

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from kafkaclone.common.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol.api import APIS, Api
 from kafkaclone.protocol.api_keys import ApiKey
@@ -36,6 +37,30 @@ class RequestContext:
     client_id: str | None
     connection: ConnectionInfo
     broker: BrokerServices
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        """Whether the request's principal may do ``operation`` on the resource (Kafka's
+        KafkaApis.authorize); always True without an authorizer."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize(
+            self.connection.principal, self.connection.client_host, operation,
+            resource_type, name)
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        """``authorize`` on the cluster resource (``kafka-cluster``)."""
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_names(self, operation: AclOperation, resource_type: ResourceType,
+                         names: Iterable[str]) -> set[str]:
+        """The names among ``names`` the principal may do ``operation`` on (Kafka's
+        filterByAuthorized)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return set(names)
+        principal, host = self.connection.principal, self.connection.client_host
+        return {name for name in set(names)
+                if authorizer.authorize(principal, host, operation, resource_type, name)}
 
 
 RequestT = TypeVar("RequestT")
