@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     InvalidRequestError,
     InvalidTopicExceptionError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic import is_internal, validate_topic_name
@@ -84,14 +86,19 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
                                                      None, False)
                                         for t in request.topics or ()])
     names = cache.all_topics() if requested is None else requested
+    # Topics the principal may not Describe: left out of "every topic", answered
+    # TOPIC_AUTHORIZATION_FAILED when named, without saying whether they exist.
+    denied = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if denied:
+        names = [name for name in names if name not in denied or requested is not None]
     known = {t.name: t for t in cache.topic_metadata(
-        names, listener,
+        [name for name in names if name not in denied], listener,
         error_unavailable_endpoints=version == 0,
         error_unavailable_listeners=version >= 6,
     )}
 
-    errors: dict[str, int] = {}
-    missing = [name for name in names if name not in known]
+    errors: dict[str, int] = dict.fromkeys(denied, TopicAuthorizationFailedError.code)
+    missing = [name for name in names if name not in known and name not in denied]
     creatable: list[str] = []
     for name in missing:
         try:
@@ -102,6 +109,11 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         creatable.append(name)
     allow_auto_create = broker.auto_create_topics_enable and (
         version < 4 or bool(request.allow_auto_topic_creation))
+    if creatable and allow_auto_create and not ctx.authorize_cluster(AclOperation.CREATE):
+        # Creating needs Create on the cluster or on the topic.
+        refused = ctx.unauthorized_names(AclOperation.CREATE, ResourceType.TOPIC, creatable)
+        errors.update(dict.fromkeys(refused, TopicAuthorizationFailedError.code))
+        creatable = [name for name in creatable if name not in refused]
     if creatable and allow_auto_create:
         errors.update(await broker.auto_create_topics(creatable))
     else:

@@ -27,11 +27,13 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
     InvalidRecordError,
     InvalidRequiredAcksError,
     KafkaError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
 )
@@ -107,6 +109,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     cache = broker.metadata_cache
+    denied = ctx.unauthorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topic_data))
     order: list[tuple[str, list[int]]] = []
     results: dict[TopicPartition, ProducePartitionResult] = {}
     entries: dict[TopicPartition, memoryview] = {}
@@ -116,6 +120,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
             indexes.append(data.index)
+            if topic.name in denied:
+                results[tp] = ProducePartitionResult(TopicAuthorizationFailedError.code)
+                continue
             if cache.partition_state(tp.topic, tp.partition) is None:
                 results[tp] = ProducePartitionResult(UnknownTopicOrPartitionError.code)
                 continue

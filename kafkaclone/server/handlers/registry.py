@@ -51,16 +51,20 @@ class RequestContext:
         """``authorize`` on the cluster resource (``kafka-cluster``)."""
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
-    def authorized_names(self, operation: AclOperation, resource_type: ResourceType,
-                         names: Iterable[str]) -> set[str]:
-        """The names among ``names`` the principal may do ``operation`` on (Kafka's
-        filterByAuthorized)."""
+    def unauthorized_names(self, operation: AclOperation, resource_type: ResourceType,
+                           names: Iterable[str]) -> frozenset[str]:
+        """The names among ``names`` the principal may not do ``operation`` on (the
+        complement of Kafka's filterByAuthorized); empty without an authorizer, at the cost
+        of one attribute check."""
         authorizer = self.broker.authorizer
         if authorizer is None:
-            return set(names)
+            return _NONE_DENIED
         principal, host = self.connection.principal, self.connection.client_host
-        return {name for name in set(names)
-                if authorizer.authorize(principal, host, operation, resource_type, name)}
+        return frozenset(name for name in set(names) if not authorizer.authorize(
+            principal, host, operation, resource_type, name))
+
+
+_NONE_DENIED: Final[frozenset[str]] = frozenset()
 
 
 RequestT = TypeVar("RequestT")
