@@ -5,6 +5,8 @@ ask for the authorized operations (with no authorizer: READ, DELETE, DESCRIBE)."
 
 from __future__ import annotations
 
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import GroupAuthorizationFailedError
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import DescribeGroupsRequest, DescribeGroupsResponse
 from kafkaclone.server.handlers.group_support import GROUP_AUTHORIZED_OPERATIONS
@@ -22,7 +24,14 @@ async def handle_describe_groups(
                   if ctx.api_version >= 3 and request.include_authorized_operations
                   else AUTHORIZED_OPERATIONS_OMITTED)
     groups = []
+    denied = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.GROUP, request.groups)
     for group_id in request.groups:
+        if group_id in denied:
+            groups.append(_Group(error_code=GroupAuthorizationFailedError.code,
+                                 group_id=group_id, group_state="", protocol_type="",
+                                 protocol_data="", members=[],
+                                 authorized_operations=operations))
+            continue
         error, summary = ctx.broker.group_coordinator.handle_describe_group(group_id)
         groups.append(_Group(
             error_code=error, group_id=group_id, group_state=summary.state,
