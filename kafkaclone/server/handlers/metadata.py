@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkaclone.common.errors import (
     InvalidRequestError,
     InvalidTopicExceptionError,
@@ -39,8 +39,10 @@ AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 # With no authorizer configured every operation is allowed. Bits are Kafka's AclOperation
 # codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
 # DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-TOPIC_OPERATIONS: Final = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS: Final = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+TOPIC_ACL_OPERATIONS: Final = tuple(AclOperation(op) for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_ACL_OPERATIONS: Final = tuple(AclOperation(op) for op in (5, 7, 8, 9, 10, 11, 12))
+TOPIC_OPERATIONS: Final = sum(1 << op for op in TOPIC_ACL_OPERATIONS)
+CLUSTER_OPERATIONS: Final = sum(1 << op for op in CLUSTER_ACL_OPERATIONS)
 
 
 def _requested_topics(request: MetadataRequest, version: int) -> list[str] | None:
@@ -124,6 +126,11 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         else _topic_entry(errors[name], name, None, include_operations)
         for name in names
     ]
+    if include_operations and broker.authorizer is not None:
+        for entry in topics:
+            if entry.name is not None and entry.error_code == 0:
+                entry.topic_authorized_operations = ctx.authorized_operations(
+                    ResourceType.TOPIC, entry.name, TOPIC_ACL_OPERATIONS)
     brokers = [
         _Broker(node_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack)
         for b, ep in cache.alive_endpoints(listener)
@@ -137,5 +144,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         controller_id=-1 if controller_id is None else controller_id,
         topics=topics,
         cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if include_cluster_operations else AUTHORIZED_OPERATIONS_OMITTED),
+            (CLUSTER_OPERATIONS if broker.authorizer is None else ctx.authorized_operations(
+                ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_ACL_OPERATIONS))
+            if include_cluster_operations else AUTHORIZED_OPERATIONS_OMITTED),
     )

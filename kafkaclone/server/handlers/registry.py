@@ -51,6 +51,12 @@ class RequestContext:
         """``authorize`` on the cluster resource (``kafka-cluster``)."""
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
+    def authorized_operations(self, resource_type: ResourceType, name: str,
+                              operations: Iterable[AclOperation]) -> int:
+        """The bit field of ``operations`` allowed on the resource (Kafka's
+        authorizedOperations, as Metadata, DescribeCluster and DescribeGroups report it)."""
+        return sum(1 << op for op in operations if self.authorize(op, resource_type, name))
+
     def unauthorized_names(self, operation: AclOperation, resource_type: ResourceType,
                            names: Iterable[str]) -> frozenset[str]:
         """The names among ``names`` the principal may not do ``operation`` on (the
