@@ -34,6 +34,7 @@ from kafkaclone.common.errors import (
     InvalidRequiredAcksError,
     KafkaError,
     TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
 )
@@ -111,6 +112,11 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     cache = broker.metadata_cache
     denied = ctx.unauthorized_names(AclOperation.WRITE, ResourceType.TOPIC,
                                     (topic.name for topic in request.topic_data))
+    denied_code = TopicAuthorizationFailedError.code
+    if request.transactional_id is not None and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        denied = frozenset(topic.name for topic in request.topic_data)
+        denied_code = TransactionalIdAuthorizationFailedError.code
     order: list[tuple[str, list[int]]] = []
     results: dict[TopicPartition, ProducePartitionResult] = {}
     entries: dict[TopicPartition, memoryview] = {}
@@ -121,7 +127,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             tp = TopicPartition(topic.name, data.index)
             indexes.append(data.index)
             if topic.name in denied:
-                results[tp] = ProducePartitionResult(TopicAuthorizationFailedError.code)
+                results[tp] = ProducePartitionResult(denied_code)
                 continue
             if cache.partition_state(tp.topic, tp.partition) is None:
                 results[tp] = ProducePartitionResult(UnknownTopicOrPartitionError.code)
