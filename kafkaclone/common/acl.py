@@ -171,6 +171,11 @@ class ResourcePatternFilter:
     name: str | None = None
     pattern_type: PatternType = PatternType.ANY
 
+    def __str__(self) -> str:
+        name = "<any>" if self.name is None else self.name
+        return (f"ResourcePattern(resourceType={self.resource_type.name}, name={name}, "
+                f"patternType={self.pattern_type.name})")
+
     def matches(self, pattern: ResourcePattern) -> bool:
         if self.resource_type != ResourceType.ANY and self.resource_type != pattern.resource_type:
             return False
