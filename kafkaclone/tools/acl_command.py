@@ -8,8 +8,12 @@
     kafka-acls.sh --bootstrap-server h:p --remove --force --topic t
 
 Output is Kafka's: ``Adding ACLs for resource `ResourcePattern(...)`:`` followed by the
-entries, then the resulting ``Current ACLs for resource ...``. ``--authorizer-properties``
-(AclCommand talking to ZooKeeper directly) is not provided: ACLs go through a broker.
+entries, then the resulting ``Current ACLs for resource ...``.
+
+``--authorizer-properties zookeeper.connect=h:p`` instead of ``--bootstrap-server`` writes
+the ACLs straight into ZooKeeper with the broker's own AclAuthorizer (Kafka's
+AuthorizerService), which is how the first ACLs are made when no principal may create
+them through a broker yet.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, Protocol, TextIO
 
 from kafkaclone.clients.admin import AdminClient
 from kafkaclone.common.acl import (
@@ -36,7 +40,8 @@ from kafkaclone.common.acl import (
 )
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.common.security import KafkaPrincipal
-from kafkaclone.tools.client_options import ToolParser, client_config
+from kafkaclone.tools.client_options import ToolParser, client_config, flatten, parse_pairs
+from kafkaclone.tools.command import CommandError
 
 NEWLINE = "\n"
 
@@ -58,6 +63,58 @@ VALID_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
 """The operations each resource type supports (AclCommand.ResourceTypeToValidOperations)."""
 
 
+class AclDeletionResult(Protocol):
+    @property
+    def error(self) -> KafkaError | None: ...
+
+    @property
+    def deleted(self) -> Sequence[tuple[AclBinding, KafkaError | None]]: ...
+
+
+class AclService(Protocol):
+    """Where the command's ACLs go: the AdminClient (--bootstrap-server) or an AclAuthorizer
+    on ZooKeeper (--authorizer-properties)."""
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]: ...
+
+    def describe_acls(self, binding_filter: AclBindingFilter) -> list[AclBinding]: ...
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]
+                    ) -> Sequence[AclDeletionResult]: ...
+
+
+class AuthorizerService:
+    """The AclAuthorizer on ``zookeeper.connect``, driven on the tool's reactor loop."""
+
+    def __init__(self, connect: str) -> None:
+        from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer
+        from kafkaclone.tools.command import ZkSession
+
+        self._session = ZkSession(connect)
+        self._authorizer = AclAuthorizer(self._session.zk, _global_reactor())
+        self._session.run(self._authorizer.startup())
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        return self._session.run(self._authorizer.create_acls(bindings))
+
+    def describe_acls(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
+        return self._authorizer.acls(binding_filter)
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]
+                    ) -> Sequence[AclDeletionResult]:
+        return self._session.run(self._authorizer.delete_acls(filters))
+
+    def close(self) -> None:
+        self._authorizer.shutdown()
+        self._session.close()
+
+
+def _global_reactor() -> Any:
+    from twisted.internet import reactor
+
+    return reactor
+
+
 class UsageError(Exception):
     """A command line AclCommand refuses (printed with the usage, exit status 1)."""
 
@@ -70,8 +127,8 @@ def build_parser() -> ToolParser:
                         "to the Kafka cluster.")
     p.add_argument("--command-config",
                    help="A property file containing configs to be passed to Admin Client.")
-    p.add_argument("--authorizer-properties", action="append",
-                   help="Not provided by kafkaclone: use --bootstrap-server.")
+    p.add_argument("--authorizer-properties", action="append", nargs="+",
+                   help="zookeeper.connect=host:port: change the ACLs in ZooKeeper directly.")
     action = p.add_mutually_exclusive_group()
     action.add_argument("--add", action="store_true", help="Indicates you are trying to add ACLs.")
     action.add_argument("--remove", action="store_true",
@@ -226,7 +283,7 @@ def _print_acls(bindings: Sequence[AclBinding], out: TextIO,
                   f"{NEWLINE.join(chr(9) + str(acl) for acl in acls)} {NEWLINE}\n")
 
 
-def list_acls(admin: AdminClient, opts: argparse.Namespace, out: TextIO) -> None:
+def list_acls(admin: AclService, opts: argparse.Namespace, out: TextIO) -> None:
     filters = resource_filters(opts, die_if_none=False) or [
         ResourcePatternFilter(ResourceType.ANY, None, PatternType.ANY)]
     bindings: list[AclBinding] = []
@@ -249,7 +306,7 @@ def _confirm(opts: argparse.Namespace, message: str, out: TextIO) -> bool:
     return sys.stdin.readline().strip().lower() == "y"
 
 
-def add_acls(admin: AdminClient, opts: argparse.Namespace, out: TextIO) -> None:
+def add_acls(admin: AclService, opts: argparse.Namespace, out: TextIO) -> None:
     if _pattern_type(opts.resource_pattern_type) not in (
             PatternType.LITERAL, PatternType.PREFIXED):
         raise UsageError(f"A '--resource-pattern-type' value of "
@@ -270,7 +327,7 @@ def add_acls(admin: AdminClient, opts: argparse.Namespace, out: TextIO) -> None:
     list_acls(admin, opts, out)
 
 
-def remove_acls(admin: AdminClient, opts: argparse.Namespace, out: TextIO) -> None:
+def remove_acls(admin: AclService, opts: argparse.Namespace, out: TextIO) -> None:
     for pattern_filter, acls in filter_to_entries(opts).items():
         if not acls:
             question = (f"Are you sure you want to delete all ACLs for resource filter "
@@ -293,6 +350,15 @@ def remove_acls(admin: AdminClient, opts: argparse.Namespace, out: TextIO) -> No
     list_acls(admin, opts, out)
 
 
+def _run(service: AclService, opts: argparse.Namespace, out: TextIO) -> None:
+    if opts.add:
+        add_acls(service, opts, out)
+    elif opts.remove:
+        remove_acls(service, opts, out)
+    else:
+        list_acls(service, opts, out)
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out = out or sys.stdout
@@ -300,26 +366,30 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     parser = build_parser()
     opts = parser.parse_args(argv)
     try:
-        if opts.authorizer_properties:
-            raise UsageError("--authorizer-properties is not supported by kafkaclone: ACLs "
-                             "are managed through a broker, use --bootstrap-server")
-        if not opts.bootstrap_server:
-            raise UsageError("Missing required argument \"[bootstrap-server]\"")
+        if bool(opts.authorizer_properties) == bool(opts.bootstrap_server):
+            raise UsageError("Only one of --authorizer-properties or --bootstrap-server "
+                             "must be specified")
         if not (opts.add or opts.remove or opts.list):
             raise UsageError("Command must include exactly one action: --list, --add, "
                              "--remove.")
         if (opts.producer or opts.consumer) and not (opts.add or opts.remove):
             raise UsageError("Option --producer/--consumer is only valid with --add or "
                              "--remove")
-        conf = client_config(opts.command_config, None, what="property")
-        with AdminClient(opts.bootstrap_server,
-                         client_id=str(conf.get("client.id", "adminclient"))) as admin:
-            if opts.add:
-                add_acls(admin, opts, out)
-            elif opts.remove:
-                remove_acls(admin, opts, out)
-            else:
-                list_acls(admin, opts, out)
+        if opts.bootstrap_server:
+            conf = client_config(opts.command_config, None, what="property")
+            with AdminClient(opts.bootstrap_server,
+                             client_id=str(conf.get("client.id", "adminclient"))) as admin:
+                _run(admin, opts, out)
+        else:
+            props = parse_pairs(flatten(opts.authorizer_properties), "authorizer property")
+            connect = props.get("zookeeper.connect")
+            if not connect:
+                raise UsageError("--authorizer-properties needs zookeeper.connect=host:port")
+            service = AuthorizerService(connect)
+            try:
+                _run(service, opts, out)
+            finally:
+                service.close()
     except UsageError as exc:
         err.write(f"{exc}\n")
         parser.print_usage(err)
@@ -327,8 +397,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except (OSError, ValueError) as exc:
         err.write(f"Error: {exc}\n")
         return 1
-    except KafkaError as exc:
-        err.write(f"Error while executing ACL command: {exc.message}\n")
+    except (KafkaError, CommandError) as exc:
+        err.write(f"Error while executing ACL command: {exc}\n")
         return 1
     return 0
 
