@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from kafkaclone.common.acl import (
     IMPLIED_BY,
@@ -436,8 +437,11 @@ class _ChangeListener:
                 self._again = False
                 self.schedule()
 
-        self._processing.addErrback(
-            lambda f: logger.error("Processing ACL changes failed: %s", f.getErrorMessage()))
+        def failed(failure: Failure) -> None:
+            if self._running:  # after shutdown the ZooKeeper session may be gone
+                logger.error("Processing ACL changes failed: %s", failure.getErrorMessage())
+
+        self._processing.addErrback(failed)
         self._processing.addBoth(done)
 
     async def _process_notifications(self) -> None:
