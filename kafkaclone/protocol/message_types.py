@@ -329,13 +329,13 @@ class DeleteAclsRequest:
     class DeleteAclsFilter:
         resource_type_filter: int = 0
         # nullable 0+
-        resource_name_filter: str | None = ""
+        resource_name_filter: str | None = None
         # versions 1+
         pattern_type_filter: int = 3
         # nullable 0+
-        principal_filter: str | None = ""
+        principal_filter: str | None = None
         # nullable 0+
-        host_filter: str | None = ""
+        host_filter: str | None = None
         operation: int = 0
         permission_type: int = 0
         unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
@@ -489,13 +489,13 @@ class DescribeAclsRequest:
 
     resource_type_filter: int = 0
     # nullable 0+
-    resource_name_filter: str | None = ""
+    resource_name_filter: str | None = None
     # versions 1+
     pattern_type_filter: int = 3
     # nullable 0+
-    principal_filter: str | None = ""
+    principal_filter: str | None = None
     # nullable 0+
-    host_filter: str | None = ""
+    host_filter: str | None = None
     operation: int = 0
     permission_type: int = 0
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)

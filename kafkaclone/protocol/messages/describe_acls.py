@@ -5,10 +5,10 @@ from kafkaclone.protocol.schema import field, request, response
 
 REQUEST = request(29, "DescribeAclsRequest", valid="0-2", flexible="2+", fields=[
     field("resource_type_filter", "int8"),
-    field("resource_name_filter", "string", nullable="0+"),
+    field("resource_name_filter", "string", nullable="0+", default=None),
     field("pattern_type_filter", "int8", "1+", default=3),
-    field("principal_filter", "string", nullable="0+"),
-    field("host_filter", "string", nullable="0+"),
+    field("principal_filter", "string", nullable="0+", default=None),
+    field("host_filter", "string", nullable="0+", default=None),
     field("operation", "int8"),
     field("permission_type", "int8"),
 ])

@@ -1,0 +1,210 @@
+"""Authorization through the request dispatcher with a stub principal on the connection and
+a real AclAuthorizer on ZooKeeper: inter-broker APIs refused to a principal without
+ClusterAction (and nothing done), the ACL APIs' cluster checks and per-entry errors, and
+SECURITY_DISABLED without an authorizer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from twisted.internet import reactor
+
+from kafkaclone.common.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from kafkaclone.common.errors import (
+    ClusterAuthorizationFailedError,
+    InvalidRequestError,
+    SecurityDisabledError,
+)
+from kafkaclone.common.security import KafkaPrincipal
+from kafkaclone.network.socket_server import ConnectionInfo
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import (
+    ControlledShutdownRequest,
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer
+from kafkaclone.server.request_handler import RequestHandler
+from kafkaclone.testing.reactor import run
+from kafkaclone.zk.client import KafkaZkClient
+
+MALLORY = KafkaPrincipal("User", "mallory")
+CONTROLLER = KafkaPrincipal("User", "broker")
+
+
+class RecordingReplicaManager:
+    """Fails the test if a refused request reaches it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def stop_replicas(self, *args: Any) -> Any:
+        self.calls.append("stop_replicas")
+        raise AssertionError("StopReplica reached the replica manager")
+
+    async def become_leader_or_follower(self, *args: Any) -> Any:
+        self.calls.append("become_leader_or_follower")
+        raise AssertionError("LeaderAndIsr reached the replica manager")
+
+
+@dataclass
+class SecuredBroker:
+    authorizer: AclAuthorizer | None
+    replica_manager: RecordingReplicaManager = field(default_factory=RecordingReplicaManager)
+    broker_id: int = 1
+    broker_epoch: int = 100
+    controller_epoch: int = 0
+    controller: Any = None
+
+
+@pytest.fixture
+def authorizer(make_client: Callable[..., KafkaZkClient]) -> Iterator[AclAuthorizer]:
+    acl_authorizer = AclAuthorizer(make_client(), reactor,
+                                   super_users=frozenset({str(CONTROLLER)}))
+    run(acl_authorizer.startup())
+    yield acl_authorizer
+    acl_authorizer.shutdown()
+
+
+def call(broker: SecuredBroker, principal: KafkaPrincipal, key: ApiKey, version: int,
+         body: Any) -> Any:
+    connection = ConnectionInfo("PLAINTEXT-1", "10.0.0.7", 50000, "PLAINTEXT", principal)
+    frame = api.encode_request(key, version, 3, "someone", body)
+    reply = run(RequestHandler(broker=broker).dispatch(connection, frame))  # type: ignore[arg-type]
+    assert reply is not None
+    _, response = api.decode_response(key, version, reply)
+    return response
+
+
+def stop_replica() -> StopReplicaRequest:
+    state = StopReplicaRequest.StopReplicaTopicState
+    return StopReplicaRequest(controller_id=1, controller_epoch=99, broker_epoch=100,
+                              topic_states=[state(topic_name="orders", partition_states=[
+                                  state.StopReplicaPartitionState(partition_index=0,
+                                                                  delete_partition=True)])])
+
+
+def leader_and_isr() -> LeaderAndIsrRequest:
+    state = LeaderAndIsrRequest.LeaderAndIsrPartitionState
+    topic = LeaderAndIsrRequest.LeaderAndIsrTopicState
+    return LeaderAndIsrRequest(controller_id=1, controller_epoch=99, broker_epoch=100,
+                               topic_states=[topic(topic_name="orders", partition_states=[
+                                   state(topic_name="orders", partition_index=0, leader=1,
+                                         isr=[1], replicas=[1])])])
+
+
+def test_a_client_cannot_impersonate_the_controller(authorizer: AclAuthorizer) -> None:
+    broker = SecuredBroker(authorizer)
+    stopped = call(broker, MALLORY, ApiKey.STOP_REPLICA, 3, stop_replica())
+    assert stopped.error_code == ClusterAuthorizationFailedError.code
+    assert [p.error_code for p in stopped.partition_errors] == [
+        ClusterAuthorizationFailedError.code]
+    led = call(broker, MALLORY, ApiKey.LEADER_AND_ISR, 5, leader_and_isr())
+    assert led.error_code == ClusterAuthorizationFailedError.code
+    updated = call(broker, MALLORY, ApiKey.UPDATE_METADATA, 7, UpdateMetadataRequest(
+        controller_id=1, controller_epoch=99, broker_epoch=100))
+    assert updated.error_code == ClusterAuthorizationFailedError.code
+    shutdown = call(broker, MALLORY, ApiKey.CONTROLLED_SHUTDOWN, 3,
+                    ControlledShutdownRequest(broker_id=2, broker_epoch=5))
+    assert shutdown.error_code == ClusterAuthorizationFailedError.code
+    assert broker.replica_manager.calls == []
+    assert broker.controller_epoch == 0
+
+
+def test_cluster_action_lets_a_broker_through(authorizer: AclAuthorizer) -> None:
+    broker = SecuredBroker(authorizer)
+    with pytest.raises(AssertionError, match="StopReplica reached"):
+        call(broker, CONTROLLER, ApiKey.STOP_REPLICA, 3, stop_replica())
+    assert broker.replica_manager.calls == ["stop_replicas"]
+
+
+def creation(name: str, principal: str = "User:alice",
+             resource_type: ResourceType = ResourceType.TOPIC) -> Any:
+    return CreateAclsRequest.AclCreation(
+        resource_type=resource_type, resource_name=name,
+        resource_pattern_type=PatternType.LITERAL, principal=principal, host="*",
+        operation=AclOperation.READ, permission_type=AclPermissionType.ALLOW)
+
+
+def test_acl_apis(authorizer: AclAuthorizer) -> None:
+    broker = SecuredBroker(authorizer)
+    refused = call(broker, MALLORY, ApiKey.CREATE_ACLS, 2,
+                   CreateAclsRequest(creations=[creation("t")]))
+    assert [r.error_code for r in refused.results] == [ClusterAuthorizationFailedError.code]
+    created = call(broker, CONTROLLER, ApiKey.CREATE_ACLS, 2, CreateAclsRequest(creations=[
+        creation("t"), creation("other-cluster", resource_type=ResourceType.CLUSTER),
+        creation(""), creation("t", principal="alice")]))
+    assert [r.error_code for r in created.results] == [0] + [InvalidRequestError.code] * 3
+    assert "kafka-cluster" in (created.results[1].error_message or "")
+    described = call(broker, MALLORY, ApiKey.DESCRIBE_ACLS, 1, DescribeAclsRequest(
+        resource_type_filter=ResourceType.ANY, pattern_type_filter=PatternType.ANY,
+        operation=AclOperation.ANY, permission_type=AclPermissionType.ANY))
+    assert described.error_code == ClusterAuthorizationFailedError.code
+    described = call(broker, CONTROLLER, ApiKey.DESCRIBE_ACLS, 1, DescribeAclsRequest(
+        resource_type_filter=ResourceType.TOPIC, resource_name_filter="t",
+        pattern_type_filter=PatternType.MATCH, operation=AclOperation.ANY,
+        permission_type=AclPermissionType.ANY))
+    assert [(r.resource_name, [(a.principal, a.operation) for a in r.acls])
+            for r in described.resources] == [("t", [("User:alice", AclOperation.READ)])]
+    delete_filter = DeleteAclsRequest.DeleteAclsFilter(
+        resource_type_filter=ResourceType.TOPIC, resource_name_filter=None,
+        pattern_type_filter=PatternType.ANY, operation=AclOperation.ANY,
+        permission_type=AclPermissionType.ANY)
+    deleted = call(broker, CONTROLLER, ApiKey.DELETE_ACLS, 2,
+                   DeleteAclsRequest(filters=[delete_filter]))
+    (result,) = deleted.filter_results
+    assert result.error_code == 0
+    assert [(m.resource_name, m.principal, m.error_code) for m in result.matching_acls] == [
+        ("t", "User:alice", 0)]
+    assert authorizer.bindings() == []
+
+
+def test_acl_apis_without_an_authorizer_are_security_disabled() -> None:
+    broker = SecuredBroker(None)
+    created = call(broker, MALLORY, ApiKey.CREATE_ACLS, 0,
+                   CreateAclsRequest(creations=[creation("t")]))
+    assert [r.error_code for r in created.results] == [SecurityDisabledError.code]
+    described = call(broker, MALLORY, ApiKey.DESCRIBE_ACLS, 2, DescribeAclsRequest(
+        resource_type_filter=ResourceType.ANY, pattern_type_filter=PatternType.ANY,
+        operation=AclOperation.ANY, permission_type=AclPermissionType.ANY))
+    assert described.error_code == SecurityDisabledError.code
+    deleted = call(broker, MALLORY, ApiKey.DELETE_ACLS, 1, DeleteAclsRequest(filters=[
+        DeleteAclsRequest.DeleteAclsFilter(resource_type_filter=ResourceType.ANY,
+                                           pattern_type_filter=PatternType.ANY,
+                                           operation=AclOperation.ANY,
+                                           permission_type=AclPermissionType.ANY)]))
+    assert [r.error_code for r in deleted.filter_results] == [SecurityDisabledError.code]
+
+
+def test_bindings_survive_the_wire(authorizer: AclAuthorizer) -> None:
+    prefixed = AclBinding(ResourcePattern(ResourceType.GROUP, "app-", PatternType.PREFIXED),
+                          AccessControlEntry("User:*", "10.0.0.7", AclOperation.DESCRIBE,
+                                             AclPermissionType.DENY))
+    assert run(authorizer.create_acls([prefixed])) == [None]
+    described = call(SecuredBroker(authorizer), CONTROLLER, ApiKey.DESCRIBE_ACLS, 1,
+                     DescribeAclsRequest(resource_type_filter=ResourceType.GROUP,
+                                         resource_name_filter="app-1",
+                                         pattern_type_filter=PatternType.MATCH,
+                                         operation=AclOperation.ANY,
+                                         permission_type=AclPermissionType.ANY))
+    (resource,) = described.resources
+    assert (resource.resource_name, resource.pattern_type) == ("app-", PatternType.PREFIXED)
+    (acl,) = resource.acls
+    assert (acl.principal, acl.host, acl.operation, acl.permission_type) == (
+        "User:*", "10.0.0.7", AclOperation.DESCRIBE, AclPermissionType.DENY)
