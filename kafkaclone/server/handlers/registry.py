@@ -51,6 +51,15 @@ class RequestContext:
         """``authorize`` on the cluster resource (``kafka-cluster``)."""
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
+    def authorize_by_resource_type(self, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """Whether ``operation`` is allowed on some resource of the type (KIP-679; Kafka 2.8's
+        InitProducerId lets an idempotent producer in with IdempotentWrite on the cluster or
+        Write on any topic); always True without an authorizer."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize_by_resource_type(
+            self.connection.principal, self.connection.client_host, operation, resource_type)
+
     def authorized_operations(self, resource_type: ResourceType, name: str,
                               operations: Iterable[AclOperation]) -> int:
         """The bit field of ``operations`` allowed on the resource (Kafka's

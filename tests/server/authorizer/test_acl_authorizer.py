@@ -31,6 +31,7 @@ from kafkaclone.server.authorizer.acl_authorizer import (
     acls_allow,
     parse_super_users,
 )
+from kafkaclone.server.config import ConfigError, KafkaConfig
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.zk.client import KafkaZkClient
 
@@ -188,3 +189,26 @@ def test_unknown_elements_are_invalid(make_authorizer: AuthorizerFactory) -> Non
     authorizer = make_authorizer()
     (error,) = run(authorizer.create_acls([binding("t", operation=AclOperation.ANY)]))
     assert isinstance(error, InvalidRequestError)
+
+
+def test_authorize_by_resource_type(make_authorizer: AuthorizerFactory) -> None:
+    authorizer = make_authorizer()
+    assert not authorizer.authorize_by_resource_type(ALICE, "h", WRITE, TOPIC)
+    add(authorizer, binding("logs-", "User:alice", WRITE, pattern_type=PatternType.PREFIXED))
+    assert authorizer.authorize_by_resource_type(ALICE, "h", WRITE, TOPIC)
+    assert not authorizer.authorize_by_resource_type(BOB, "h", WRITE, TOPIC)
+    add(authorizer, binding("logs", "User:alice", WRITE, DENY,
+                            pattern_type=PatternType.PREFIXED))
+    assert not authorizer.authorize_by_resource_type(ALICE, "h", WRITE, TOPIC)
+
+
+def test_an_authorizer_kafkaclone_lacks_refuses_the_config() -> None:
+    with pytest.raises(ConfigError, match=r"kafkaclone cannot load com\.acme\.Authorizer"):
+        KafkaConfig({"zookeeper.connect": "127.0.0.1:2181",
+                     "authorizer.class.name": "com.acme.Authorizer"})
+    for name in ("kafka.security.authorizer.AclAuthorizer",
+                 "kafka.security.auth.SimpleAclAuthorizer", ""):
+        config = KafkaConfig({"zookeeper.connect": "127.0.0.1:2181",
+                              "authorizer.class.name": name})
+        assert config.authorizer_class_name == name
+        assert not config.allow_everyone_if_no_acl_found
