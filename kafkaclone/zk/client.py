@@ -962,10 +962,12 @@ class KafkaZkClient:
     async def create_acls_for_resource_if_not_exists(
         self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]
     ) -> tuple[bool, int]:
-        """(True, 0) if created, (False, UNKNOWN_VERSION) if someone created it first."""
+        """(True, 0) if created, (False, UNKNOWN_VERSION) if someone created it first. The
+        resource type's container must exist (``create_acl_paths``): a name holding ``/``
+        fails with NoNodeError rather than making nested znodes."""
         try:
             await self._zookeeper_client.create(ResourceZNode.path(pattern),
-                                                ResourceZNode.encode(entries), make_parents=True)
+                                                ResourceZNode.encode(entries))
             return True, 0
         except NodeExistsError:
             return False, UNKNOWN_VERSION

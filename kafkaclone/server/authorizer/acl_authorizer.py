@@ -26,7 +26,7 @@ then announce the resource with a sequential change notification.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -125,9 +125,10 @@ class AclAuthorizer:
         self._prefixed: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
         self._versions: dict[ResourcePattern, int] = {}
         self._listeners = [
-            _ChangeListener(self, AclChangeNotificationZNode.PATH,
+            _ChangeListener(zk_client, reactor, self.refresh, AclChangeNotificationZNode.PATH,
                             AclChangeNotificationSequenceZNode.decode),
-            _ChangeListener(self, ExtendedAclChangeNotificationZNode.PATH,
+            _ChangeListener(zk_client, reactor, self.refresh,
+                            ExtendedAclChangeNotificationZNode.PATH,
                             ExtendedAclChangeNotificationSequenceZNode.decode),
         ]
 
@@ -387,11 +388,12 @@ class _ChangeListener:
     every notification newer than the last one processed makes the authorizer re-read the
     resource it names; notifications older than 15 minutes are deleted."""
 
-    def __init__(self, authorizer: AclAuthorizer, path: str,
+    def __init__(self, zk_client: KafkaZkClient, reactor: Any,
+                 refresh: Callable[[ResourcePattern], Awaitable[None]], path: str,
                  decode: Callable[[bytes], ResourcePattern]) -> None:
-        self._authorizer = authorizer
-        self._zk = authorizer._zk
-        self._reactor = authorizer._reactor
+        self._zk = zk_client
+        self._reactor = reactor
+        self._refresh = refresh
         self.path = path
         self._decode = decode
         self.last_executed_change = -1
@@ -460,7 +462,7 @@ class _ChangeListener:
             data, stat = found
             if sequence > self.last_executed_change:
                 try:
-                    await self._authorizer.refresh(self._decode(data))
+                    await self._refresh(self._decode(data))
                 except ZNodeDecodeError as exc:
                     logger.error("Skipping ACL change notification %s: %s", child, exc)
                 self.last_executed_change = sequence
