@@ -79,9 +79,9 @@ async def handle_offset_fetch(
             {**await _legacy_fetch(broker, request.group_id, requested), **unauthorized}))
     error, found = await ctx.broker.group_coordinator.handle_fetch_offsets(request.group_id,
                                                                            requested)
-    if requested is None:
-        hidden = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
-                                        (tp.topic for tp in found))
+    hidden = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                    (tp.topic for tp in found)) if requested is None else ()
+    if hidden:
         found = {tp: value for tp, value in found.items() if tp.topic not in hidden}
     if error != NONE:
         if version >= 2:
