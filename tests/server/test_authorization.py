@@ -45,6 +45,7 @@ from kafkaclone.testing.reactor import run
 from kafkaclone.zk.client import KafkaZkClient
 
 MALLORY = KafkaPrincipal("User", "mallory")
+TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED = 29, 30
 CONTROLLER = KafkaPrincipal("User", "broker")
 
 
@@ -208,3 +209,64 @@ def test_bindings_survive_the_wire(authorizer: AclAuthorizer) -> None:
     (acl,) = resource.acls
     assert (acl.principal, acl.host, acl.operation, acl.permission_type) == (
         "User:*", "10.0.0.7", AclOperation.DESCRIBE, AclPermissionType.DENY)
+
+
+def test_group_apis_check_the_group_and_its_topics(authorizer: AclAuthorizer) -> None:
+    from tests.coordinator.test_group_handlers import (
+        TOPIC,
+        FakeBroker,
+        commit_body,
+        fetch_body,
+        join,
+    )
+    from tests.coordinator.test_group_handlers import call as group_call
+
+    anonymous = "User:ANONYMOUS"
+    granted = [AclBinding(ResourcePattern(resource_type, name),
+                          AccessControlEntry(anonymous, "*", AclOperation.READ,
+                                             AclPermissionType.ALLOW))
+               for resource_type, name in ((ResourceType.GROUP, "readers"),
+                                           (ResourceType.TOPIC, TOPIC))]
+    assert run(authorizer.create_acls(granted)) == [None, None]
+    broker = FakeBroker()
+    join(broker, 7, "hidden")  # made before authorization is on
+    broker.authorizer = authorizer
+
+    assert join(broker, 7, "others").error_code == GROUP_AUTHORIZATION_FAILED
+    assert join(broker, 7, "readers").error_code != GROUP_AUTHORIZATION_FAILED
+    found = group_call(broker, ApiKey.FIND_COORDINATOR, 3, key="others", key_type=0)
+    assert found.error_code == GROUP_AUTHORIZATION_FAILED
+    heartbeat = group_call(broker, ApiKey.HEARTBEAT, 4, group_id="others", generation_id=1,
+                           member_id="m", group_instance_id=None)
+    assert heartbeat.error_code == GROUP_AUTHORIZATION_FAILED
+
+    committed = group_call(broker, ApiKey.OFFSET_COMMIT, 8, **commit_body(
+        8, "readers", (TOPIC, 0, 42), ("secret", 0, 1)))
+    assert {t.name: t.partitions[0].error_code for t in committed.topics} == {
+        TOPIC: 0, "secret": TOPIC_AUTHORIZATION_FAILED}
+    refused = group_call(broker, ApiKey.OFFSET_COMMIT, 8, **commit_body(8, "others",
+                                                                       (TOPIC, 0, 1)))
+    assert refused.topics[0].partitions[0].error_code == GROUP_AUTHORIZATION_FAILED
+    assert "others" not in broker.store.offsets
+
+    fetched = group_call(broker, ApiKey.OFFSET_FETCH, 7,
+                         **fetch_body("readers", [(TOPIC, [0]), ("secret", [0])]))
+    assert {t.name: (t.partitions[0].committed_offset, t.partitions[0].error_code)
+            for t in fetched.topics} == {TOPIC: (42, 0),
+                                         "secret": (-1, TOPIC_AUTHORIZATION_FAILED)}
+    assert group_call(broker, ApiKey.OFFSET_FETCH, 7, **fetch_body("others", None)) \
+        .error_code == GROUP_AUTHORIZATION_FAILED
+
+    described = group_call(broker, ApiKey.DESCRIBE_GROUPS, 5, groups=["readers", "others"],
+                           include_authorized_operations=True)
+    assert [g.error_code for g in described.groups] == [0, GROUP_AUTHORIZATION_FAILED]
+    # Read implies Describe; Delete is not granted.
+    assert described.groups[0].authorized_operations == (
+        1 << AclOperation.READ) | (1 << AclOperation.DESCRIBE)
+    deleted = group_call(broker, ApiKey.DELETE_GROUPS, 2, groups_names=["readers"])
+    assert deleted.results[0].error_code == GROUP_AUTHORIZATION_FAILED
+    listed = group_call(broker, ApiKey.LIST_GROUPS, 4, states_filter=[])
+    assert [g.group_id for g in listed.groups] == ["readers"]  # not "hidden"
+    broker.authorizer = None
+    listed = group_call(broker, ApiKey.LIST_GROUPS, 4, states_filter=[])
+    assert sorted(g.group_id for g in listed.groups) == ["hidden", "readers"]
