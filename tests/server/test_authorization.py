@@ -270,3 +270,61 @@ def test_group_apis_check_the_group_and_its_topics(authorizer: AclAuthorizer) ->
     broker.authorizer = None
     listed = group_call(broker, ApiKey.LIST_GROUPS, 4, states_filter=[])
     assert sorted(g.group_id for g in listed.groups) == ["hidden", "readers"]
+
+
+def test_admin_apis_check_topics_and_cluster(zk_client: KafkaZkClient, zk_connect: str,
+                                            zk: Any) -> None:
+    from tests.clients.cluster_double import admin_cluster
+    from tests.server.test_admin_handlers import (
+        alter,
+        create,
+        create_partitions,
+        describe,
+        request,
+        topic,
+    )
+    from tests.server.test_admin_handlers import call as admin_call
+
+    acl_authorizer = AclAuthorizer(zk_client, reactor)
+    run(acl_authorizer.startup())
+    anonymous = "User:ANONYMOUS"
+    assert run(acl_authorizer.create_acls([
+        AclBinding(ResourcePattern(ResourceType.TOPIC, "allowed"),
+                   AccessControlEntry(anonymous, "*", operation, AclPermissionType.ALLOW))
+        for operation in (AclOperation.CREATE, AclOperation.DESCRIBE_CONFIGS)] + [
+        # the simulated controller's UpdateMetadata comes on the same (anonymous) connection
+        AclBinding(ResourcePattern(ResourceType.CLUSTER, "kafka-cluster"),
+                   AccessControlEntry(anonymous, "*", AclOperation.CLUSTER_ACTION,
+                                      AclPermissionType.ALLOW))])) == [None] * 3
+    clusters = admin_cluster(zk_client, zk_connect)
+    cluster = next(clusters)
+    try:
+        cluster.broker.authorizer = acl_authorizer
+        created = create(cluster, topic("allowed", 1, 1), topic("denied", 1, 1))
+        assert [(t.name, t.error_code) for t in created.topics] == [
+            ("allowed", 0), ("denied", TOPIC_AUTHORIZATION_FAILED)]
+        assert zk.exists("/brokers/topics/allowed") and not zk.exists("/brokers/topics/denied")
+
+        deleted = admin_call(cluster, ApiKey.DELETE_TOPICS, 4, request(
+            ApiKey.DELETE_TOPICS, topic_names=["allowed"], timeout_ms=5000))
+        assert deleted.responses[0].error_code == TOPIC_AUTHORIZATION_FAILED
+        assert not zk.exists("/admin/delete_topics/allowed")
+
+        assert describe(cluster, 2, "allowed").error_code == 0
+        assert describe(cluster, 2, "denied").error_code == TOPIC_AUTHORIZATION_FAILED
+        assert describe(cluster, 4, "1").error_code == ClusterAuthorizationFailedError.code
+        altered = alter(cluster, 2, "allowed", **{"retention.ms": "1"})
+        assert altered.error_code == TOPIC_AUTHORIZATION_FAILED
+        assert not zk.exists("/config/topics/allowed") or b"retention.ms" not in zk.get(
+            "/config/topics/allowed")[0]
+        assert create_partitions(cluster, "allowed", 3).error_code == TOPIC_AUTHORIZATION_FAILED
+
+        elected = admin_call(cluster, ApiKey.ELECT_LEADERS, 2, request(
+            ApiKey.ELECT_LEADERS, election_type=0, topic_partitions=None, timeout_ms=1000))
+        assert elected.error_code == ClusterAuthorizationFailedError.code
+        described = admin_call(cluster, ApiKey.DESCRIBE_CLUSTER, 0, request(
+            ApiKey.DESCRIBE_CLUSTER, include_cluster_authorized_operations=True))
+        assert described.error_code == 0 and described.cluster_authorized_operations == 0
+    finally:
+        acl_authorizer.shutdown()
+        clusters.close()
