@@ -66,7 +66,7 @@ from kafkaclone.log.manager import LogManager
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from kafkaclone.server.broker_requests import send_controlled_shutdown
-from kafkaclone.server.config import ConfigError, KafkaConfig
+from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.delayed.admin import DelayedElectLeader
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.dynamic_config import DynamicConfigManager
@@ -475,12 +475,8 @@ class KafkaBroker(MultiService):
         config = self.config
         if not config.authorizer_class_name:
             return
-        try:
-            super_users = parse_super_users(config.super_users)
-        except ValueError as exc:
-            raise ConfigError("super.users", config.super_users, str(exc)) from None
         authorizer = AclAuthorizer(
-            self.zk_client, self.reactor, super_users=super_users,
+            self.zk_client, self.reactor, super_users=parse_super_users(config.super_users),
             allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
         await authorizer.startup()
         self.authorizer = authorizer

@@ -155,6 +155,26 @@ class AuthorizerClassName(Validator):
         return f"[\"\", {', '.join(ACL_AUTHORIZER_CLASS_NAMES)}]"
 
 
+class PrincipalList(Validator):
+    """``super.users``: principals ``type:name`` separated by semicolons."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        items = [item.strip() for item in str(value).split(";") if item.strip()]
+        bad = [item for item in items if not _is_principal(item)]
+        if bad:
+            return (f"expected principals as type:name separated by semicolons "
+                    f"(User:admin;User:broker), not {', '.join(bad)}")
+        return None
+
+    def describe(self) -> str:
+        return "User:name;User:other"
+
+
+def _is_principal(text: str) -> bool:
+    principal_type, sep, name = text.partition(":")
+    return bool(sep and principal_type and name)
+
+
 # --- the table ----------------------------------------------------------------------------
 
 
@@ -631,7 +651,8 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("super.users", STRING, None, LOW,
                   "Principals the AclAuthorizer allows everything, separated by semicolons "
                   "(User:admin;User:broker). With a PLAINTEXT inter-broker listener the "
-                  "brokers are User:ANONYMOUS, which must then be listed here."),
+                  "brokers are User:ANONYMOUS, which must then be listed here.",
+                  validator=PrincipalList()),
         ConfigKey("allow.everyone.if.no.acl.found", BOOLEAN, False, LOW,
                   "Whether the AclAuthorizer allows a request on a resource that has no ACL "
                   "at all."),

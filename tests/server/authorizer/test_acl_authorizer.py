@@ -212,3 +212,13 @@ def test_an_authorizer_kafkaclone_lacks_refuses_the_config() -> None:
                               "authorizer.class.name": name})
         assert config.authorizer_class_name == name
         assert not config.allow_everyone_if_no_acl_found
+
+
+def test_super_users_must_be_principals() -> None:
+    with pytest.raises(ConfigError, match=r"not admin"):
+        KafkaConfig({"zookeeper.connect": "127.0.0.1:2181",
+                     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                     "super.users": "User:root;admin"})
+    config = KafkaConfig({"zookeeper.connect": "127.0.0.1:2181",
+                          "super.users": "User:root; User:ANONYMOUS"})
+    assert parse_super_users(config.super_users) == {"User:root", "User:ANONYMOUS"}
