@@ -6,6 +6,10 @@ over ``handle_heartbeat(ctx, request)`` in handlers/heartbeat.py. A handler take
 request class and returns its response class (the typed classes of
 :mod:`kafkaclone.protocol.message_types`), so mypy checks every field it reads or sets.
 
+Authorization is asked of the context: ``ctx.authorize(operation, resource_type, name)``,
+``ctx.authorize_cluster(operation)`` and ``ctx.unauthorized_names(...)`` consult the broker's
+AclAuthorizer, and without one cost a single attribute check (everything is allowed).
+
 The broker's ApiVersions answer is computed from this registry, so an API is advertised
 exactly when, and at exactly the versions, something serves it.
 """
