@@ -171,6 +171,42 @@ class ControlledShutdownResponse:
 
 
 @dataclass(slots=True)
+class CreateAclsRequest:
+    """CreateAclsRequest (API key 30): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class AclCreation:
+        resource_type: int = 0
+        resource_name: str = ""
+        # versions 1+
+        resource_pattern_type: int = 3
+        principal: str = ""
+        host: str = ""
+        operation: int = 0
+        permission_type: int = 0
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    creations: list[AclCreation] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CreateAclsResponse:
+    """CreateAclsResponse (API key 30): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class AclCreationResult:
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = None
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    results: list[AclCreationResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class CreatePartitionsRequest:
     """CreatePartitionsRequest (API key 37): versions 0-3, flexible 2+."""
 
@@ -286,6 +322,61 @@ class CreateTopicsResponse:
 
 
 @dataclass(slots=True)
+class DeleteAclsRequest:
+    """DeleteAclsRequest (API key 31): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class DeleteAclsFilter:
+        resource_type_filter: int = 0
+        # nullable 0+
+        resource_name_filter: str | None = None
+        # versions 1+
+        pattern_type_filter: int = 3
+        # nullable 0+
+        principal_filter: str | None = None
+        # nullable 0+
+        host_filter: str | None = None
+        operation: int = 0
+        permission_type: int = 0
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    filters: list[DeleteAclsFilter] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DeleteAclsResponse:
+    """DeleteAclsResponse (API key 31): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class DeleteAclsFilterResult:
+        @dataclass(slots=True)
+        class DeleteAclsMatchingAcl:
+            error_code: int = 0
+            # nullable 0+
+            error_message: str | None = None
+            resource_type: int = 0
+            resource_name: str = ""
+            # versions 1+
+            pattern_type: int = 3
+            principal: str = ""
+            host: str = ""
+            operation: int = 0
+            permission_type: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = None
+        matching_acls: list[DeleteAclsMatchingAcl] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    filter_results: list[DeleteAclsFilterResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class DeleteGroupsRequest:
     """DeleteGroupsRequest (API key 42): versions 0-2, flexible 2+."""
 
@@ -389,6 +480,53 @@ class DeleteTopicsResponse:
     # versions 1+
     throttle_time_ms: int = 0
     responses: list[DeletableTopicResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeAclsRequest:
+    """DescribeAclsRequest (API key 29): versions 0-2, flexible 2+."""
+
+    resource_type_filter: int = 0
+    # nullable 0+
+    resource_name_filter: str | None = None
+    # versions 1+
+    pattern_type_filter: int = 3
+    # nullable 0+
+    principal_filter: str | None = None
+    # nullable 0+
+    host_filter: str | None = None
+    operation: int = 0
+    permission_type: int = 0
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeAclsResponse:
+    """DescribeAclsResponse (API key 29): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class DescribeAclsResource:
+        @dataclass(slots=True)
+        class AclDescription:
+            principal: str = ""
+            host: str = ""
+            operation: int = 0
+            permission_type: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        resource_type: int = 0
+        resource_name: str = ""
+        # versions 1+
+        pattern_type: int = 3
+        acls: list[AclDescription] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    # nullable 0+
+    error_message: str | None = None
+    resources: list[DescribeAclsResource] = field(default_factory=list)
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -1659,16 +1797,22 @@ __all__ = [
     "ConsumerProtocolSubscription",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",

@@ -65,6 +65,7 @@ from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.socket_server import KafkaServerFactory
+from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.delayed.admin import DelayedElectLeader
@@ -201,6 +202,7 @@ class KafkaBroker(MultiService):
         self._log_manager: LogManager | None = None
         self._replica_manager: ReplicaManager | None = None
         self.dynamic_config_manager: DynamicConfigManager | None = None
+        self.authorizer: AclAuthorizer | None = None
         self._group_coordinator: GroupCoordinator | None = None
         self._producer_id_manager: ProducerIdManager | None = None
         self._group_store: ZkGroupStore | None = None
@@ -216,6 +218,7 @@ class KafkaBroker(MultiService):
             _Step("log-manager", self._start_log_manager, self._stop_log_manager),
             _Step("replica-manager", self._start_replica_manager, self._stop_replica_manager),
             _Step("dynamic-config", self._start_dynamic_config, self._stop_dynamic_config),
+            _Step("authorizer", self._start_authorizer, self._stop_authorizer),
             _Step("group-coordinator", self._start_group_coordinator,
                   self._stop_group_coordinator),
             _Step("producer-id-manager", self._start_producer_id_manager,
@@ -476,6 +479,23 @@ class KafkaBroker(MultiService):
         if self.dynamic_config_manager is not None:
             self.dynamic_config_manager.shutdown()
             self.dynamic_config_manager = None
+
+    async def _start_authorizer(self) -> None:
+        """Kafka's ``authorizer.class.name``: none (everyone may do everything) or the
+        AclAuthorizer, whose ACLs are loaded before the socket server accepts a request."""
+        config = self.config
+        if not config.authorizer_class_name:
+            return
+        authorizer = AclAuthorizer(
+            self.zk_client, self.reactor, super_users=parse_super_users(config.super_users),
+            allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
+        await authorizer.startup()
+        self.authorizer = authorizer
+
+    async def _stop_authorizer(self) -> None:
+        if self.authorizer is not None:
+            self.authorizer.shutdown()
+            self.authorizer = None
 
     async def _start_group_coordinator(self) -> None:
         if self.config.offsets_storage != "zookeeper":

@@ -80,6 +80,7 @@ from kafkaclone.log.config import (
     LOG_MANAGER_CONFIG_KEYS,
 )
 from kafkaclone.log.config import TOPIC_CONFIG_SYNONYMS as TOPIC_CONFIG_SYNONYMS
+from kafkaclone.server.authorizer import ACL_AUTHORIZER_CLASS_NAMES
 from kafkaclone.server.replica_selector import REPLICA_SELECTORS
 
 logger = logging.getLogger(__name__)
@@ -140,6 +141,39 @@ class KafkaVersion(Validator):
 
     def describe(self) -> str:
         return f"[{KAFKA_VERSIONS[0]},...,{LATEST_KAFKA_VERSION}]"
+
+
+class AuthorizerClassName(Validator):
+    """``authorizer.class.name``: empty or one of Kafka's ACL authorizer classes."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        if value in ("", None, *ACL_AUTHORIZER_CLASS_NAMES):
+            return None
+        return (f"kafkaclone cannot load {value}: the only authorizer it provides is "
+                f"{ACL_AUTHORIZER_CLASS_NAMES[0]} (empty for none)")
+
+    def describe(self) -> str:
+        return f"[\"\", {', '.join(ACL_AUTHORIZER_CLASS_NAMES)}]"
+
+
+class PrincipalList(Validator):
+    """``super.users``: principals ``type:name`` separated by semicolons."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        items = [item.strip() for item in str(value).split(";") if item.strip()]
+        bad = [item for item in items if not _is_principal(item)]
+        if bad:
+            return (f"expected principals as type:name separated by semicolons "
+                    f"(User:admin;User:broker), not {', '.join(bad)}")
+        return None
+
+    def describe(self) -> str:
+        return "User:name;User:other"
+
+
+def _is_principal(text: str) -> bool:
+    principal_type, sep, name = text.partition(":")
+    return bool(sep and principal_type and name)
 
 
 # --- the table ----------------------------------------------------------------------------
@@ -614,6 +648,23 @@ BROKER_CONFIG: Final = ConfigDef([
                   validator=at_least(1)),
     ),
     *_section(
+        "Authorizer",
+        ConfigKey("authorizer.class.name", STRING, "", LOW,
+                  "The authorizer: empty (no authorization, every request is allowed) or "
+                  "kafka.security.authorizer.AclAuthorizer (kafka.security.auth."
+                  "SimpleAclAuthorizer is the same), Kafka's ACLs stored in ZooKeeper. Any "
+                  "other class stops the broker at start.",
+                  validator=AuthorizerClassName()),
+        ConfigKey("super.users", STRING, None, LOW,
+                  "Principals the AclAuthorizer allows everything, separated by semicolons "
+                  "(User:admin;User:broker). With a PLAINTEXT inter-broker listener the "
+                  "brokers are User:ANONYMOUS, which must then be listed here.",
+                  validator=PrincipalList()),
+        ConfigKey("allow.everyone.if.no.acl.found", BOOLEAN, False, LOW,
+                  "Whether the AclAuthorizer allows a request on a resource that has no ACL "
+                  "at all."),
+    ),
+    *_section(
         "Fetch",
         ConfigKey("fetch.max.bytes", INT, 55 * 1024 * 1024, MEDIUM,
                   "The most bytes the broker returns for one fetch request.",
@@ -878,6 +929,9 @@ class KafkaConfig(AbstractConfig):
     request_timeout_ms = _Int("request.timeout.ms")
     delete_topic_enable = _Bool("delete.topic.enable")
     auto_create_topics_enable = _Bool("auto.create.topics.enable")
+    authorizer_class_name = _Str("authorizer.class.name")
+    super_users = _OptionalStr("super.users")
+    allow_everyone_if_no_acl_found = _Bool("allow.everyone.if.no.acl.found")
     compression_type = _Str("compression.type")
 
     # --- socket server ---

@@ -50,6 +50,7 @@ class FakeBroker:
     clock: task.Clock = field(default_factory=task.Clock)
     blocks: MemoryBlocks = field(default_factory=MemoryBlocks)
     producer_id_manager: ProducerIdManager | None = None
+    authorizer: None = None
 
     def __post_init__(self) -> None:
         self.producer_id_manager = ProducerIdManager(1, self.blocks, block_size=3)

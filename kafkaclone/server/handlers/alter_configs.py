@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.common.errors import NONE, InvalidRequestError, UnknownTopicOrPartitionError
 from kafkaclone.common.topic import validate_topic_name
 from kafkaclone.protocol.api_keys import ApiKey
@@ -21,6 +22,7 @@ from kafkaclone.server.handlers.admin_support import (
     ResourceType,
     alter_config_error,
     broker_id_of_resource,
+    config_resource_refusal,
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
@@ -64,6 +66,12 @@ async def handle_alter_configs(
         result = _Result(error_code=NONE, error_message=None,
                          resource_type=resource.resource_type,
                          resource_name=resource.resource_name)
+        refusal = config_resource_refusal(ctx, AclOperation.ALTER_CONFIGS,
+                                          resource.resource_type, resource.resource_name)
+        if refusal is not None:
+            result.error_code, result.error_message = refusal.code, refusal.message
+            results.append(result)
+            continue
         try:
             nulls = [c.name for c in resource.configs if c.value is None]
             if nulls:

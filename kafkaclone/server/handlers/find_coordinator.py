@@ -15,11 +15,14 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     ERRORS,
     NONE,
     CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
     InvalidRequestError,
+    TransactionalIdAuthorizationFailedError,
 )
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
 from kafkaclone.coordinator.group.coordinator import partition_for
@@ -48,9 +51,13 @@ async def handle_find_coordinator(
     broker: BrokerServices = ctx.broker
     key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY_TYPE
     if key_type == TRANSACTION_KEY_TYPE:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.key):
+            return _answer(TransactionalIdAuthorizationFailedError.code)
         return _answer(CoordinatorNotAvailableError.code)
     if key_type != GROUP_KEY_TYPE:
         return _answer(InvalidRequestError.code)
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.key):
+        return _answer(GroupAuthorizationFailedError.code)
     cache = broker.metadata_cache
     if not cache.contains(GROUP_METADATA_TOPIC_NAME):
         await broker.auto_create_topics([GROUP_METADATA_TOPIC_NAME])
