@@ -1,0 +1,929 @@
+"""LogCleaner: log compaction, as Kafka 2.8's LogCleaner, LogCleanerManager and Cleaner.
+
+For a log with ``cleanup.policy=compact`` the cleaner keeps, for every key, only the record
+with the highest offset. The log is seen as a clean section (compacted before, up to the
+offset in ``cleaner-offset-checkpoint``), a dirty section after it, and the uncleanable
+tail: the active segment, anything at or past the high watermark, and segments younger
+than ``min.compaction.lag.ms``. One cleaning of a log:
+
+1. ``LogCleanerManager.grab_filthiest_compacted_log`` picks the log whose dirty share
+   (cleanable bytes / clean + cleanable bytes) is the largest among those above their
+   ``min.cleanable.dirty.ratio``, or any with a record older than ``max.compaction.lag.ms``.
+2. ``Cleaner`` builds the offset map (key hash -> last offset, ``SkimpyOffsetMap``) over the
+   dirty section, as far as ``log.cleaner.dedupe.buffer.size`` allows.
+3. The segments from the start of the log to the end of the mapped section are grouped
+   (a group fits one segment: ``segment.bytes``, ``segment.index.bytes``, int32 relative
+   offsets) and each group is rewritten into one new segment named ``<base>.log.cleaned``
+   (with its ``.index.cleaned`` and ``.timeindex.cleaned``). A record is kept if it is past
+   the mapped section, or it is the latest of its key and has a value, or it is a tombstone
+   (null value) whose segment was modified after the delete horizon (the clean section's
+   last modification minus ``delete.retention.ms``). Keyless records are dropped. Offsets
+   never change: a batch keeps its base and last offset, attributes (compression, timestamp
+   type), producer fields and timestamps; a batch that kept all its records is copied as it
+   is, one that lost some is rebuilt from the raw bytes of the records it keeps
+   (recompressed with its codec), one that lost all goes, except the last batch of a
+   producer, kept as an empty batch so that the producer's sequence survives.
+4. ``Log.replace_segments`` swaps the new segment in: ``.cleaned`` -> ``.swap``, the old
+   segments renamed ``.deleted``, ``.swap`` -> live. A crash at any point is repaired when
+   the log is loaded (``.cleaned`` files deleted, a ``.swap`` segment completed).
+5. The end of the mapped section becomes the log's entry in ``cleaner-offset-checkpoint``,
+   and a summary is logged, as Kafka's ``log-cleaner.log`` shows it.
+
+Threads. Like Kafka, ``log.cleaner.threads`` threads clean, each with its own offset map.
+The log's segment list belongs to the reactor thread, so a cleaner thread touches broker
+state only through ``run_on_owner`` (``blockingCallFromThread`` in a broker): choosing the
+log and opening its own read-only descriptors on the segments to clean, swapping a cleaned
+segment in, and writing the checkpoint. The expensive part, reading every non-active
+segment, building the map and writing the ``.cleaned`` files, runs in the thread on those
+descriptors and on files nobody else knows about, so the append path takes no lock. Since
+the reactor may change the log meanwhile (retention deletes segments, a follower
+truncates, the partition is deleted), the swap is refused when any of the segments it
+replaces left the log or changed size, when the log was truncated since the cleaning
+started, or when it was closed; the ``.cleaned`` files are then deleted and the cleaning
+starts over later. Topic-level settings are read from the log's config when a cleaning
+starts, so a dynamic change takes effect at the next cleaning.
+
+Key extraction is columnar (``log.record_scan``): the records of many batches are decoded
+field by field with numpy, and keys are hashed the same way; no Python code runs per record
+except for the few records that rebuilt batches keep.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from crc32c import crc32c
+
+from kafkaclone.common.clock import Scheduler, now_ms
+from kafkaclone.common.errors import KafkaError, KafkaStorageError
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.checkpoints import OffsetCheckpointFile
+from kafkaclone.log.common import CLEANED_FILE_SUFFIX
+from kafkaclone.log.config import LONG_MAX, LogConfig
+from kafkaclone.log.file_records import BatchHeader, FileRecords
+from kafkaclone.log.record_scan import Int64Array, ScannedBatch, UInt64Array, scan_records
+from kafkaclone.log.segment import LogSegment, log_file, offset_index_file, time_index_file
+from kafkaclone.protocol.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from kafkaclone.protocol.records.batch import (
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    HEADER,
+    TIMESTAMP_TYPE_MASK,
+)
+from kafkaclone.protocol.records.compression import Codec, compress
+
+if TYPE_CHECKING:
+    from kafkaclone.log.log import Log
+    from kafkaclone.log.manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT: Final = "cleaner-offset-checkpoint"
+_INT32_MAX: Final = 2**31 - 1
+_HASH_AND_OFFSET_BYTES: Final = 16
+"""A map entry: an 8-byte key hash and an 8-byte offset (Kafka's: a 16-byte MD5 and 8)."""
+_READ_CHUNK_BYTES: Final = 8 * 1024 * 1024
+"""Bytes of batches scanned at a time (numpy amortises its per-call cost over them)."""
+_CRC_START: Final = 21
+_ATTRIBUTES_OFFSET: Final = 21
+
+T = TypeVar("T")
+BoolArray = npt.NDArray[np.bool_]
+
+
+class RunOnOwner(Protocol):
+    """Run a function on the thread owning the logs (the reactor) and return its result."""
+
+    def __call__(self, function: Callable[[], T]) -> T: ...
+
+
+def run_here(function: Callable[[], T]) -> T:
+    """``RunOnOwner`` for a caller that is the owning thread already (tests)."""
+    return function()
+
+
+class LogCleaningAbortedError(KafkaError):
+    """The log changed under a cleaning (or the cleaner stops): the cleaning is dropped."""
+
+
+# -- configuration --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    """The broker's log.cleaner.* settings (Kafka's CleanerConfig)."""
+
+    num_threads: int = 1
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    dedupe_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 512 * 1024
+    max_message_size: int = 32 * 1024 * 1024
+    max_io_bytes_per_second: float = float("inf")
+    backoff_ms: int = 15_000
+    enable_cleaner: bool = True
+
+
+# -- the offset map ---------------------------------------------------------------------------
+
+
+class SkimpyOffsetMap:
+    """Key hash -> the highest offset seen for the key (Kafka's SkimpyOffsetMap), held as
+    two sorted numpy arrays and filled and queried an array at a time. It holds at most
+    ``slots * load_factor`` keys, ``slots`` being ``memory`` / 16 bytes."""
+
+    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+        self.slots = max(memory // _HASH_AND_OFFSET_BYTES, 1)
+        self.max_size = max(int(self.slots * load_factor), 1)
+        self._hashes: UInt64Array = np.zeros(0, dtype=np.uint64)
+        self._offsets: Int64Array = np.zeros(0, dtype=np.int64)
+        self.latest_offset = -1
+        """The last offset mapped (records after it are kept whatever their key)."""
+
+    @property
+    def size(self) -> int:
+        return len(self._hashes)
+
+    @property
+    def utilization(self) -> float:
+        return self.size / self.slots
+
+    def clear(self) -> None:
+        self._hashes = np.zeros(0, dtype=np.uint64)
+        self._offsets = np.zeros(0, dtype=np.int64)
+        self.latest_offset = -1
+
+    def update_latest_offset(self, offset: int) -> None:
+        self.latest_offset = max(self.latest_offset, offset)
+
+    def put_all(self, hashes: UInt64Array, offsets: Int64Array) -> int:
+        """Map each hash to its offset (``offsets`` increasing, later ones win) until the
+        map is full. Returns how many of the records (a prefix) were put."""
+        n = len(hashes)
+        if n == 0:
+            return 0
+        taken = n
+        unique, first_seen = np.unique(hashes, return_index=True)
+        new = ~self._contains(unique)
+        new_count = int(new.sum())
+        room = self.max_size - self.size
+        if new_count > room:
+            firsts = np.sort(first_seen[new])
+            taken = int(firsts[room]) if room >= 0 else 0
+        if taken == 0:
+            return 0
+        hashes = np.concatenate([self._hashes, hashes[:taken]])
+        offsets = np.concatenate([self._offsets, offsets[:taken]])
+        order = np.argsort(hashes, kind="stable")
+        hashes = hashes[order]
+        offsets = offsets[order]
+        last_of_run = np.ones(len(hashes), dtype=bool)
+        last_of_run[:-1] = hashes[1:] != hashes[:-1]
+        self._hashes = hashes[last_of_run]
+        self._offsets = offsets[last_of_run]
+        return taken
+
+    def _contains(self, hashes: UInt64Array) -> BoolArray:
+        if not self.size:
+            return np.zeros(len(hashes), dtype=bool)
+        index = np.minimum(np.searchsorted(self._hashes, hashes), self.size - 1)
+        found: BoolArray = self._hashes[index] == hashes
+        return found
+
+    def get_all(self, hashes: UInt64Array) -> Int64Array:
+        """The offset mapped for each hash, -1 where there is none."""
+        if not self.size:
+            return np.full(len(hashes), -1, dtype=np.int64)
+        index = np.minimum(np.searchsorted(self._hashes, hashes), self.size - 1)
+        return np.where(self._hashes[index] == hashes, self._offsets[index], -1)
+
+    def get(self, key_hash: int) -> int:
+        return int(self.get_all(np.asarray([key_hash], dtype=np.uint64))[0])
+
+
+# -- throttling and stats -------------------------------------------------------------------
+
+
+class Throttler:
+    """Sleep to keep the cleaner's I/O under ``log.cleaner.io.max.bytes.per.second``
+    (Kafka's Throttler, checked every 300 ms)."""
+
+    def __init__(self, bytes_per_second: float, check_interval_s: float = 0.3) -> None:
+        self._rate = bytes_per_second
+        self._interval = check_interval_s
+        self._period_start = time.monotonic()
+        self._observed = 0.0
+
+    def maybe_throttle(self, observed: int) -> None:
+        if self._rate == float("inf"):
+            return
+        self._observed += observed
+        now = time.monotonic()
+        elapsed = now - self._period_start
+        if elapsed > self._interval and self._observed > 0:
+            if self._observed / elapsed > self._rate:
+                time.sleep(self._observed / self._rate - elapsed)
+            self._period_start = time.monotonic()
+            self._observed = 0.0
+
+
+@dataclass
+class CleanerStats:
+    """What one cleaning read and wrote (Kafka's CleanerStats)."""
+
+    start_time: float = field(default_factory=time.monotonic)
+    map_complete_time: float = 0.0
+    end_time: float = 0.0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    map_bytes_read: int = 0
+    map_messages_read: int = 0
+    messages_read: int = 0
+    invalid_messages_read: int = 0
+    messages_written: int = 0
+    buffer_utilization: float = 0.0
+
+    def index_done(self) -> None:
+        self.map_complete_time = time.monotonic()
+
+    def all_done(self) -> None:
+        self.end_time = time.monotonic()
+
+    @property
+    def elapsed_secs(self) -> float:
+        return max(self.end_time - self.start_time, 1e-9)
+
+    @property
+    def elapsed_index_secs(self) -> float:
+        return max(self.map_complete_time - self.start_time, 1e-9)
+
+
+def _mb(n: float) -> float:
+    return n / (1024 * 1024)
+
+
+def format_stats(thread_id: int, name: str, start: int, end: int, stats: CleanerStats) -> str:
+    """Kafka's per-cleaning summary (LogCleaner.recordStats), as log-cleaner.log shows it."""
+    elapsed = stats.elapsed_secs
+    index_secs = stats.elapsed_index_secs
+    clean_secs = max(elapsed - index_secs, 1e-9)
+    read = stats.bytes_read
+    return (
+        f"\n\tLog cleaner thread {thread_id} cleaned log {name} (dirty section = "
+        f"[{start}, {end}])\n"
+        f"\t{_mb(read):,.1f} MB of log processed in {elapsed:,.1f} seconds "
+        f"({_mb(read / elapsed):,.1f} MB/sec).\n"
+        f"\tIndexed {_mb(stats.map_bytes_read):,.1f} MB in {index_secs:.1f} seconds "
+        f"({_mb(stats.map_bytes_read) / index_secs:,.1f} Mb/sec, "
+        f"{100 * index_secs / elapsed:.1f}% of total time)\n"
+        f"\tBuffer utilization: {100 * stats.buffer_utilization:.1f}%\n"
+        f"\tCleaned {_mb(read):,.1f} MB in {clean_secs:.1f} seconds "
+        f"({_mb(read) / clean_secs:,.1f} Mb/sec, {100 * clean_secs / elapsed:.1f}% of total "
+        f"time)\n"
+        f"\tStart size: {_mb(read):,.1f} MB ({stats.messages_read:,d} messages)\n"
+        f"\tEnd size: {_mb(stats.bytes_written):,.1f} MB ({stats.messages_written:,d} "
+        f"messages)\n"
+        f"\t{100.0 * (1.0 - stats.bytes_written / max(read, 1)):.1f}% size reduction "
+        f"({100.0 * (1.0 - stats.messages_written / max(stats.messages_read, 1)):.1f}% fewer "
+        f"messages)\n"
+    )
+
+
+# -- what a cleaning works on ----------------------------------------------------------------
+
+
+@dataclass
+class SegmentToClean:
+    """A non-active segment as it was when the cleaning started, with the cleaner's own
+    read-only descriptor on its file (the reactor may rename or close the segment's)."""
+
+    segment: LogSegment
+    base_offset: int
+    size: int
+    last_modified_ms: int
+    offset_index_bytes: int
+    time_index_bytes: int
+    reader: FileRecords
+
+
+@dataclass
+class LogToClean:
+    """A compacted log and its sections (Kafka's LogToClean), plus the snapshot of its
+    non-active segments below the first uncleanable offset."""
+
+    topic_partition: TopicPartition
+    log: Log
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    needs_compaction_now: bool = False
+    clean_bytes: int = 0
+    cleanable_bytes: int = 0
+    config: LogConfig = field(default_factory=LogConfig)
+    segments: list[SegmentToClean] = field(default_factory=list)
+    truncations: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+    def close_readers(self) -> None:
+        for segment in self.segments:
+            segment.reader.close_without_trim()
+
+
+def _segments_overlapping(segments: Sequence[LogSegment], start: int, end: int
+                          ) -> list[LogSegment]:
+    """Kafka's logSegments(from, to): the segment holding ``start`` and those after it
+    that begin below ``end``."""
+    chosen: list[LogSegment] = []
+    for i, segment in enumerate(segments):
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if segment.base_offset >= end:
+            break
+        if next_base is not None and next_base <= start:
+            continue
+        chosen.append(segment)
+    return chosen
+
+
+def cleanable_offsets(log: Log, last_clean_offset: int | None, now: int
+                      ) -> tuple[int, int, bool]:
+    """(first dirty offset, first uncleanable offset, checkpoint needs a reset), as
+    Kafka's LogCleanerManager.cleanableOffsets."""
+    log_start = log.log_start_offset
+    checkpointed = log_start if last_clean_offset is None else last_clean_offset
+    force_update = False
+    if checkpointed < log_start:
+        if not log.config.delete:
+            logger.warning("Resetting first dirty offset of %s to log start offset %d since "
+                           "the checkpointed offset %d is invalid.", log.name, log_start,
+                           checkpointed)
+        first_dirty, force_update = log_start, True
+    elif checkpointed > log.log_end_offset:
+        logger.warning("The last checkpoint dirty offset for partition %s is %d, which is "
+                       "larger than the log end offset %d. Resetting to the log start "
+                       "offset %d.", log.name, checkpointed, log.log_end_offset, log_start)
+        first_dirty, force_update = log_start, True
+    else:
+        first_dirty = checkpointed
+    segments = log.log_segments
+    candidates = [log.high_watermark, segments[-1].base_offset]
+    min_lag = max(log.config.min_compaction_lag_ms, 0)
+    if min_lag > 0:
+        for segment in _segments_overlapping(segments[:-1], first_dirty, LONG_MAX):
+            if segment.largest_timestamp > now - min_lag:
+                candidates.append(segment.base_offset)
+                break
+    return first_dirty, max(first_dirty, min(candidates)), force_update
+
+
+def max_compaction_delay(log: Log, first_dirty_offset: int, now: int) -> int:
+    """How far past max.compaction.lag.ms the oldest dirty record is (0 if it is not)."""
+    max_lag = max(log.config.max_compaction_lag_ms, 0)
+    if max_lag >= LONG_MAX:
+        return 0
+    segments = log.log_segments
+    earliest = LONG_MAX
+    for segment in _segments_overlapping(segments[:-1], first_dirty_offset, LONG_MAX):
+        for _, header in segment.log.iter_headers(0):
+            if header[8] > 0:
+                earliest = min(earliest, header[8])
+            break
+    clean_until = now - max_lag
+    return clean_until - earliest if earliest < clean_until else 0
+
+
+# -- the cleaner manager ---------------------------------------------------------------------
+
+
+class LogCleanerManager:
+    """Which logs need cleaning, which are being cleaned, and the cleaner checkpoints
+    (Kafka's LogCleanerManager). Every method runs on the thread owning the logs."""
+
+    def __init__(self, log_manager: LogManager, clock: Scheduler) -> None:
+        self._log_manager = log_manager
+        self._clock = clock
+        self._in_progress: dict[TopicPartition, LogToClean] = {}
+        self._aborted: set[TopicPartition] = set()
+        self.uncleanable_partitions: set[TopicPartition] = set()
+        self.dirtiest_log_cleanable_ratio = 0.0
+
+    def checkpoint_file(self, directory: Path) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(directory / CLEANER_OFFSET_CHECKPOINT)
+
+    def all_cleaner_checkpoints(self) -> dict[TopicPartition, int]:
+        offsets: dict[TopicPartition, int] = {}
+        for directory in self._log_manager.live_log_dirs:
+            try:
+                offsets.update(self.checkpoint_file(directory).read())
+            except KafkaStorageError as exc:
+                logger.warning("Failed to access checkpoint file %s in dir %s: %s",
+                               CLEANER_OFFSET_CHECKPOINT, directory, exc)
+        return offsets
+
+    def update_checkpoints(self, directory: Path, update: tuple[TopicPartition, int] | None
+                           ) -> None:
+        """Write ``update`` into ``directory``'s checkpoint, keeping only logs that live
+        there."""
+        file = self.checkpoint_file(directory)
+        try:
+            offsets = file.read()
+        except KafkaStorageError:
+            offsets = {}
+        if update is not None:
+            offsets[update[0]] = update[1]
+        logs = self._log_manager.logs_by_topic_partition
+        file.write({tp: offset for tp, offset in offsets.items()
+                    if tp in logs and logs[tp].dir.parent == directory})
+
+    def grab_filthiest_compacted_log(self) -> LogToClean | None:
+        """The compacted log most in need of cleaning, marked in progress, with read-only
+        descriptors on its cleanable segments; None if no log needs cleaning."""
+        now = now_ms(self._clock)
+        last_clean = self.all_cleaner_checkpoints()
+        candidates: list[LogToClean] = []
+        for tp, log in self._log_manager.logs_by_topic_partition.items():
+            if (not log.config.compact or tp in self._in_progress
+                    or tp in self.uncleanable_partitions or log.closed):
+                continue
+            try:
+                first_dirty, uncleanable, force = cleanable_offsets(log, last_clean.get(tp), now)
+                if force:
+                    self.update_checkpoints(log.dir.parent, (tp, first_dirty))
+                delay = max_compaction_delay(log, first_dirty, now)
+            except KafkaError as exc:
+                logger.error("Failed to calculate log cleaning stats for partition %s: %s",
+                             tp, exc)
+                continue
+            segments = log.log_segments
+            clean = _segments_overlapping(segments, -1, first_dirty)
+            dirty = _segments_overlapping(segments, first_dirty, uncleanable)
+            candidate = LogToClean(
+                tp, log, first_dirty, uncleanable, delay > 0,
+                clean_bytes=sum(s.size for s in clean),
+                cleanable_bytes=sum(s.size for s in dirty) if uncleanable > first_dirty else 0,
+            )
+            if candidate.total_bytes > 0:
+                candidates.append(candidate)
+        self.dirtiest_log_cleanable_ratio = max(
+            (c.cleanable_ratio for c in candidates), default=0.0)
+        cleanable = [
+            c for c in candidates
+            if (c.needs_compaction_now and c.cleanable_bytes > 0)
+            or c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio
+        ]
+        if not cleanable:
+            return None
+        filthiest = max(cleanable, key=lambda c: c.cleanable_ratio)
+        self._snapshot(filthiest)
+        self._in_progress[filthiest.topic_partition] = filthiest
+        return filthiest
+
+    @staticmethod
+    def _snapshot(job: LogToClean) -> None:
+        log = job.log
+        job.config = log.config
+        job.truncations = log.truncations
+        for segment in log.log_segments[:-1]:
+            if segment.base_offset >= job.first_uncleanable_offset:
+                break
+            job.segments.append(SegmentToClean(
+                segment, segment.base_offset, segment.size, segment.last_modified_ms(),
+                segment.offset_index.entries * 8, segment.time_index.entries * 12,
+                FileRecords(segment.log.path, read_only=True),
+            ))
+
+    def check_swap(self, job: LogToClean, old: Sequence[SegmentToClean]) -> None:
+        """LogCleaningAbortedError unless the segments a cleaned segment replaces are
+        still in the log, unchanged, and the log was not truncated or closed."""
+        log = job.log
+        tp = job.topic_partition
+        if tp in self._aborted or log.closed or log.truncations != job.truncations:
+            raise LogCleaningAbortedError(f"The cleaning of {tp} was aborted")
+        if not log.has_segments([s.segment for s in old]) or any(
+            s.segment.size != s.size for s in old
+        ):
+            raise LogCleaningAbortedError(
+                f"The segments of {tp} being cleaned changed during the cleaning")
+
+    def abort_cleaning(self, tp: TopicPartition) -> None:
+        """Drop the cleaning of ``tp`` in progress, if any (its swap will be refused)."""
+        if tp in self._in_progress:
+            self._aborted.add(tp)
+
+    def done_cleaning(self, job: LogToClean, end_offset: int | None) -> None:
+        """The cleaning finished (``end_offset``: the new first dirty offset) or failed
+        (None)."""
+        tp = job.topic_partition
+        self._in_progress.pop(tp, None)
+        aborted = tp in self._aborted
+        self._aborted.discard(tp)
+        if end_offset is not None and not aborted and not job.log.closed:
+            self.update_checkpoints(job.log.dir.parent, (tp, end_offset))
+
+    def mark_uncleanable(self, tp: TopicPartition) -> None:
+        self.uncleanable_partitions.add(tp)
+
+
+# -- the cleaner -----------------------------------------------------------------------------
+
+
+@dataclass
+class _ReadBatch:
+    header: BatchHeader
+    view: memoryview
+
+
+def _read_chunks(reader: FileRecords) -> Iterator[list[_ReadBatch]]:
+    """The reader's batches, in lists of about 8 MiB."""
+    chunk: list[_ReadBatch] = []
+    size = 0
+    for _, header, view in reader.iter_batches(0):
+        chunk.append(_ReadBatch(header, view))
+        size += len(view)
+        if size >= _READ_CHUNK_BYTES:
+            yield chunk
+            chunk = []
+            size = 0
+    if chunk:
+        yield chunk
+
+
+def _scanned(batch: _ReadBatch) -> ScannedBatch:
+    h = batch.header
+    return ScannedBatch(h[0], h[5], h[7], h[8], h[12], batch.view)
+
+
+def group_segments_by_size(segments: Sequence[SegmentToClean], max_size: int,
+                           max_index_size: int, first_uncleanable_offset: int
+                           ) -> list[list[SegmentToClean]]:
+    """Consecutive segments grouped so that each group fits one segment (Kafka's
+    groupSegmentsBySize): log bytes <= segment.bytes, each index <= segment.index.bytes,
+    offsets within int32 of the group's base."""
+    groups: list[list[SegmentToClean]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        log_size = segments[i].size
+        index_size = segments[i].offset_index_bytes
+        time_index_size = segments[i].time_index_bytes
+        i += 1
+        while i < len(segments):
+            nxt = segments[i]
+            last_offset = (segments[i + 1].base_offset - 1 if i + 1 < len(segments)
+                           else first_uncleanable_offset - 1)
+            if (log_size + nxt.size > max_size
+                    or index_size + nxt.offset_index_bytes > max_index_size
+                    or time_index_size + nxt.time_index_bytes > max_index_size
+                    or last_offset - group[0].base_offset > _INT32_MAX):
+                break
+            group.append(nxt)
+            log_size += nxt.size
+            index_size += nxt.offset_index_bytes
+            time_index_size += nxt.time_index_bytes
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _empty_batch_header(h: Sequence[int]) -> bytes:
+    """Kafka's DefaultRecordBatch.writeEmptyHeader: the batch's offsets, producer fields
+    and max timestamp, no records, no compression."""
+    attributes = h[5] & ~COMPRESSION_CODEC_MASK
+    out = bytearray(HEADER.pack(h[0], RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, h[2], 2, 0,
+                                attributes, h[6], h[8], h[8], h[9], h[10], h[11], 0))
+    struct.pack_into(">I", out, 17, crc32c(out[_CRC_START:]))
+    return bytes(out)
+
+
+def _rebuilt_batch(h: Sequence[int], records: bytes, count: int, max_timestamp: int) -> bytes:
+    """The batch with header ``h`` holding only ``records`` (their raw bytes, offset and
+    timestamp deltas unchanged, so base offset, last offset delta and base timestamp stay):
+    recompressed with the batch's codec, count and max timestamp updated, new CRC."""
+    codec = h[5] & COMPRESSION_CODEC_MASK
+    payload = compress(Codec.from_id(codec), records) if codec else records
+    if h[5] & TIMESTAMP_TYPE_MASK:
+        max_timestamp = h[8]
+    header = bytearray(HEADER.pack(h[0], RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+                                   h[2], 2, 0, h[5], h[6], h[7], max_timestamp, h[9], h[10],
+                                   h[11], count))
+    crc = crc32c(payload, crc32c(header[_ATTRIBUTES_OFFSET:]))
+    struct.pack_into(">I", header, 17, crc)
+    return bytes(header) + payload
+
+
+class Cleaner:
+    """Cleans one log at a time with its offset map (Kafka's Cleaner). Runs in a cleaner
+    thread; reaches the log's owner only through ``run_on_owner``."""
+
+    def __init__(
+        self,
+        thread_id: int,
+        offset_map: SkimpyOffsetMap,
+        manager: LogCleanerManager,
+        clock: Scheduler,
+        *,
+        io_buffer_size: int = 512 * 1024,
+        throttler: Throttler | None = None,
+        run_on_owner: RunOnOwner = run_here,
+        check_done: Callable[[TopicPartition], None] = lambda tp: None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.offset_map = offset_map
+        self._manager = manager
+        self._clock = clock
+        self._io_buffer_size = max(io_buffer_size, RECORD_BATCH_OVERHEAD)
+        self._throttler = throttler or Throttler(float("inf"))
+        self._run_on_owner = run_on_owner
+        self._check_done = check_done
+        self.fail_before_swap: Callable[[int], None] | None = None
+        """Test hook: called with each group's base offset after its .cleaned files are
+        written, before the swap (raise to simulate a crash there)."""
+
+    def clean(self, job: LogToClean) -> tuple[int, CleanerStats]:
+        """Clean the log of ``job``: returns the new first dirty offset and the stats."""
+        stats = CleanerStats()
+        self._build_offset_map(job, stats)
+        end_offset = self.offset_map.latest_offset + 1
+        stats.index_done()
+        clean_section = [s for s in job.segments if s.base_offset < job.first_dirty_offset]
+        delete_horizon_ms = (
+            clean_section[-1].last_modified_ms - job.config.delete_retention_ms
+            if clean_section else 0
+        )
+        logger.info("Cleaning log %s (discarding tombstones prior to %d)...", job.log.name,
+                    delete_horizon_ms)
+        producer_last_offsets = self._producer_last_offsets(job, end_offset)
+        to_clean = [s for s in job.segments if s.base_offset < end_offset]
+        for group in group_segments_by_size(to_clean, job.config.segment_bytes,
+                                            job.config.segment_index_bytes,
+                                            job.first_uncleanable_offset):
+            self._clean_segments(job, group, delete_horizon_ms, producer_last_offsets, stats)
+        stats.buffer_utilization = self.offset_map.utilization
+        stats.all_done()
+        return end_offset, stats
+
+    # -- the offset map --
+
+    def _build_offset_map(self, job: LogToClean, stats: CleanerStats) -> None:
+        offset_map = self.offset_map
+        offset_map.clear()
+        start, end = job.first_dirty_offset, job.first_uncleanable_offset
+        segments = job.segments
+        logger.info("Building offset map for log %s in offset range [%d, %d).",
+                    job.log.name, start, end)
+        for i, segment in enumerate(segments):
+            next_base = segments[i + 1].base_offset if i + 1 < len(segments) else end
+            if segment.base_offset >= end or next_base <= start:
+                continue
+            for chunk in _read_chunks(segment.reader):
+                self._check_done(job.topic_partition)
+                if self._map_chunk(chunk, start, end, stats):
+                    logger.debug("Offset map is full, segment with base offset %d is "
+                                 "partially mapped", segment.base_offset)
+                    return
+        logger.info("Offset map for log %s complete.", job.log.name)
+
+    def _map_chunk(self, chunk: list[_ReadBatch], start: int, end: int,
+                   stats: CleanerStats) -> bool:
+        """Put the keys of a chunk of batches into the map; True if the map is full."""
+        offset_map = self.offset_map
+        data = [b for b in chunk
+                if b.header[0] + b.header[6] >= start and b.header[0] < end
+                and not b.header[5] & CONTROL_FLAG_MASK]
+        stats.map_bytes_read += sum(len(b.view) for b in chunk)
+        self._throttler.maybe_throttle(sum(len(b.view) for b in chunk))
+        if data:
+            scan = scan_records([_scanned(b) for b in data])
+            stats.map_messages_read += scan.count
+            selected = (scan.offsets >= start) & (scan.offsets < end) & (scan.key_lengths >= 0)
+            offsets = scan.offsets[selected]
+            hashes = scan.key_hashes()[selected]
+            taken = offset_map.put_all(hashes, offsets)
+            if taken < len(offsets):
+                offset_map.update_latest_offset(int(offsets[taken]) - 1)
+                return True
+        for b in chunk:
+            last = b.header[0] + b.header[6]
+            if start <= last and b.header[0] < end:
+                offset_map.update_latest_offset(min(last, end - 1))
+        return False
+
+    def _producer_last_offsets(self, job: LogToClean, end_offset: int) -> dict[int, int]:
+        """Producer id -> the last offset of its last batch below the uncleanable offset:
+        such a batch is kept (empty if need be) so that the producer's state survives."""
+        last: dict[int, int] = {}
+        for segment in job.segments:
+            for _, header in segment.reader.iter_headers(0):
+                if header[9] >= 0:
+                    last[header[9]] = header[0] + header[6]
+        return last
+
+    # -- rewriting --
+
+    def _clean_segments(self, job: LogToClean, group: list[SegmentToClean],
+                        delete_horizon_ms: int, producer_last_offsets: Mapping[int, int],
+                        stats: CleanerStats) -> None:
+        log = job.log
+        base_offset = group[0].base_offset
+        for path in (log_file(log.dir, base_offset, CLEANED_FILE_SUFFIX),
+                     offset_index_file(log.dir, base_offset, CLEANED_FILE_SUFFIX),
+                     time_index_file(log.dir, base_offset, CLEANED_FILE_SUFFIX)):
+            path.unlink(missing_ok=True)
+        cleaned = LogSegment.open(log.dir, base_offset, job.config, self._clock,
+                                  file_suffix=CLEANED_FILE_SUFFIX)
+        try:
+            for segment in group:
+                retain_deletes = segment.last_modified_ms > delete_horizon_ms
+                logger.info("Cleaning %s in log %s into %d with deletion horizon %d, %s "
+                            "deletes.", segment.segment, log.name, base_offset,
+                            delete_horizon_ms, "retaining" if retain_deletes else "discarding")
+                self._clean_into(job, segment, cleaned, retain_deletes,
+                                 producer_last_offsets, stats)
+            cleaned.on_become_inactive_segment()
+            cleaned.flush()
+            cleaned.log.set_last_modified_ms(group[-1].last_modified_ms)
+            if self.fail_before_swap is not None:
+                self.fail_before_swap(base_offset)
+            self._check_done(job.topic_partition)
+
+            def swap() -> None:
+                self._manager.check_swap(job, group)
+                logger.info("Swapping in cleaned segment %s for segment(s) %s in log %s",
+                            cleaned, [s.segment for s in group], log)
+                log.replace_segments(cleaned, [s.segment for s in group])
+
+            self._run_on_owner(swap)
+        except Exception:
+            cleaned.close_handlers()
+            cleaned.delete_if_exists()
+            raise
+
+    def _clean_into(self, job: LogToClean, source: SegmentToClean, dest: LogSegment,
+                    retain_deletes: bool, producer_last_offsets: Mapping[int, int],
+                    stats: CleanerStats) -> None:
+        latest = self.offset_map.latest_offset
+        out = bytearray()
+        for chunk in _read_chunks(source.reader):
+            self._check_done(job.topic_partition)
+            chunk_bytes = sum(len(b.view) for b in chunk)
+            stats.bytes_read += chunk_bytes
+            self._throttler.maybe_throttle(chunk_bytes)
+            data_index = [i for i, b in enumerate(chunk)
+                          if not b.header[5] & CONTROL_FLAG_MASK]
+            scan = scan_records([_scanned(chunk[i]) for i in data_index])
+            stats.messages_read += scan.count
+            offsets = scan.offsets
+            found = self.offset_map.get_all(scan.key_hashes())
+            has_key = scan.key_lengths >= 0
+            keep = (offsets > latest) | (
+                has_key & (offsets >= found) & ((scan.value_lengths >= 0) | retain_deletes))
+            stats.invalid_messages_read += int((~has_key).sum())
+            kept_counts = np.bincount(scan.batch_of, weights=keep,
+                                      minlength=len(data_index)).astype(np.int64).tolist()
+            row_starts = np.zeros(len(data_index) + 1, dtype=np.int64)
+            np.cumsum([chunk[i].header[12] for i in data_index], out=row_starts[1:])
+            scanned_of = {chunk_index: n for n, chunk_index in enumerate(data_index)}
+            for i, batch in enumerate(chunk):
+                h = batch.header
+                n = scanned_of.get(i)
+                if n is None:  # a control batch: transactions are not cleaned yet
+                    out += batch.view
+                    stats.messages_written += h[12]
+                    continue
+                kept = kept_counts[n]
+                if kept == h[12]:
+                    out += batch.view
+                elif kept == 0:
+                    if h[9] >= 0 and producer_last_offsets.get(h[9]) == h[0] + h[6]:
+                        out += _empty_batch_header(h)
+                else:
+                    lo, hi = int(row_starts[n]), int(row_starts[n + 1])
+                    rows = lo + np.flatnonzero(keep[lo:hi])
+                    starts = scan.record_starts[rows].tolist()
+                    ends = scan.record_ends[rows].tolist()
+                    raw = scan.data
+                    records = b"".join([raw[s:e] for s, e in zip(starts, ends, strict=True)])
+                    max_timestamp = int(scan.timestamps[rows].max())
+                    out += _rebuilt_batch(h, records, kept, max_timestamp)
+                stats.messages_written += kept
+                if len(out) >= self._io_buffer_size:
+                    self._append(dest, out, stats)
+                    out = bytearray()
+        if out:
+            self._append(dest, out, stats)
+
+    def _append(self, dest: LogSegment, out: bytearray, stats: CleanerStats) -> None:
+        dest.append(out)
+        stats.bytes_written += len(out)
+        self._throttler.maybe_throttle(len(out))
+
+
+# -- the cleaner threads ---------------------------------------------------------------------
+
+
+class CleanerThread:
+    """One cleaner thread (Kafka's CleanerThread): clean the filthiest log, or back off."""
+
+    def __init__(self, thread_id: int, config: CleanerConfig, manager: LogCleanerManager,
+                 clock: Scheduler, run_on_owner: RunOnOwner, stopped: threading.Event,
+                 throttler: Throttler) -> None:
+        self.thread_id = thread_id
+        self._config = config
+        self._manager = manager
+        self._run_on_owner = run_on_owner
+        self._stopped = stopped
+        self.cleaner = Cleaner(
+            thread_id,
+            SkimpyOffsetMap(config.dedupe_buffer_size // max(config.num_threads, 1),
+                            config.dedupe_buffer_load_factor),
+            manager, clock,
+            io_buffer_size=config.io_buffer_size // max(config.num_threads, 1) // 2,
+            throttler=throttler,
+            run_on_owner=run_on_owner,
+            check_done=self._check_done,
+        )
+        self.thread = threading.Thread(target=self.run, name=f"kafka-log-cleaner-thread-"
+                                       f"{thread_id}", daemon=True)
+
+    def _check_done(self, tp: TopicPartition) -> None:
+        if self._stopped.is_set():
+            raise LogCleaningAbortedError(f"The cleaner is shutting down (cleaning {tp})")
+
+    def run(self) -> None:
+        backoff = self._config.backoff_ms / 1000.0
+        while not self._stopped.is_set():
+            try:
+                cleaned = self.clean_filthiest_log()
+            except Exception:
+                if self._stopped.is_set():
+                    return
+                logger.exception("%s: error while cleaning", self.thread.name)
+                cleaned = False
+            if not cleaned:
+                self._stopped.wait(backoff)
+
+    def clean_filthiest_log(self) -> bool:
+        """One round: clean the filthiest log if one needs it. True if a log was cleaned."""
+        job = self._run_on_owner(self._manager.grab_filthiest_compacted_log)
+        if job is None:
+            return False
+        end_offset: int | None = None
+        try:
+            end_offset, stats = self.cleaner.clean(job)
+            logger.info(format_stats(self.thread_id, job.log.name, job.first_dirty_offset,
+                                     end_offset, stats))
+        except LogCleaningAbortedError as exc:
+            logger.info("%s", exc.message)
+        except (KafkaError, OSError, ValueError) as exc:
+            logger.error("Unexpected exception thrown when cleaning log %s. Marking its "
+                         "partition (%s) as uncleanable: %s", job.log.name,
+                         job.topic_partition, exc)
+            self._run_on_owner(lambda: self._manager.mark_uncleanable(job.topic_partition))
+        finally:
+            job.close_readers()
+            final = end_offset
+            self._run_on_owner(lambda: self._manager.done_cleaning(job, final))
+        return end_offset is not None
+
+
+class LogCleaner:
+    """The cleaner threads of a broker and their manager (Kafka's LogCleaner)."""
+
+    def __init__(self, config: CleanerConfig, log_manager: LogManager, clock: Scheduler,
+                 run_on_owner: RunOnOwner = run_here) -> None:
+        self.config = config
+        self.manager = LogCleanerManager(log_manager, clock)
+        self._stopped = threading.Event()
+        throttler = Throttler(config.max_io_bytes_per_second)
+        self.threads = [
+            CleanerThread(i, config, self.manager, clock, run_on_owner, self._stopped,
+                          throttler)
+            for i in range(config.num_threads)
+        ]
+
+    def startup(self) -> None:
+        logger.info("Starting the log cleaner")
+        for thread in self.threads:
+            thread.thread.start()
+
+    def shutdown(self) -> None:
+        """Stop the threads: a cleaning in progress is dropped at its next step (its
+        swap, if it reaches the reactor, is refused once the logs are closed)."""
+        logger.info("Shutting down the log cleaner.")
+        self._stopped.set()
+
+    def abort_cleaning(self, tp: TopicPartition) -> None:
+        self.manager.abort_cleaning(tp)
