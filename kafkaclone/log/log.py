@@ -65,6 +65,7 @@ from kafkaclone.log.validator import (
     analyze_records,
     follower_append_info,
     validate_and_assign_offsets,
+    validate_keys_for_compacted_topic,
 )
 
 logger = logging.getLogger(__name__)
@@ -411,6 +412,8 @@ class Log:
         )
         if not analyzed.batches:
             return self._empty_append_info()
+        if config.compact:
+            validate_keys_for_compacted_topic(view, analyzed, self.topic_partition)
         view, info, entries = validate_and_assign_offsets(
             view,
             analyzed,

@@ -353,3 +353,17 @@ def test_swap_refused_when_the_log_was_truncated(manager: Callable[[], LogManage
     assert not thread.clean_filthiest_log()
     assert not [p for p in os.listdir(log.dir) if p.endswith((".swap", ".cleaned"))]
     assert len(records_of(log)) == 5 * 20 - 5  # the truncated batch held 5 records
+
+
+def test_keyless_records_to_a_compacted_topic_are_refused(open_log: Callable[..., Log]
+                                                          ) -> None:
+    from kafkaclone.common.errors import InvalidRecordError
+
+    log = open_log(COMPACT, topic_partition=TP)
+    log.append(build_record_batch([(b"k", b"v")]), leader_epoch=0)
+    with pytest.raises(InvalidRecordError) as caught:
+        log.append(build_record_batch([(b"k", b"v"), (None, b"no key")], codec=Codec.GZIP),
+                   leader_epoch=0)
+    assert caught.value.message == ("Compacted topic cannot accept message without key in "
+                                    "topic partition compacted-0.")
+    assert log.log_end_offset == 1
