@@ -51,6 +51,8 @@ except for the few records that rebuilt batches keep.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import multiprocessing.pool
 import struct
 import threading
 import time
@@ -67,7 +69,7 @@ from kafkaclone.common.clock import Scheduler, now_ms
 from kafkaclone.common.errors import KafkaError, KafkaStorageError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import OffsetCheckpointFile
-from kafkaclone.log.common import CLEANED_FILE_SUFFIX
+from kafkaclone.log.common import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX
 from kafkaclone.log.config import LONG_MAX, LogConfig
 from kafkaclone.log.file_records import BatchHeader, FileRecords
 from kafkaclone.log.record_scan import Int64Array, ScannedBatch, UInt64Array, scan_records
@@ -130,6 +132,8 @@ class CleanerConfig:
     max_io_bytes_per_second: float = float("inf")
     backoff_ms: int = 15_000
     enable_cleaner: bool = True
+    use_process: bool = False
+    """Rewrite in a process per cleaner thread (see CleanerThread); a broker sets it."""
 
 
 # -- the offset map ---------------------------------------------------------------------------
@@ -300,18 +304,52 @@ def format_stats(thread_id: int, name: str, start: int, end: int, stats: Cleaner
 # -- what a cleaning works on ----------------------------------------------------------------
 
 
-@dataclass
-class SegmentToClean:
-    """A non-active segment as it was when the cleaning started, with the cleaner's own
-    read-only descriptor on its file (the reactor may rename or close the segment's)."""
+@dataclass(frozen=True)
+class SegmentFile:
+    """A non-active segment's ``.log`` file as it was when the cleaning started: what the
+    rewriting needs of it, picklable for a cleaner process."""
 
-    segment: LogSegment
     base_offset: int
+    path: Path
     size: int
     last_modified_ms: int
     offset_index_bytes: int
     time_index_bytes: int
-    reader: FileRecords
+
+    def open(self) -> FileRecords:
+        """A read-only handle on the file, also if retention renamed it ``.deleted``
+        meanwhile (the swap will be refused then)."""
+        try:
+            return FileRecords(self.path, read_only=True)
+        except FileNotFoundError:
+            return FileRecords(self.path.with_name(self.path.name + DELETED_FILE_SUFFIX),
+                               read_only=True)
+
+
+@dataclass(frozen=True)
+class CleaningPlan:
+    """Everything the rewriting of one log needs, picklable for a cleaner process."""
+
+    log_name: str
+    directory: Path
+    config: LogConfig
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    segments: tuple[SegmentFile, ...]
+    map_memory: int
+    map_load_factor: float
+    io_buffer_size: int
+    max_io_bytes_per_second: float
+
+
+@dataclass
+class RewriteResult:
+    """What the rewriting produced: the new first dirty offset, the stats, and for each
+    ``<base>.log.cleaned`` written the base offsets of the segments it replaces."""
+
+    end_offset: int
+    stats: CleanerStats
+    groups: list[list[int]]
 
 
 @dataclass
@@ -327,7 +365,7 @@ class LogToClean:
     clean_bytes: int = 0
     cleanable_bytes: int = 0
     config: LogConfig = field(default_factory=LogConfig)
-    segments: list[SegmentToClean] = field(default_factory=list)
+    segments: dict[int, tuple[LogSegment, SegmentFile]] = field(default_factory=dict)
     truncations: int = 0
 
     @property
@@ -337,10 +375,6 @@ class LogToClean:
     @property
     def cleanable_ratio(self) -> float:
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
-
-    def close_readers(self) -> None:
-        for segment in self.segments:
-            segment.reader.close_without_trim()
 
 
 def _segments_overlapping(segments: Sequence[LogSegment], start: int, end: int
@@ -499,24 +533,26 @@ class LogCleanerManager:
         for segment in log.log_segments[:-1]:
             if segment.base_offset >= job.first_uncleanable_offset:
                 break
-            job.segments.append(SegmentToClean(
-                segment, segment.base_offset, segment.size, segment.last_modified_ms(),
-                segment.offset_index.entries * 8, segment.time_index.entries * 12,
-                FileRecords(segment.log.path, read_only=True),
+            job.segments[segment.base_offset] = (segment, SegmentFile(
+                segment.base_offset, segment.log.path, segment.size,
+                segment.last_modified_ms(), segment.offset_index.entries * 8,
+                segment.time_index.entries * 12,
             ))
 
-    def check_swap(self, job: LogToClean, old: Sequence[SegmentToClean]) -> None:
-        """LogCleaningAbortedError unless the segments a cleaned segment replaces are
-        still in the log, unchanged, and the log was not truncated or closed."""
+    def check_swap(self, job: LogToClean, old_base_offsets: Sequence[int]) -> list[LogSegment]:
+        """The segments a cleaned segment replaces; LogCleaningAbortedError unless they
+        are still in the log, unchanged, and the log was not truncated or closed."""
         log = job.log
         tp = job.topic_partition
         if tp in self._aborted or log.closed or log.truncations != job.truncations:
             raise LogCleaningAbortedError(f"The cleaning of {tp} was aborted")
-        if not log.has_segments([s.segment for s in old]) or any(
-            s.segment.size != s.size for s in old
+        old = [job.segments[base] for base in old_base_offsets]
+        if not log.has_segments([segment for segment, _ in old]) or any(
+            segment.size != file.size for segment, file in old
         ):
             raise LogCleaningAbortedError(
                 f"The segments of {tp} being cleaned changed during the cleaning")
+        return [segment for segment, _ in old]
 
     def abort_cleaning(self, tp: TopicPartition) -> None:
         """Drop the cleaning of ``tp`` in progress, if any (its swap will be refused)."""
@@ -566,13 +602,13 @@ def _scanned(batch: _ReadBatch) -> ScannedBatch:
     return ScannedBatch(h[0], h[5], h[7], h[8], h[12], batch.view)
 
 
-def group_segments_by_size(segments: Sequence[SegmentToClean], max_size: int,
+def group_segments_by_size(segments: Sequence[SegmentFile], max_size: int,
                            max_index_size: int, first_uncleanable_offset: int
-                           ) -> list[list[SegmentToClean]]:
+                           ) -> list[list[SegmentFile]]:
     """Consecutive segments grouped so that each group fits one segment (Kafka's
     groupSegmentsBySize): log bytes <= segment.bytes, each index <= segment.index.bytes,
     offsets within int32 of the group's base."""
-    groups: list[list[SegmentToClean]] = []
+    groups: list[list[SegmentFile]] = []
     i = 0
     while i < len(segments):
         group = [segments[i]]
@@ -624,77 +660,92 @@ def _rebuilt_batch(h: Sequence[int], records: bytes, count: int, max_timestamp: 
     return bytes(header) + payload
 
 
-class Cleaner:
-    """Cleans one log at a time with its offset map (Kafka's Cleaner). Runs in a cleaner
-    thread; reaches the log's owner only through ``run_on_owner``."""
+class _WallClock:
+    """The clock a cleaned segment is created with in a cleaner process."""
 
-    def __init__(
-        self,
-        thread_id: int,
-        offset_map: SkimpyOffsetMap,
-        manager: LogCleanerManager,
-        clock: Scheduler,
-        *,
-        io_buffer_size: int = 512 * 1024,
-        throttler: Throttler | None = None,
-        run_on_owner: RunOnOwner = run_here,
-        check_done: Callable[[TopicPartition], None] = lambda tp: None,
-    ) -> None:
-        self.thread_id = thread_id
-        self.offset_map = offset_map
-        self._manager = manager
-        self._clock = clock
-        self._io_buffer_size = max(io_buffer_size, RECORD_BATCH_OVERHEAD)
-        self._throttler = throttler or Throttler(float("inf"))
-        self._run_on_owner = run_on_owner
+    def seconds(self) -> float:
+        return time.time()
+
+    def callLater(self, delay: float, callable: object, *args: object,
+                  **kw: object) -> object:
+        raise NotImplementedError("a cleaner process schedules nothing")
+
+
+def rewrite_segments(plan: CleaningPlan,
+                     check_done: Callable[[], None] = lambda: None) -> RewriteResult:
+    """The expensive part of a cleaning, touching no broker state (a cleaner process runs
+    it): build the offset map over the dirty section and write each group of segments into
+    ``<base>.log.cleaned`` files, flushed."""
+    return _Rewriter(plan, check_done).run()
+
+
+class _Rewriter:
+    def __init__(self, plan: CleaningPlan, check_done: Callable[[], None]) -> None:
+        self.plan = plan
+        self.offset_map = SkimpyOffsetMap(plan.map_memory, plan.map_load_factor)
         self._check_done = check_done
-        self.fail_before_swap: Callable[[int], None] | None = None
-        """Test hook: called with each group's base offset after its .cleaned files are
-        written, before the swap (raise to simulate a crash there)."""
+        self._io_buffer_size = max(plan.io_buffer_size, RECORD_BATCH_OVERHEAD)
+        self._throttler = Throttler(plan.max_io_bytes_per_second)
+        self._clock = _WallClock()
 
-    def clean(self, job: LogToClean) -> tuple[int, CleanerStats]:
-        """Clean the log of ``job``: returns the new first dirty offset and the stats."""
+    def run(self) -> RewriteResult:
+        plan = self.plan
         stats = CleanerStats()
-        self._build_offset_map(job, stats)
-        end_offset = self.offset_map.latest_offset + 1
-        stats.index_done()
-        clean_section = [s for s in job.segments if s.base_offset < job.first_dirty_offset]
-        delete_horizon_ms = (
-            clean_section[-1].last_modified_ms - job.config.delete_retention_ms
-            if clean_section else 0
-        )
-        logger.info("Cleaning log %s (discarding tombstones prior to %d)...", job.log.name,
-                    delete_horizon_ms)
-        producer_last_offsets = self._producer_last_offsets(job, end_offset)
-        to_clean = [s for s in job.segments if s.base_offset < end_offset]
-        for group in group_segments_by_size(to_clean, job.config.segment_bytes,
-                                            job.config.segment_index_bytes,
-                                            job.first_uncleanable_offset):
-            self._clean_segments(job, group, delete_horizon_ms, producer_last_offsets, stats)
+        readers = {s.base_offset: s.open() for s in plan.segments}
+        try:
+            self._build_offset_map(readers, stats)
+            end_offset = self.offset_map.latest_offset + 1
+            stats.index_done()
+            clean_section = [s for s in plan.segments
+                             if s.base_offset < plan.first_dirty_offset]
+            delete_horizon_ms = (
+                clean_section[-1].last_modified_ms - plan.config.delete_retention_ms
+                if clean_section else 0
+            )
+            logger.info("Cleaning log %s (discarding tombstones prior to %d)...",
+                        plan.log_name, delete_horizon_ms)
+            producer_last_offsets = self._producer_last_offsets(readers)
+            to_clean = [s for s in plan.segments if s.base_offset < end_offset]
+            groups = group_segments_by_size(to_clean, plan.config.segment_bytes,
+                                            plan.config.segment_index_bytes,
+                                            plan.first_uncleanable_offset)
+            written: list[list[int]] = []
+            try:
+                for group in groups:
+                    self._clean_segments(group, readers, delete_horizon_ms,
+                                         producer_last_offsets, stats)
+                    written.append([s.base_offset for s in group])
+            except Exception:
+                for bases in written:
+                    delete_cleaned_files(plan.directory, bases[0])
+                raise
+        finally:
+            for reader in readers.values():
+                reader.close_without_trim()
         stats.buffer_utilization = self.offset_map.utilization
         stats.all_done()
-        return end_offset, stats
+        return RewriteResult(end_offset, stats, written)
 
     # -- the offset map --
 
-    def _build_offset_map(self, job: LogToClean, stats: CleanerStats) -> None:
-        offset_map = self.offset_map
-        offset_map.clear()
-        start, end = job.first_dirty_offset, job.first_uncleanable_offset
-        segments = job.segments
+    def _build_offset_map(self, readers: Mapping[int, FileRecords],
+                          stats: CleanerStats) -> None:
+        plan = self.plan
+        start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
+        segments = plan.segments
         logger.info("Building offset map for log %s in offset range [%d, %d).",
-                    job.log.name, start, end)
+                    plan.log_name, start, end)
         for i, segment in enumerate(segments):
             next_base = segments[i + 1].base_offset if i + 1 < len(segments) else end
             if segment.base_offset >= end or next_base <= start:
                 continue
-            for chunk in _read_chunks(segment.reader):
-                self._check_done(job.topic_partition)
+            for chunk in _read_chunks(readers[segment.base_offset]):
+                self._check_done()
                 if self._map_chunk(chunk, start, end, stats):
                     logger.debug("Offset map is full, segment with base offset %d is "
                                  "partially mapped", segment.base_offset)
                     return
-        logger.info("Offset map for log %s complete.", job.log.name)
+        logger.info("Offset map for log %s complete.", plan.log_name)
 
     def _map_chunk(self, chunk: list[_ReadBatch], start: int, end: int,
                    stats: CleanerStats) -> bool:
@@ -703,8 +754,9 @@ class Cleaner:
         data = [b for b in chunk
                 if b.header[0] + b.header[6] >= start and b.header[0] < end
                 and not b.header[5] & CONTROL_FLAG_MASK]
-        stats.map_bytes_read += sum(len(b.view) for b in chunk)
-        self._throttler.maybe_throttle(sum(len(b.view) for b in chunk))
+        chunk_bytes = sum(len(b.view) for b in chunk)
+        stats.map_bytes_read += chunk_bytes
+        self._throttler.maybe_throttle(chunk_bytes)
         if data:
             scan = scan_records([_scanned(b) for b in data])
             stats.map_messages_read += scan.count
@@ -721,63 +773,50 @@ class Cleaner:
                 offset_map.update_latest_offset(min(last, end - 1))
         return False
 
-    def _producer_last_offsets(self, job: LogToClean, end_offset: int) -> dict[int, int]:
+    @staticmethod
+    def _producer_last_offsets(readers: Mapping[int, FileRecords]) -> dict[int, int]:
         """Producer id -> the last offset of its last batch below the uncleanable offset:
         such a batch is kept (empty if need be) so that the producer's state survives."""
         last: dict[int, int] = {}
-        for segment in job.segments:
-            for _, header in segment.reader.iter_headers(0):
+        for base in sorted(readers):
+            for _, header in readers[base].iter_headers(0):
                 if header[9] >= 0:
                     last[header[9]] = header[0] + header[6]
         return last
 
     # -- rewriting --
 
-    def _clean_segments(self, job: LogToClean, group: list[SegmentToClean],
+    def _clean_segments(self, group: list[SegmentFile], readers: Mapping[int, FileRecords],
                         delete_horizon_ms: int, producer_last_offsets: Mapping[int, int],
                         stats: CleanerStats) -> None:
-        log = job.log
+        plan = self.plan
         base_offset = group[0].base_offset
-        for path in (log_file(log.dir, base_offset, CLEANED_FILE_SUFFIX),
-                     offset_index_file(log.dir, base_offset, CLEANED_FILE_SUFFIX),
-                     time_index_file(log.dir, base_offset, CLEANED_FILE_SUFFIX)):
-            path.unlink(missing_ok=True)
-        cleaned = LogSegment.open(log.dir, base_offset, job.config, self._clock,
+        delete_cleaned_files(plan.directory, base_offset)
+        cleaned = LogSegment.open(plan.directory, base_offset, plan.config, self._clock,
                                   file_suffix=CLEANED_FILE_SUFFIX)
         try:
             for segment in group:
                 retain_deletes = segment.last_modified_ms > delete_horizon_ms
-                logger.info("Cleaning %s in log %s into %d with deletion horizon %d, %s "
-                            "deletes.", segment.segment, log.name, base_offset,
+                logger.info("Cleaning segment %d in log %s into %d with deletion horizon %d, "
+                            "%s deletes.", segment.base_offset, plan.log_name, base_offset,
                             delete_horizon_ms, "retaining" if retain_deletes else "discarding")
-                self._clean_into(job, segment, cleaned, retain_deletes,
+                self._clean_into(readers[segment.base_offset], cleaned, retain_deletes,
                                  producer_last_offsets, stats)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.log.set_last_modified_ms(group[-1].last_modified_ms)
-            if self.fail_before_swap is not None:
-                self.fail_before_swap(base_offset)
-            self._check_done(job.topic_partition)
-
-            def swap() -> None:
-                self._manager.check_swap(job, group)
-                logger.info("Swapping in cleaned segment %s for segment(s) %s in log %s",
-                            cleaned, [s.segment for s in group], log)
-                log.replace_segments(cleaned, [s.segment for s in group])
-
-            self._run_on_owner(swap)
         except Exception:
             cleaned.close_handlers()
             cleaned.delete_if_exists()
             raise
+        cleaned.close_handlers()
 
-    def _clean_into(self, job: LogToClean, source: SegmentToClean, dest: LogSegment,
-                    retain_deletes: bool, producer_last_offsets: Mapping[int, int],
-                    stats: CleanerStats) -> None:
+    def _clean_into(self, source: FileRecords, dest: LogSegment, retain_deletes: bool,
+                    producer_last_offsets: Mapping[int, int], stats: CleanerStats) -> None:
         latest = self.offset_map.latest_offset
         out = bytearray()
-        for chunk in _read_chunks(source.reader):
-            self._check_done(job.topic_partition)
+        for chunk in _read_chunks(source):
+            self._check_done()
             chunk_bytes = sum(len(b.view) for b in chunk)
             stats.bytes_read += chunk_bytes
             self._throttler.maybe_throttle(chunk_bytes)
@@ -831,49 +870,150 @@ class Cleaner:
         self._throttler.maybe_throttle(len(out))
 
 
+def delete_cleaned_files(directory: Path, base_offset: int) -> None:
+    for path in (log_file(directory, base_offset, CLEANED_FILE_SUFFIX),
+                 offset_index_file(directory, base_offset, CLEANED_FILE_SUFFIX),
+                 time_index_file(directory, base_offset, CLEANED_FILE_SUFFIX)):
+        path.unlink(missing_ok=True)
+
+
+Rewrite = Callable[[CleaningPlan], RewriteResult]
+"""Runs ``rewrite_segments`` somewhere: in this thread, or in a cleaner process."""
+
+
+class Cleaner:
+    """Cleans one log at a time (Kafka's Cleaner): has the segments rewritten (``rewrite``:
+    in the calling thread by default, in a cleaner process in a broker), then swaps each
+    cleaned segment in on the log's owner (``run_on_owner``)."""
+
+    def __init__(
+        self,
+        thread_id: int,
+        config: CleanerConfig,
+        manager: LogCleanerManager,
+        clock: Scheduler,
+        *,
+        run_on_owner: RunOnOwner = run_here,
+        rewrite: Rewrite | None = None,
+        check_done: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.thread_id = thread_id
+        self._config = config
+        self._manager = manager
+        self._clock = clock
+        self._run_on_owner = run_on_owner
+        self._check_done = check_done
+        self._rewrite: Rewrite = rewrite or (lambda plan: rewrite_segments(plan, check_done))
+        self.fail_before_swap: Callable[[int], None] | None = None
+        """Test hook: called with each group's base offset after its .cleaned files are
+        written, before the swap (raise to simulate a crash there)."""
+
+    def plan(self, job: LogToClean) -> CleaningPlan:
+        threads = max(self._config.num_threads, 1)
+        return CleaningPlan(
+            job.log.name, job.log.dir, job.config, job.first_dirty_offset,
+            job.first_uncleanable_offset,
+            tuple(file for _, file in sorted(job.segments.values(),
+                                             key=lambda pair: pair[1].base_offset)),
+            self._config.dedupe_buffer_size // threads,
+            self._config.dedupe_buffer_load_factor,
+            self._config.io_buffer_size // threads // 2,
+            self._config.max_io_bytes_per_second / threads,
+        )
+
+    def clean(self, job: LogToClean) -> tuple[int, CleanerStats]:
+        """Clean the log of ``job``: returns the new first dirty offset and the stats."""
+        result = self._rewrite(self.plan(job))
+        log = job.log
+        pending = list(result.groups)
+        try:
+            while pending:
+                bases = pending[0]
+                base_offset = bases[0]
+                if self.fail_before_swap is not None:
+                    self.fail_before_swap(base_offset)
+                self._check_done()
+
+                def swap(bases: list[int] = bases, base_offset: int = base_offset) -> None:
+                    old = self._manager.check_swap(job, bases)
+                    cleaned = LogSegment.open(log.dir, base_offset, job.config, self._clock,
+                                              file_already_exists=True,
+                                              file_suffix=CLEANED_FILE_SUFFIX)
+                    logger.info("Swapping in cleaned segment %s for segment(s) %s in log %s",
+                                cleaned, old, log)
+                    try:
+                        log.replace_segments(cleaned, old)
+                    except BaseException:
+                        cleaned.close_handlers()
+                        raise
+
+                self._run_on_owner(swap)
+                pending.pop(0)
+        except Exception:
+            for bases in pending:
+                delete_cleaned_files(log.dir, bases[0])
+            raise
+        return result.end_offset, result.stats
+
+
 # -- the cleaner threads ---------------------------------------------------------------------
 
 
 class CleanerThread:
-    """One cleaner thread (Kafka's CleanerThread): clean the filthiest log, or back off."""
+    """One cleaner thread (Kafka's CleanerThread): clean the filthiest log, or back off.
+
+    With ``CleanerConfig.use_process`` (a broker's setting) the thread has the rewriting
+    done by a process of its own and only waits for it: the reading, key hashing and
+    writing then never compete with the reactor for the interpreter lock."""
 
     def __init__(self, thread_id: int, config: CleanerConfig, manager: LogCleanerManager,
-                 clock: Scheduler, run_on_owner: RunOnOwner, stopped: threading.Event,
-                 throttler: Throttler) -> None:
+                 clock: Scheduler, run_on_owner: RunOnOwner, stopped: threading.Event) -> None:
         self.thread_id = thread_id
         self._config = config
         self._manager = manager
         self._run_on_owner = run_on_owner
         self._stopped = stopped
+        self._pool: multiprocessing.pool.Pool | None = None
         self.cleaner = Cleaner(
-            thread_id,
-            SkimpyOffsetMap(config.dedupe_buffer_size // max(config.num_threads, 1),
-                            config.dedupe_buffer_load_factor),
-            manager, clock,
-            io_buffer_size=config.io_buffer_size // max(config.num_threads, 1) // 2,
-            throttler=throttler,
+            thread_id, config, manager, clock,
             run_on_owner=run_on_owner,
+            rewrite=self._rewrite_in_process if config.use_process else None,
             check_done=self._check_done,
         )
         self.thread = threading.Thread(target=self.run, name=f"kafka-log-cleaner-thread-"
                                        f"{thread_id}", daemon=True)
 
-    def _check_done(self, tp: TopicPartition) -> None:
+    def _check_done(self) -> None:
         if self._stopped.is_set():
-            raise LogCleaningAbortedError(f"The cleaner is shutting down (cleaning {tp})")
+            raise LogCleaningAbortedError("The cleaner is shutting down")
+
+    def _rewrite_in_process(self, plan: CleaningPlan) -> RewriteResult:
+        if self._pool is None:
+            self._pool = multiprocessing.get_context("spawn").Pool(1)
+        pending = self._pool.apply_async(rewrite_segments, (plan,))
+        while True:
+            try:
+                result: RewriteResult = pending.get(timeout=0.5)
+                return result
+            except multiprocessing.TimeoutError:
+                self._check_done()
 
     def run(self) -> None:
         backoff = self._config.backoff_ms / 1000.0
-        while not self._stopped.is_set():
-            try:
-                cleaned = self.clean_filthiest_log()
-            except Exception:
-                if self._stopped.is_set():
-                    return
-                logger.exception("%s: error while cleaning", self.thread.name)
-                cleaned = False
-            if not cleaned:
-                self._stopped.wait(backoff)
+        try:
+            while not self._stopped.is_set():
+                try:
+                    cleaned = self.clean_filthiest_log()
+                except Exception:
+                    if self._stopped.is_set():
+                        return
+                    logger.exception("%s: error while cleaning", self.thread.name)
+                    cleaned = False
+                if not cleaned:
+                    self._stopped.wait(backoff)
+        finally:
+            if self._pool is not None:
+                self._pool.terminate()
 
     def clean_filthiest_log(self) -> bool:
         """One round: clean the filthiest log if one needs it. True if a log was cleaned."""
@@ -887,13 +1027,12 @@ class CleanerThread:
                                      end_offset, stats))
         except LogCleaningAbortedError as exc:
             logger.info("%s", exc.message)
-        except (KafkaError, OSError, ValueError) as exc:
+        except Exception as exc:
             logger.error("Unexpected exception thrown when cleaning log %s. Marking its "
                          "partition (%s) as uncleanable: %s", job.log.name,
                          job.topic_partition, exc)
             self._run_on_owner(lambda: self._manager.mark_uncleanable(job.topic_partition))
         finally:
-            job.close_readers()
             final = end_offset
             self._run_on_owner(lambda: self._manager.done_cleaning(job, final))
         return end_offset is not None
@@ -907,10 +1046,8 @@ class LogCleaner:
         self.config = config
         self.manager = LogCleanerManager(log_manager, clock)
         self._stopped = threading.Event()
-        throttler = Throttler(config.max_io_bytes_per_second)
         self.threads = [
-            CleanerThread(i, config, self.manager, clock, run_on_owner, self._stopped,
-                          throttler)
+            CleanerThread(i, config, self.manager, clock, run_on_owner, self._stopped)
             for i in range(config.num_threads)
         ]
 

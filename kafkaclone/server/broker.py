@@ -463,6 +463,7 @@ class KafkaBroker(MultiService):
                 max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
                 backoff_ms=config.log_cleaner_backoff_ms,
                 enable_cleaner=True,
+                use_process=True,
             ),
             self.log_manager, reactor, run_on_reactor,
         )
