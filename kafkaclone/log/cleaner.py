@@ -29,15 +29,21 @@ than ``min.compaction.lag.ms``. One cleaning of a log:
 5. The end of the mapped section becomes the log's entry in ``cleaner-offset-checkpoint``,
    and a summary is logged, as Kafka's ``log-cleaner.log`` shows it.
 
-Threads. Like Kafka, ``log.cleaner.threads`` threads clean, each with its own offset map.
-The log's segment list belongs to the reactor thread, so a cleaner thread touches broker
-state only through ``run_on_owner`` (``blockingCallFromThread`` in a broker): choosing the
-log and opening its own read-only descriptors on the segments to clean, swapping a cleaned
-segment in, and writing the checkpoint. The expensive part, reading every non-active
-segment, building the map and writing the ``.cleaned`` files, runs in the thread on those
-descriptors and on files nobody else knows about, so the append path takes no lock. Since
-the reactor may change the log meanwhile (retention deletes segments, a follower
-truncates, the partition is deleted), the swap is refused when any of the segments it
+Threads and processes. Like Kafka, ``log.cleaner.threads`` threads clean, each with its
+own offset map. The log's segment list belongs to the reactor thread, so a cleaner thread
+touches broker state only through ``run_on_owner`` (``blockingCallFromThread`` in a
+broker): choosing the log and noting the segments to clean (path, size, modification
+time), swapping each cleaned segment in, and writing the checkpoint; each is short. The
+expensive part, reading every non-active segment, building the map and writing the
+``.cleaned`` files (``rewrite_segments``), works only on files nobody else writes, so the
+append path takes no lock. In a broker (``CleanerConfig.use_process``) each cleaner thread
+has that part done by a process of its own (``multiprocessing``, spawned) and just waits
+for it: run in the thread, its Python and numpy work would hold the interpreter lock the
+reactor needs, and measured produce throughput fell to about half while a log was being
+cleaned (``benchmarks/bench_cleaner.py``). Tests run it in the calling thread.
+
+Since the reactor may change the log meanwhile (retention deletes segments, a follower
+truncates, the partition is deleted), a swap is refused when any of the segments it
 replaces left the log or changed size, when the log was truncated since the cleaning
 started, or when it was closed; the ``.cleaned`` files are then deleted and the cleaning
 starts over later. Topic-level settings are read from the log's config when a cleaning

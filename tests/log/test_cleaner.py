@@ -367,3 +367,30 @@ def test_keyless_records_to_a_compacted_topic_are_refused(open_log: Callable[...
     assert caught.value.message == ("Compacted topic cannot accept message without key in "
                                     "topic partition compacted-0.")
     assert log.log_end_offset == 1
+
+
+def test_dump_log_shows_the_gaps_of_a_cleaned_segment(manager: Callable[[], LogManager],
+                                                      clock: Clock) -> None:
+    import io
+
+    from kafkaclone.tools.dump_log import DumpErrors, dump_log
+
+    m = manager()
+    log = m.get_or_create_log(TP)
+    log.append(build_record_batch([(b"k", b"1"), (b"j", b"1"), (b"k", b"2")]), leader_epoch=0)
+    log.append(build_record_batch([(b"k", b"3")], producer_id=3, producer_epoch=0,
+                                  base_sequence=0), leader_epoch=0)
+    log.append(build_record_batch([(b"j", b"2")]), leader_epoch=0)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    cleaner_thread(m, clock).clean_filthiest_log()
+    out = io.StringIO()
+    errors = DumpErrors()
+    dump_log(log.log_segments[0].log.path, out, errors, print_contents=True,
+             deep_iteration=True)
+    text = out.getvalue()
+    assert "baseOffset: 0 lastOffset: 2 count: 0" not in text
+    assert "baseOffset: 3 lastOffset: 3 count: 1" in text
+    assert "baseOffset: 4 lastOffset: 4 count: 1" in text
+    assert "offset: 3 " in text and "offset: 4 " in text and "offset: 0 " not in text
+    assert "Found" not in text and "Error" not in text
