@@ -147,6 +147,7 @@ def main() -> None:
         window = time.perf_counter() - started
         busy.clear()
         cleaner_thread.join()
+        process_cleaner.close()
         again = produce_rate(args.produce_seconds)
         baseline = (without + again) / 2
         print(f"produce: {without:,.0f} then {again:,.0f} records/s without the cleaner, "

@@ -101,6 +101,7 @@ _HASH_AND_OFFSET_BYTES: Final = 16
 """A map entry: an 8-byte key hash and an 8-byte offset (Kafka's: a 16-byte MD5 and 8)."""
 _READ_CHUNK_BYTES: Final = 8 * 1024 * 1024
 """Bytes of batches scanned at a time (numpy amortises its per-call cost over them)."""
+_READ_CHUNK_RECORDS: Final = 65536
 _CRC_START: Final = 21
 _ATTRIBUTES_OFFSET: Final = 21
 
@@ -589,16 +590,20 @@ class _ReadBatch:
 
 
 def _read_chunks(reader: FileRecords) -> Iterator[list[_ReadBatch]]:
-    """The reader's batches, in lists of about 8 MiB."""
+    """The reader's batches, in lists of about 8 MiB or 64K records (arrays of that size
+    stay in the CPU's caches while numpy makes its passes over them)."""
     chunk: list[_ReadBatch] = []
     size = 0
+    records = 0
     for _, header, view in reader.iter_batches(0):
         chunk.append(_ReadBatch(header, view))
         size += len(view)
-        if size >= _READ_CHUNK_BYTES:
+        records += header[12]
+        if size >= _READ_CHUNK_BYTES or records >= _READ_CHUNK_RECORDS:
             yield chunk
             chunk = []
             size = 0
+            records = 0
     if chunk:
         yield chunk
 
@@ -1018,8 +1023,14 @@ class CleanerThread:
                 if not cleaned:
                     self._stopped.wait(backoff)
         finally:
-            if self._pool is not None:
-                self._pool.terminate()
+            self.close()
+
+    def close(self) -> None:
+        """Stop the cleaner process, if one was started."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
 
     def clean_filthiest_log(self) -> bool:
         """One round: clean the filthiest log if one needs it. True if a log was cleaned."""
