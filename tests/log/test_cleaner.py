@@ -394,3 +394,36 @@ def test_dump_log_shows_the_gaps_of_a_cleaned_segment(manager: Callable[[], LogM
     assert "baseOffset: 4 lastOffset: 4 count: 1" in text
     assert "offset: 3 " in text and "offset: 4 " in text and "offset: 0 " not in text
     assert "Found" not in text and "Error" not in text
+
+
+def test_compact_delete_applies_both(manager: Callable[[], LogManager], clock: Clock) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP)
+    m.update_topic_config(TP.topic, LogConfig.from_props({
+        **COMPACT, "cleanup.policy": "compact,delete", "retention.bytes": "4000"}))
+    produce(log, updates_over(keys=5, rounds=40))
+    log.roll()
+    assert cleaner_thread(m, clock).clean_filthiest_log()  # compaction
+    assert len(records_of(log)) == 5
+    produce(log, [(b"key-%d" % (i % 50), b"v" * 40) for i in range(400)])
+    log.roll()
+    assert log.size > 4000
+    assert m.cleanup_logs() > 0  # retention by size, as for cleanup.policy=delete
+    assert log.log_start_offset > 0
+    assert log.size <= 4000 + log.log_segments[0].size
+
+
+def test_rewriting_in_a_cleaner_process(manager: Callable[[], LogManager], clock: Clock) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP)
+    produce(log, updates_over(keys=7, rounds=30), codec=Codec.ZSTD)
+    log.roll()
+    before = records_of(log)
+    thread = LogCleaner(CleanerConfig(num_threads=1, use_process=True), m, clock).threads[0]
+    try:
+        assert thread.clean_filthiest_log()
+    finally:
+        thread.close()
+    after = records_of(log)
+    assert latest_by_key(after) == latest_by_key(before)
+    assert len(after) == 7
