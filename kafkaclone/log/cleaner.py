@@ -1044,6 +1044,9 @@ class CleanerThread:
                                      end_offset, stats))
         except LogCleaningAbortedError as exc:
             logger.info("%s", exc.message)
+        except FileNotFoundError as exc:
+            # The partition was deleted or moved during the cleaning: nothing to clean.
+            logger.info("The files of %s went away during its cleaning: %s", job.log.name, exc)
         except Exception as exc:
             logger.error("Unexpected exception thrown when cleaning log %s. Marking its "
                          "partition (%s) as uncleanable: %s", job.log.name,
