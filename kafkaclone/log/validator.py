@@ -30,7 +30,7 @@ from kafkaclone.common.errors import (
 from kafkaclone.log.common import AppendOrigin, LogAppendInfo
 from kafkaclone.log.config import LONG_MAX, LogConfig
 from kafkaclone.log.file_records import BatchHeader
-from kafkaclone.log.record_scan import ScannedBatch, scan_records
+from kafkaclone.log.record_scan import ScannedBatch, any_null_key
 from kafkaclone.protocol.records import (
     HEADER,
     LOG_OVERHEAD,
@@ -209,14 +209,15 @@ def _validate_batch(header: BatchHeader) -> None:
 def validate_keys_for_compacted_topic(view: memoryview, analyzed: AnalyzedRecords,
                                       topic_partition: object) -> None:
     """Kafka's LogValidator for a compacted topic: every record needs a key
-    (InvalidRecordError otherwise, and nothing of the append is written). The keys are
-    found with the cleaner's columnar scan, not by decoding records one by one."""
+    (InvalidRecordError otherwise, and nothing of the append is written). Only each
+    record's length and key length are read: by a varint walk for a few records, by the
+    cleaner's columnar scan for many."""
     batches = [
         ScannedBatch(h[0], h[5], h[7], h[8], h[12],
                      view[position : position + h[1] + LOG_OVERHEAD])
         for position, h in analyzed.batches
     ]
-    if (scan_records(batches).key_lengths < 0).any():
+    if any_null_key(batches):
         raise InvalidRecordError(
             f"Compacted topic cannot accept message without key in topic partition "
             f"{topic_partition}."
