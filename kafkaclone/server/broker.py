@@ -39,6 +39,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from twisted.application.service import MultiService, Service
 from twisted.internet import error as twisted_error
+from twisted.internet import threads
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
@@ -62,6 +63,7 @@ from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinat
 from kafkaclone.coordinator.group.store import ZkGroupStore
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
+from kafkaclone.log.cleaner import CleanerConfig, LogCleaner
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.socket_server import KafkaServerFactory
@@ -200,6 +202,7 @@ class KafkaBroker(MultiService):
         self._zk_client: KafkaZkClient | None = None
         self._admin_zk: AdminZkClient | None = None
         self._log_manager: LogManager | None = None
+        self.log_cleaner: LogCleaner | None = None
         self._replica_manager: ReplicaManager | None = None
         self.dynamic_config_manager: DynamicConfigManager | None = None
         self.authorizer: AclAuthorizer | None = None
@@ -216,6 +219,7 @@ class KafkaBroker(MultiService):
         for step in (
             _Step("zookeeper", self._start_zookeeper, self._stop_zookeeper),
             _Step("log-manager", self._start_log_manager, self._stop_log_manager),
+            _Step("log-cleaner", self._start_log_cleaner, self._stop_log_cleaner),
             _Step("replica-manager", self._start_replica_manager, self._stop_replica_manager),
             _Step("dynamic-config", self._start_dynamic_config, self._stop_dynamic_config),
             _Step("authorizer", self._start_authorizer, self._stop_authorizer),
@@ -452,6 +456,36 @@ class KafkaBroker(MultiService):
     async def _stop_log_manager(self) -> None:
         if self._log_manager is not None:
             self._log_manager.shutdown()
+
+    async def _start_log_cleaner(self) -> None:
+        config = self.config
+        if not config.log_cleaner_enable:
+            return
+        reactor = self.reactor
+
+        def run_on_reactor(function: Callable[[], _T]) -> _T:
+            result: _T = threads.blockingCallFromThread(reactor, function)
+            return result
+
+        self.log_cleaner = LogCleaner(
+            CleanerConfig(
+                num_threads=config.log_cleaner_threads,
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+                dedupe_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+                io_buffer_size=config.log_cleaner_io_buffer_size,
+                max_message_size=config.message_max_bytes,
+                max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+                backoff_ms=config.log_cleaner_backoff_ms,
+                enable_cleaner=True,
+                use_process=True,
+            ),
+            self.log_manager, reactor, run_on_reactor,
+        )
+        self.log_cleaner.startup()
+
+    async def _stop_log_cleaner(self) -> None:
+        if self.log_cleaner is not None:
+            self.log_cleaner.shutdown()
 
     async def _start_replica_manager(self) -> None:
         manager = ReplicaManager(self.broker_id, self.log_manager, self.zk_client,
