@@ -6,6 +6,7 @@ no committed offset is lost and every message is consumed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -297,6 +298,17 @@ def test_group_keeps_generation_and_members_across_coordinator_kill(
             time.sleep(0.5)
         generation, stored_members = stored_group(cluster, group)
         assert generation >= 1 and stored_members == before
+        # The topic is compacted as Kafka's (offsetsTopicConfigs): the latest record per
+        # group is what compaction keeps.
+        zk = KazooClient(hosts=cluster.zookeeper_connect, timeout=10.0)
+        zk.start(timeout=10)
+        try:
+            config = json.loads(zk.get("/config/topics/__consumer_offsets")[0])["config"]
+        finally:
+            zk.stop()
+            zk.close()
+        assert config == {"cleanup.policy": "compact", "compression.type": "producer",
+                          "segment.bytes": str(100 * 1024 * 1024)}
         rebalances = [(m.assignments, m.revocations) for m in members]
 
         cluster.broker(coordinator).kill()  # SIGKILL: no controlled shutdown
