@@ -49,6 +49,7 @@ from kafkaclone.common.errors import (
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec
+from kafkaclone.protocol.records.batch import RECORD_BATCH_OVERHEAD
 
 logger = logging.getLogger(__name__)
 _monotonic = time.monotonic
@@ -56,7 +57,6 @@ _time_ns = time.time_ns
 
 RECORD_OVERHEAD: Final = 22
 """A v2 record's varint fields at most (Kafka's DefaultRecord.MAX_RECORD_OVERHEAD is 21)."""
-BATCH_OVERHEAD: Final = 61
 REQUEST_OVERHEAD: Final = 100
 CODECS: Final = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY,
                  "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
@@ -120,8 +120,8 @@ class ProducerBatch:
         self.max_timestamp = timestamp
         self.callbacks: dict[int, Any] = {}
         """``on_delivery`` by record index, for the records sent with one."""
-        self.size = BATCH_OVERHEAD
-        """Bytes counted for ``batch.size``; all but BATCH_OVERHEAD are reserved in
+        self.size = RECORD_BATCH_OVERHEAD
+        """Bytes counted for ``batch.size``; all but RECORD_BATCH_OVERHEAD are reserved in
         ``buffer.memory``."""
         self.created = now
         self.drained_at = 0.0
@@ -280,8 +280,8 @@ class Producer:
                                       max_in_flight=self.max_in_flight)
         self._lock = threading.Lock()
         self._pool = _BufferPool(c.get_int("buffer.memory"), self._lock)
-        self._max_record_size = min(self.max_request_size - BATCH_OVERHEAD - REQUEST_OVERHEAD,
-                                    self._pool.total)
+        self._max_record_size = min(
+            self.max_request_size - RECORD_BATCH_OVERHEAD - REQUEST_OVERHEAD, self._pool.total)
         """A record up to this size (RECORD_OVERHEAD included) fits both limits."""
         partitioner = self.partitioner
         self._sticky: dict[str, int] | None = (
@@ -448,11 +448,11 @@ class Producer:
         return topic, value, key, partition, headers, timestamp
 
     def _check_record_size(self, size: int) -> None:
-        if size + BATCH_OVERHEAD + REQUEST_OVERHEAD > self.max_request_size:
+        if size + RECORD_BATCH_OVERHEAD + REQUEST_OVERHEAD > self.max_request_size:
             raise MessageTooLargeError(
-                f"The message is {size + BATCH_OVERHEAD} bytes when serialized which is larger "
-                f"than {self.max_request_size}, which is the value of the max.request.size "
-                f"configuration.")
+                f"The message is {size + RECORD_BATCH_OVERHEAD} bytes when serialized which is "
+                f"larger than {self.max_request_size}, which is the value of the "
+                f"max.request.size configuration.")
         if size > self._pool.total:
             raise MessageTooLargeError(
                 f"The message is {size} bytes when serialized which is larger than the total "
@@ -741,7 +741,7 @@ class Producer:
         self._stats["record-error-total" if error is not None else "record-send-total"] += \
             len(batch.records)
         with self._lock:  # one acquisition: the send() path contends for this lock
-            self._pool.release_locked(batch.size - BATCH_OVERHEAD)
+            self._pool.release_locked(batch.size - RECORD_BATCH_OVERHEAD)
             self._muted.discard((batch.topic, batch.partition))
         callbacks = batch.callbacks
         if callbacks or self.interceptors:

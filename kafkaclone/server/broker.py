@@ -60,6 +60,7 @@ from kafkaclone.common.topic import (
 from kafkaclone.controller.controller import ControllerConfig, KafkaController
 from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kafkaclone.coordinator.group.store import ZkGroupStore
+from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
@@ -203,6 +204,7 @@ class KafkaBroker(MultiService):
         self._replica_manager: ReplicaManager | None = None
         self.dynamic_config_manager: DynamicConfigManager | None = None
         self._group_coordinator: GroupCoordinator | None = None
+        self._producer_id_manager: ProducerIdManager | None = None
         self._group_store: ZkGroupStore | None = None
         self._controller: ControllerLike | None = None
         self._controller_epoch = 0
@@ -218,6 +220,8 @@ class KafkaBroker(MultiService):
             _Step("dynamic-config", self._start_dynamic_config, self._stop_dynamic_config),
             _Step("group-coordinator", self._start_group_coordinator,
                   self._stop_group_coordinator),
+            _Step("producer-id-manager", self._start_producer_id_manager,
+                  self._stop_producer_id_manager),
             _Step("socket-server", self._start_socket_server, self._stop_socket_server),
             _Step("registration", self._register, self._deregister),
             _Step("controller", self._start_controller, self._stop_controller),
@@ -245,6 +249,10 @@ class KafkaBroker(MultiService):
     @property
     def group_coordinator(self) -> GroupCoordinator:
         return _started(self._group_coordinator, "group coordinator")
+
+    @property
+    def producer_id_manager(self) -> ProducerIdManager:
+        return _started(self._producer_id_manager, "producer id manager")
 
     @property
     def controller(self) -> ControllerLike | None:
@@ -494,6 +502,12 @@ class KafkaBroker(MultiService):
             coordinator.shutdown()
         if self._group_store is not None:
             self._group_store.close()
+
+    async def _start_producer_id_manager(self) -> None:
+        self._producer_id_manager = ProducerIdManager(self.broker_id, self.zk_client)
+
+    async def _stop_producer_id_manager(self) -> None:
+        self._producer_id_manager = None
 
     async def _start_socket_server(self) -> None:
         config = self.config

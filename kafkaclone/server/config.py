@@ -573,10 +573,8 @@ BROKER_CONFIG: Final = ConfigDef([
     ),
     *_section(
         "Transactions",
-        ConfigKey("transactional.id.expiration.ms", INT, 7 * 24 * _HOUR_MS, HIGH,
-                  "Forget a transactional id (and expire a producer id) after this long "
-                  "without a transaction status update.",
-                  validator=at_least(1)),
+        LOG_MANAGER_CONFIG_KEYS["transactional.id.expiration.ms"],
+        LOG_MANAGER_CONFIG_KEYS["producer.id.expiration.check.interval.ms"],
         ConfigKey("transaction.max.timeout.ms", INT, 15 * _MINUTE_MS, HIGH,
                   "The longest transaction timeout a producer may ask for in InitProducerId.",
                   validator=at_least(1)),

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kafkaclone.common.errors import KafkaError
     from kafkaclone.common.topic_partition import TopicPartition
     from kafkaclone.coordinator.group.coordinator import GroupCoordinator
+    from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
     from kafkaclone.log.manager import LogManager
     from kafkaclone.server.config import KafkaConfig
     from kafkaclone.server.delayed.admin import DelayedElectLeader
@@ -87,6 +88,11 @@ class BrokerServices(Protocol):
     @property
     def group_coordinator(self) -> GroupCoordinator:
         """Answers COORDINATOR_NOT_AVAILABLE itself while it is not active."""
+        ...
+
+    @property
+    def producer_id_manager(self) -> ProducerIdManager:
+        """Hands out producer ids (InitProducerId)."""
         ...
 
     @property

@@ -1,2 +1,2 @@
-"""Empty so far: where the transaction coordinator goes (producer id blocks from
-/latest_producer_id_block, transactions in __transaction_state)."""
+"""Producer ids (``producer_id_manager``: blocks from /latest_producer_id_block); the
+transaction coordinator (transactions in __transaction_state) is not built yet."""

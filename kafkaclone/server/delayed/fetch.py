@@ -11,13 +11,13 @@ bytes accumulated; then the partitions are read again and answered.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from kafkaclone.cluster.partition import FetchIsolation
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import UNKNOWN_OFFSET, LogOffsetMetadata
-from kafkaclone.server.delayed.purgatory import DelayedOperation
+from kafkaclone.server.delayed.purgatory import DelayedOperation, PartitionSource
 
 
 class FetchParams(NamedTuple):
@@ -66,9 +66,7 @@ class LogReadResult(NamedTuple):
 UNKNOWN_OFFSET_METADATA = LogOffsetMetadata(UNKNOWN_OFFSET)
 
 
-class FetchReader(Protocol):
-    def get_partition(self, tp: TopicPartition) -> Any: ...
-
+class FetchReader(PartitionSource, Protocol):
     def read_from_local_log(self, params: FetchParams,
                             infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
                             ) -> list[tuple[TopicPartition, LogReadResult]]: ...

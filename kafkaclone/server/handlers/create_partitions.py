@@ -17,8 +17,8 @@ from collections import Counter
 from typing import Any
 
 from kafkaclone.common.errors import NONE, InvalidRequestError, RequestTimedOutError
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import CreatePartitionsRequest, CreatePartitionsResponse
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
     error_of,
@@ -30,18 +30,18 @@ from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.CREATE_PARTITIONS].response
-_Result = _RESPONSE.structs["CreatePartitionsTopicResult"]
+_Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
 @handler(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
-async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_partitions(
+        ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     broker: BrokerServices = ctx.broker
     results = [_Result(name=t.name, error_code=NONE, error_message=None) for t in request.topics]
     if not is_active_controller(broker):
         for result in results:
             result.error_code = NOT_CONTROLLER
-        return _RESPONSE(results=results)
+        return CreatePartitionsResponse(results=results)
 
     counts = Counter(t.name for t in request.topics)
     created: dict[str, set[int]] = {}
@@ -67,4 +67,4 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         for name in await wait_for_leaders(broker, created, request.timeout_ms):
             by_name[name].error_code = RequestTimedOutError.code
             by_name[name].error_message = None
-    return _RESPONSE(results=results)
+    return CreatePartitionsResponse(results=results)

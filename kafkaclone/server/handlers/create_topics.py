@@ -27,8 +27,8 @@ from kafkaclone.common.errors import (
     RequestTimedOutError,
     TopicAlreadyExistsError,
 )
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import CreateTopicsRequest, CreateTopicsResponse
 from kafkaclone.server.handlers.admin_support import (
     NO_NUM_PARTITIONS,
     NO_REPLICATION_FACTOR,
@@ -45,9 +45,8 @@ from kafkaclone.zk.admin import assign_replicas_to_brokers
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.CREATE_TOPICS].response
-_Result = _RESPONSE.structs["CreatableTopicResult"]
-_Config = _RESPONSE.structs["CreatableTopicConfigs"]
+_Result = CreateTopicsResponse.CreatableTopicResult
+_Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 _ZERO_ID = uuid.UUID(int=0)
 
 
@@ -78,7 +77,8 @@ async def _prepare(broker: BrokerServices, topic: Any) -> dict[int, tuple[int, .
 
 
 @handler(ApiKey.CREATE_TOPICS, versions=(0, 7))
-async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_topics(
+        ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     results = {t.name: _Result(name=t.name, error_code=NONE, error_message=None)
@@ -87,7 +87,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     if not is_active_controller(broker):
         for result in ordered:
             result.error_code = NOT_CONTROLLER
-        return _RESPONSE(topics=ordered)
+        return CreateTopicsResponse(topics=ordered)
 
     counts = Counter(t.name for t in request.topics)
     for name, count in counts.items():
@@ -106,7 +106,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             if version >= 5 and layers is None:
                 layers = await broker_config_layers(broker)
             assignment = await _prepare(broker, topic)
-            configs = {c.name: c.value for c in topic.configs}
+            configs = {c.name: c.value for c in topic.configs if c.value is not None}
             await broker.admin_zk.validate_topic_create(topic.name, assignment, configs)
             topic_id = _ZERO_ID
             if not validate_only:
@@ -140,4 +140,4 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             result = results[name]
             result.error_code, result.error_message = RequestTimedOutError.code, None
             result.configs, result.num_partitions, result.replication_factor = [], -1, -1
-    return _RESPONSE(topics=ordered)
+    return CreateTopicsResponse(topics=ordered)

@@ -11,22 +11,20 @@ internal topic).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafkaclone.common.errors import UnknownTopicOrPartitionError
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import DeleteRecordsRequest, DeleteRecordsResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.DELETE_RECORDS].response
-_TopicResult = _RESPONSE.structs["DeleteRecordsTopicResult"]
-_PartitionResult = _RESPONSE.structs["DeleteRecordsPartitionResult"]
+_TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
+_PartitionResult = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
 
 
 @handler(ApiKey.DELETE_RECORDS, versions=(0, 2))
-async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_records(
+        ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     broker: BrokerServices = ctx.broker
     cache = broker.metadata_cache
     offsets: dict[TopicPartition, int] = {}
@@ -54,4 +52,4 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
                                                 low_watermark=status.low_watermark,
                                                 error_code=status.error_code))
         topics.append(_TopicResult(name=topic.name, partitions=results))
-    return _RESPONSE(throttle_time_ms=0, topics=topics)
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -27,8 +27,8 @@ from kafkaclone.common.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import DeleteTopicsRequest, DeleteTopicsResponse
 from kafkaclone.server.delayed.admin import DelayedDeleteTopics
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
@@ -41,8 +41,7 @@ from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.DELETE_TOPICS].response
-_Result = _RESPONSE.structs["DeletableTopicResult"]
+_Result = DeleteTopicsResponse.DeletableTopicResult
 _ZERO_ID = uuid.UUID(int=0)
 
 
@@ -53,13 +52,14 @@ def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID]]
 
 
 @handler(ApiKey.DELETE_TOPICS, versions=(0, 6))
-async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_topics(
+        ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     requested = _requested(request, version)
 
-    def answer(results: list[Any]) -> Any:
-        return _RESPONSE(responses=results)
+    def answer(results: list[Any]) -> DeleteTopicsResponse:
+        return DeleteTopicsResponse(responses=results)
 
     if not is_active_controller(broker):
         return answer([_Result(name=n, topic_id=i, error_code=NOT_CONTROLLER)

@@ -13,7 +13,6 @@ when asked, documentation. v0 has no sources, only ``is_default``.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kafkaclone.common.errors import (
     NONE,
@@ -21,8 +20,8 @@ from kafkaclone.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic import validate_topic_name
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import DescribeConfigsRequest, DescribeConfigsResponse
 from kafkaclone.server.handlers.admin_support import (
     BrokerConfigLayers,
     ConfigEntry,
@@ -40,13 +39,13 @@ from kafkaclone.zk.znodes import ConfigEntityType
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.DESCRIBE_CONFIGS].response
-_Result = _RESPONSE.structs["DescribeConfigsResult"]
-_Entry = _RESPONSE.structs["DescribeConfigsResourceResult"]
-_Synonym = _RESPONSE.structs["DescribeConfigsSynonym"]
+_Resource = DescribeConfigsRequest.DescribeConfigsResource
+_Result = DescribeConfigsResponse.DescribeConfigsResult
+_Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+_Synonym = _Entry.DescribeConfigsSynonym
 
 
-def _entry(entry: ConfigEntry) -> Any:
+def _entry(entry: ConfigEntry) -> _Entry:
     return _Entry(
         name=entry.name, value=entry.value, read_only=entry.read_only,
         is_default=entry.source == ConfigSource.DEFAULT_CONFIG,
@@ -56,7 +55,7 @@ def _entry(entry: ConfigEntry) -> Any:
         config_type=entry.config_type, documentation=entry.documentation)
 
 
-async def _describe(broker: BrokerServices, layers: BrokerConfigLayers, resource: Any,
+async def _describe(broker: BrokerServices, layers: BrokerConfigLayers, resource: _Resource,
                     include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
     keys = resource.configuration_keys
     if resource.resource_type == ResourceType.TOPIC:
@@ -76,7 +75,8 @@ async def _describe(broker: BrokerServices, layers: BrokerConfigLayers, resource
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
-async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_configs(
+        ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     include_synonyms = version >= 1 and bool(request.include_synonyms)
@@ -99,4 +99,4 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
         else:
             result.configs = [_entry(e) for e in entries]
         results.append(result)
-    return _RESPONSE(results=results)
+    return DescribeConfigsResponse(results=results)

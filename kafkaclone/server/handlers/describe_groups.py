@@ -5,21 +5,19 @@ ask for the authorized operations (with no authorizer: READ, DELETE, DESCRIBE)."
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import DescribeGroupsRequest, DescribeGroupsResponse
 from kafkaclone.server.handlers.group_support import GROUP_AUTHORIZED_OPERATIONS
 from kafkaclone.server.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
-_RESPONSE = APIS[ApiKey.DESCRIBE_GROUPS].response
-_Group = _RESPONSE.structs["DescribedGroup"]
-_Member = _RESPONSE.structs["DescribedGroupMember"]
+_Group = DescribeGroupsResponse.DescribedGroup
+_Member = DescribeGroupsResponse.DescribedGroup.DescribedGroupMember
 
 
 @handler(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
-async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_groups(
+        ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     operations = (GROUP_AUTHORIZED_OPERATIONS
                   if ctx.api_version >= 3 and request.include_authorized_operations
                   else AUTHORIZED_OPERATIONS_OMITTED)
@@ -34,4 +32,4 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                              member_metadata=m.metadata, member_assignment=m.assignment)
                      for m in summary.members],
             authorized_operations=operations))
-    return _RESPONSE(throttle_time_ms=0, groups=groups)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)

@@ -27,23 +27,23 @@ from kafkaclone.common.errors import (
     RequestTimedOutError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import ElectLeadersRequest, ElectLeadersResponse
 from kafkaclone.server.delayed.admin import DelayedElectLeader
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
-_RESPONSE = APIS[ApiKey.ELECT_LEADERS].response
-_TopicResult = _RESPONSE.structs["ReplicaElectionResult"]
-_PartitionResult = _RESPONSE.structs["PartitionResult"]
+_TopicResult = ElectLeadersResponse.ReplicaElectionResult
+_PartitionResult = ElectLeadersResponse.ReplicaElectionResult.PartitionResult
 
 ELECTION_TYPES = (0, 1)
 """ElectionType.PREFERRED, ElectionType.UNCLEAN (v0 always elects the preferred replica)."""
 
 
 @handler(ApiKey.ELECT_LEADERS, versions=(0, 2))
-async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
+async def handle_elect_leaders(
+        ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     broker: BrokerServices = ctx.broker
     cache = broker.metadata_cache
     if request.topic_partitions is None:
@@ -82,7 +82,7 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
     return _response(results)
 
 
-def _response(results: dict[TopicPartition, Any]) -> Any:
+def _response(results: dict[TopicPartition, Any]) -> ElectLeadersResponse:
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for tp in sorted(results):
         error = results[tp]
@@ -90,5 +90,5 @@ def _response(results: dict[TopicPartition, Any]) -> Any:
             partition_id=tp.partition,
             error_code=NONE if error is None else error.code,
             error_message=None if error is None else (error.message or None)))
-    return _RESPONSE(throttle_time_ms=0, error_code=NONE, replica_election_results=[
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=NONE, replica_election_results=[
         _TopicResult(topic=topic, partition_result=parts) for topic, parts in by_topic.items()])

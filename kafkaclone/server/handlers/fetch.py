@@ -30,7 +30,7 @@ zstd) a topic with ``compression.type=zstd`` is UNSUPPORTED_COMPRESSION_TYPE.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from kafkaclone.cluster.partition import FetchIsolation
 from kafkaclone.common.errors import (
@@ -43,18 +43,17 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.conversion import down_convert, fetch_magic
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.records import LOG_OVERHEAD
+from kafkaclone.protocol.message_types import FetchRequest, FetchResponse
+from kafkaclone.protocol.records.common import LOG_OVERHEAD, SIZE_OFFSET
 from kafkaclone.server.delayed.fetch import FetchParams, LogReadResult, PartitionFetchInfo
 from kafkaclone.server.fetch_session import new_context
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.FETCH].response
-_TopicResponse = _RESPONSE.structs["FetchableTopicResponse"]
-_PartitionData = _RESPONSE.structs["PartitionData"]
-_EpochEndOffset = _RESPONSE.structs["EpochEndOffset"]
+_TopicResponse = FetchResponse.FetchableTopicResponse
+_PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
+_EpochEndOffset = FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset
 
 CONSUMER_REPLICA_ID: Final = -1
 DEBUGGING_CONSUMER_ID: Final = -2
@@ -65,10 +64,9 @@ _LAST_UNCONVERTED_VERSION: Final = 3
 _LAST_HARD_LIMIT_VERSION: Final = 2
 _FIRST_ZSTD_VERSION: Final = 10
 _LAST_STORAGE_ERROR_HIDDEN: Final = 5
-_LENGTH_OFFSET: Final = 8
 
 
-def fetch_params(request: Any, broker: BrokerServices) -> FetchParams:
+def fetch_params(request: FetchRequest, broker: BrokerServices) -> FetchParams:
     replica_id = request.replica_id
     if replica_id >= 0:
         isolation = FetchIsolation.LOG_END
@@ -86,7 +84,8 @@ def fetch_params(request: Any, broker: BrokerServices) -> FetchParams:
     )
 
 
-def _partition_data(index: int, result: LogReadResult, isolation: FetchIsolation) -> Any:
+def _partition_data(index: int, result: LogReadResult,
+                    isolation: FetchIsolation) -> _PartitionData:
     data = _PartitionData(
         partition_index=index,
         error_code=result.error_code,
@@ -109,7 +108,7 @@ def _whole_batches(records: memoryview, limit: int) -> memoryview:
     end = len(records)
     while size + LOG_OVERHEAD <= end:
         batch_size = LOG_OVERHEAD + int.from_bytes(
-            records[size + _LENGTH_OFFSET:size + LOG_OVERHEAD], "big", signed=True)
+            records[size + SIZE_OFFSET:size + LOG_OVERHEAD], "big", signed=True)
         if size + batch_size > min(limit, end):
             break
         size += batch_size
@@ -150,7 +149,7 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
     records = _hard_limited(result.records, limit) if version <= _LAST_HARD_LIMIT_VERSION \
         else result.records
     if len(records) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(
-            records[_LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
+            records[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
         return result._replace(records=records)  # no complete batch: nothing to convert
     log = broker.replica_manager.log_manager.get_log(tp)
     if (not from_follower and log is not None
@@ -184,7 +183,7 @@ def _convert_results(version: int, broker: BrokerServices, params: FetchParams,
 
 
 @handler(ApiKey.FETCH, versions=(0, 12))
-async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker: BrokerServices = ctx.broker
     params = fetch_params(request, broker)
     infos = [
@@ -199,7 +198,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     context = new_context(sessions, request.session_id, request.session_epoch, infos,
                           forgotten, params.is_from_follower)
     if context.error_code != NONE:
-        return _RESPONSE(throttle_time_ms=0, error_code=context.error_code,
+        return FetchResponse(throttle_time_ms=0, error_code=context.error_code,
                          session_id=INVALID_SESSION_ID, responses=[])
     results = await broker.replica_manager.fetch_messages(params, context.partitions)
     session_id, results = context.respond(sessions, results)
@@ -208,14 +207,14 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     elif ctx.api_version < _FIRST_ZSTD_VERSION:
         results = [(tp, _older_version_errors(ctx.api_version, broker, tp, result))
                    for tp, result in results]
-    responses: list[Any] = []
+    responses: list[_TopicResponse] = []
     current_topic: str | None = None
-    partitions: list[Any] = []
+    partitions: list[_PartitionData] = []
     for tp, result in results:
         if tp.topic != current_topic:
             partitions = []
             responses.append(_TopicResponse(topic=tp.topic, partitions=partitions))
             current_topic = tp.topic
         partitions.append(_partition_data(tp.partition, result, params.isolation))
-    return _RESPONSE(throttle_time_ms=0, error_code=NONE, session_id=session_id,
+    return FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=session_id,
                      responses=responses)

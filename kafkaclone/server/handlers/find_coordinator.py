@@ -13,7 +13,7 @@ which clients retry; so is a partition without a live leader. Transactional coor
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import Final
 
 from kafkaclone.common.errors import (
     ERRORS,
@@ -23,27 +23,28 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
 from kafkaclone.coordinator.group.coordinator import partition_for
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import FindCoordinatorRequest, FindCoordinatorResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
 logger = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.FIND_COORDINATOR].response
 
 GROUP_KEY_TYPE: Final = 0
 TRANSACTION_KEY_TYPE: Final = 1
 
 
-def _answer(error_code: int, node_id: int = -1, host: str = "", port: int = -1) -> Any:
+def _answer(error_code: int, node_id: int = -1, host: str = "",
+            port: int = -1) -> FindCoordinatorResponse:
     message = "NONE" if error_code == NONE else ERRORS[error_code].description
-    return _RESPONSE(throttle_time_ms=0, error_code=error_code, error_message=message,
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=error_code, error_message=message,
                      node_id=node_id, host=host, port=port)
 
 
 @handler(ApiKey.FIND_COORDINATOR, versions=(0, 3))
-async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+async def handle_find_coordinator(
+        ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     broker: BrokerServices = ctx.broker
     key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY_TYPE
     if key_type == TRANSACTION_KEY_TYPE:

@@ -15,7 +15,7 @@ As Kafka 2.8 (``KafkaApis.handleTopicMetadataRequest``):
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from kafkaclone.common.errors import (
     InvalidRequestError,
@@ -23,16 +23,15 @@ from kafkaclone.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic import is_internal, validate_topic_name
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import MetadataRequest, MetadataResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.metadata_cache import TopicMetadata
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.METADATA].response
-_Broker = _RESPONSE.structs["MetadataResponseBroker"]
-_Topic = _RESPONSE.structs["MetadataResponseTopic"]
-_Partition = _RESPONSE.structs["MetadataResponsePartition"]
+_Broker = MetadataResponse.MetadataResponseBroker
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
 
 AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 # With no authorizer configured every operation is allowed. Bits are Kafka's AclOperation
@@ -42,7 +41,7 @@ TOPIC_OPERATIONS: Final = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS: Final = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-def _requested_topics(request: Any, version: int) -> list[str] | None:
+def _requested_topics(request: MetadataRequest, version: int) -> list[str] | None:
     """The topic names asked for, or None for "every topic"."""
     if request.topics is None or (version == 0 and not request.topics):
         return None
@@ -55,7 +54,7 @@ def _requested_topics(request: Any, version: int) -> list[str] | None:
 
 
 def _topic_entry(error_code: int, name: str, topic: TopicMetadata | None,
-                 include_operations: bool) -> Any:
+                 include_operations: bool) -> _Topic:
     entry = _Topic(error_code=error_code, name=name, is_internal=is_internal(name),
                    topic_authorized_operations=(TOPIC_OPERATIONS if include_operations
                                                 else AUTHORIZED_OPERATIONS_OMITTED))
@@ -71,7 +70,7 @@ def _topic_entry(error_code: int, name: str, topic: TopicMetadata | None,
 
 
 @handler(ApiKey.METADATA, versions=(0, 11))
-async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker: BrokerServices = ctx.broker
     cache = broker.metadata_cache
     version = ctx.api_version
@@ -81,8 +80,9 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     try:
         requested = _requested_topics(request, version)
     except InvalidRequestError:
-        return _RESPONSE(topics=[_topic_entry(InvalidRequestError.code, t.name or "", None,
-                                              False) for t in request.topics])
+        return MetadataResponse(topics=[_topic_entry(InvalidRequestError.code, t.name or "",
+                                                     None, False)
+                                        for t in request.topics or ()])
     names = cache.all_topics() if requested is None else requested
     known = {t.name: t for t in cache.topic_metadata(
         names, listener,
@@ -113,13 +113,13 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         for name in names
     ]
     brokers = [
-        _Broker(node_id=b.id, host=ep.host, port=ep.port, rack=b.rack)
+        _Broker(node_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack)
         for b, ep in cache.alive_endpoints(listener)
     ]
     controller_id = cache.controller_id
     include_cluster_operations = (
         8 <= version <= 10 and bool(request.include_cluster_authorized_operations))
-    return _RESPONSE(
+    return MetadataResponse(
         brokers=brokers,
         cluster_id=broker.cluster_id,
         controller_id=-1 if controller_id is None else controller_id,

@@ -17,7 +17,6 @@ As Kafka 2.8's ``KafkaApis.handleOffsetCommitRequest``:
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kafkaclone.common.clock import now_ms
 from kafkaclone.common.errors import (
@@ -28,20 +27,21 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.coordinator import offsets_for_commit
-from kafkaclone.protocol.api import APIS
+from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import OffsetCommitRequest, OffsetCommitResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
 logger = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.OFFSET_COMMIT].response
-_Topic = _RESPONSE.structs["OffsetCommitResponseTopic"]
-_Partition = _RESPONSE.structs["OffsetCommitResponsePartition"]
+_Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+_Partition = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
 
 
-def _response(request: Any, errors: dict[TopicPartition, int]) -> Any:
-    return _RESPONSE(throttle_time_ms=0, topics=[
+def _response(request: OffsetCommitRequest,
+              errors: dict[TopicPartition, int]) -> OffsetCommitResponse:
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
         _Topic(name=topic.name, partitions=[
             _Partition(partition_index=p.partition_index,
                        error_code=errors[TopicPartition(topic.name, p.partition_index)])
@@ -50,7 +50,8 @@ def _response(request: Any, errors: dict[TopicPartition, int]) -> Any:
 
 
 @handler(ApiKey.OFFSET_COMMIT, versions=(0, 8))
-async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(
+        ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     cache = broker.metadata_cache
@@ -80,8 +81,9 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     return _response(request, errors)
 
 
-async def _legacy_commit(broker: BrokerServices, group_id: str,
-                         offsets: dict[TopicPartition, Any]) -> dict[TopicPartition, int]:
+async def _legacy_commit(
+        broker: BrokerServices, group_id: str,
+        offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
     """OffsetCommit v0: straight to ZooKeeper, on whichever broker received it."""
     errors: dict[TopicPartition, int] = {}
     valid = {}

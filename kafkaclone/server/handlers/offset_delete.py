@@ -6,22 +6,20 @@ GroupCoordinator.handleDeleteOffsets)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafkaclone.common.errors import NONE, UnknownTopicOrPartitionError
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import OffsetDeleteRequest, OffsetDeleteResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.OFFSET_DELETE].response
-_Topic = _RESPONSE.structs["OffsetDeleteResponseTopic"]
-_Partition = _RESPONSE.structs["OffsetDeleteResponsePartition"]
+_Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+_Partition = OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
 
 
 @handler(ApiKey.OFFSET_DELETE, versions=(0, 0))
-async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_delete(
+        ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     broker: BrokerServices = ctx.broker
     errors: dict[TopicPartition, int] = {}
     known: list[TopicPartition] = []
@@ -35,9 +33,9 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     error, deleted = await ctx.broker.group_coordinator.handle_delete_offsets(request.group_id,
                                                                               known)
     if error != NONE:
-        return _RESPONSE(error_code=error, throttle_time_ms=0, topics=[])
+        return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
     errors.update(deleted)
-    return _RESPONSE(error_code=NONE, throttle_time_ms=0, topics=[
+    return OffsetDeleteResponse(error_code=NONE, throttle_time_ms=0, topics=[
         _Topic(name=topic.name, partitions=[
             _Partition(partition_index=p.partition_index,
                        error_code=errors[TopicPartition(topic.name, p.partition_index)])

@@ -11,24 +11,27 @@ answers), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against ``current_leader_ep
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from kafkaclone.common.errors import NONE, KafkaError
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.OFFSET_FOR_LEADER_EPOCH].response
-_TopicResult = _RESPONSE.structs["OffsetForLeaderTopicResult"]
-_EpochEndOffset = _RESPONSE.structs["EpochEndOffset"]
+_TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_EpochEndOffset = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset
 
 DEBUGGING_REPLICA_ID: Final = -2
 
 
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4))
-async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_for_leader_epoch(
+        ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     broker: BrokerServices = ctx.broker
     fetch_only_from_leader = request.replica_id != DEBUGGING_REPLICA_ID
     topics = []
@@ -46,4 +49,4 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> A
             results.append(_EpochEndOffset(error_code=error, partition=tp.partition,
                                            leader_epoch=epoch, end_offset=end_offset))
         topics.append(_TopicResult(topic=topic.topic, partitions=results))
-    return _RESPONSE(throttle_time_ms=0, topics=topics)
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

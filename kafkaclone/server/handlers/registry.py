@@ -2,7 +2,9 @@
 
 A handler module registers its handler with the :func:`handler` decorator, naming the API
 and the inclusive range of versions it serves: ``@handler(ApiKey.HEARTBEAT, versions=(0, 4))``
-over ``handle_heartbeat(ctx, request)`` in handlers/heartbeat.py.
+over ``handle_heartbeat(ctx, request)`` in handlers/heartbeat.py. A handler takes its API's
+request class and returns its response class (the typed classes of
+:mod:`kafkaclone.protocol.message_types`), so mypy checks every field it reads or sets.
 
 The broker's ApiVersions answer is computed from this registry, so an API is advertised
 exactly when, and at exactly the versions, something serves it.
@@ -14,7 +16,7 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol.api import APIS, Api
@@ -36,7 +38,10 @@ class RequestContext:
     broker: BrokerServices
 
 
-HandlerFn = Callable[[RequestContext, Any], Awaitable[Any]]
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
+HandlerFn = Callable[[RequestContext, RequestT], Awaitable[ResponseT]]
+"""A handler of one API: its request class in, its response class out."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,7 @@ class RegisteredHandler:
     key: ApiKey
     min_version: int
     max_version: int
-    fn: HandlerFn
+    fn: HandlerFn[Any, Any]
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -53,7 +58,9 @@ class RegisteredHandler:
 HANDLERS: Final[dict[ApiKey, RegisteredHandler]] = {}
 
 
-def handler(key: ApiKey, *, versions: tuple[int, int]) -> Callable[[HandlerFn], HandlerFn]:
+def handler(
+    key: ApiKey, *, versions: tuple[int, int]
+) -> Callable[[HandlerFn[RequestT, ResponseT]], HandlerFn[RequestT, ResponseT]]:
     """Register ``fn`` as the handler of ``key`` for the inclusive version range."""
     low, high = versions
     declared = APIS[key]
@@ -63,7 +70,7 @@ def handler(key: ApiKey, *, versions: tuple[int, int]) -> Callable[[HandlerFn], 
             f"{declared.min_version}-{declared.max_version}"
         )
 
-    def register(fn: HandlerFn) -> HandlerFn:
+    def register(fn: HandlerFn[RequestT, ResponseT]) -> HandlerFn[RequestT, ResponseT]:
         if key in HANDLERS:
             raise ValueError(f"{key.name} already has a handler")
         HANDLERS[key] = RegisteredHandler(key, low, high, fn)

@@ -4,17 +4,13 @@ reports the protocol type and name."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import SyncGroupRequest, SyncGroupResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
-
-_RESPONSE = APIS[ApiKey.SYNC_GROUP].response
 
 
 @handler(ApiKey.SYNC_GROUP, versions=(0, 5))
-async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
     result = await ctx.broker.group_coordinator.handle_sync_group(
         request.group_id, request.generation_id, request.member_id,
@@ -22,6 +18,6 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
         request.protocol_name if version >= 5 else None,
         request.group_instance_id if version >= 3 else None,
         {a.member_id: bytes(a.assignment) for a in request.assignments})
-    return _RESPONSE(throttle_time_ms=0, error_code=result.error_code,
+    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code,
                      protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                      assignment=result.assignment)

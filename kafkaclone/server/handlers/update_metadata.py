@@ -10,18 +10,16 @@ purgatory), ElectLeaders by partition (the ElectLeader purgatory).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kafkaclone.common.errors import NONE, StaleBrokerEpochError, StaleControllerEpochError
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import UpdateMetadataRequest, UpdateMetadataResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.metadata_cache import update_metadata_partition_states
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
-_RESPONSE = APIS[ApiKey.UPDATE_METADATA].response
 
 
 def is_broker_epoch_stale(broker: BrokerServices, epoch_in_request: int) -> bool:
@@ -31,17 +29,18 @@ def is_broker_epoch_stale(broker: BrokerServices, epoch_in_request: int) -> bool
 
 
 @handler(ApiKey.UPDATE_METADATA, versions=(0, 7))
-async def handle_update_metadata(ctx: RequestContext, request: Any) -> Any:
+async def handle_update_metadata(
+        ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
     broker: BrokerServices = ctx.broker
     if is_broker_epoch_stale(broker, request.broker_epoch):
         log.info("ignoring UpdateMetadata with stale broker epoch %d (current %d)",
                  request.broker_epoch, broker.broker_epoch)
-        return _RESPONSE(error_code=StaleBrokerEpochError.code)
+        return UpdateMetadataResponse(error_code=StaleBrokerEpochError.code)
     if request.controller_epoch < broker.controller_epoch:
         log.warning("UpdateMetadata with correlation id %d from an old controller %d with "
                     "epoch %d; latest known controller epoch is %d", ctx.correlation_id,
                     request.controller_id, request.controller_epoch, broker.controller_epoch)
-        return _RESPONSE(error_code=StaleControllerEpochError.code)
+        return UpdateMetadataResponse(error_code=StaleControllerEpochError.code)
     deleted = broker.metadata_cache.update_metadata(request, ctx.api_version)
     broker.controller_epoch = request.controller_epoch
     if deleted:
@@ -52,4 +51,4 @@ async def handle_update_metadata(ctx: RequestContext, request: Any) -> Any:
         broker.topic_purgatory.check_and_complete(topic)
     for tp in named:
         broker.elect_leader_purgatory.check_and_complete(tp)
-    return _RESPONSE(error_code=NONE)
+    return UpdateMetadataResponse(error_code=NONE)
