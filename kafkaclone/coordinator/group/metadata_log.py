@@ -9,67 +9,29 @@ the start to the high watermark and resumes every group it finds (Kafka's
 GroupMetadataManager.storeGroup and loadGroupsAndOffsets). Committed offsets are not in
 this log: they stay in ZooKeeper (``offsets.storage=zookeeper``).
 
-The key and value are Kafka's, byte for byte (GroupMetadataKey.json and
-GroupMetadataValue.json), each an int16 version followed by the body::
-
-    GroupMetadataKey   version 2 (0 and 1 are offset commit keys: group, topic, partition)
-      group                    string
-    GroupMetadataValue versions 0-3 (written as 3)
-      protocol_type            string
-      generation               int32
-      protocol                 nullable string
-      leader                   nullable string
-      current_state_timestamp  int64            v2+
-      members                  array of
-        member_id              string
-        group_instance_id      nullable string  v3+
-        client_id              string
-        client_host            string
-        rebalance_timeout      int32            v1+
-        session_timeout        int32
-        subscription           bytes
-        assignment             bytes
+The key and value are Kafka's, byte for byte: GroupMetadataKey version 2 (the group id) and
+GroupMetadataValue version 3 (protocol type, generation, protocol, leader, state timestamp,
+members with their ids, client, timeouts, subscription and assignment), each an int16
+version followed by the body, declared once in kafkaclone.protocol.messages.group_metadata
+(the byte layout is drawn in docs/storage.md). Versions 0-3 of the value are read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from kafkaclone.common.errors import DecodeError
 from kafkaclone.coordinator.group.metadata import GroupMetadata, GroupState, MemberMetadata
 from kafkaclone.protocol import types as t
-from kafkaclone.protocol.schema import compile_message, data, field
+from kafkaclone.protocol.message_types import GroupMetadataKey, GroupMetadataValue
+from kafkaclone.protocol.messages.group_metadata import GROUP_METADATA_KEY, GROUP_METADATA_VALUE
+from kafkaclone.protocol.schema import Message, compile_message
 
-GROUP_METADATA_KEY = data(
-    "GroupMetadataKey", valid="2", flexible="none", fields=[
-        field("group", "string", "2"),
-    ],
-)
+KEY: Final[Message[GroupMetadataKey]] = compile_message(GROUP_METADATA_KEY)
+VALUE: Final[Message[GroupMetadataValue]] = compile_message(GROUP_METADATA_VALUE)
 
-GROUP_METADATA_VALUE = data(
-    "GroupMetadataValue", valid="0-3", flexible="none", fields=[
-        field("protocol_type", "string"),
-        field("generation", "int32"),
-        field("protocol", "string", nullable="0+"),
-        field("leader", "string", nullable="0+"),
-        field("current_state_timestamp", "int64", "2+", default=-1),
-        field("members", "[]MemberMetadata", fields=[
-            field("member_id", "string"),
-            field("group_instance_id", "string", "3+", nullable="3+", default=None),
-            field("client_id", "string"),
-            field("client_host", "string"),
-            field("rebalance_timeout", "int32", "1+", default=0),
-            field("session_timeout", "int32"),
-            field("subscription", "bytes"),
-            field("assignment", "bytes"),
-        ]),
-    ],
-)
-
-OFFSET_COMMIT_KEY_VERSIONS: Final = frozenset({0, 1})
-"""Key versions of offset commit records (offsets live in ZooKeeper here: skipped on load)."""
 GROUP_METADATA_KEY_VERSION: Final = 2
 GROUP_METADATA_VALUE_VERSION: Final = 3
 """What Kafka 2.8 writes (inter.broker.protocol.version 2.3 and later)."""
@@ -103,9 +65,8 @@ class GroupMetadataRecordKey:
 
 def group_metadata_key(group_id: str) -> bytes:
     """The record key of a group (GroupMetadataKey version 2)."""
-    message = compile_message(GROUP_METADATA_KEY)
     out = bytearray(t.INT16.pack(GROUP_METADATA_KEY_VERSION))
-    message.encode_into(message.cls(group=group_id), GROUP_METADATA_KEY_VERSION, out)
+    KEY.encode_into(GroupMetadataKey(group=group_id), GROUP_METADATA_KEY_VERSION, out)
     return bytes(out)
 
 
@@ -117,22 +78,20 @@ def read_message_key(key: bytes) -> GroupMetadataRecordKey:
     (version,) = t.INT16.unpack_from(key, 0)
     if version != GROUP_METADATA_KEY_VERSION:
         return GroupMetadataRecordKey(version, None)
-    obj, _end = compile_message(GROUP_METADATA_KEY).decode(key, version, 2)
-    return GroupMetadataRecordKey(version, str(obj.group))
+    decoded, _end = KEY.decode(key, version, 2)
+    return GroupMetadataRecordKey(version, decoded.group)
 
 
 def group_metadata_value(group: GroupMetadata, assignment: Mapping[str, bytes],
                          version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
     """The record value of a group (Kafka's groupMetadataValue): every member with its
     subscription for the group's protocol and its entry of ``assignment``."""
-    message = compile_message(GROUP_METADATA_VALUE)
-    member_cls = message.structs["MemberMetadata"]
     members = []
     for member in group.members.values():
         if group.protocol_name is None:
             raise ValueError(f"Attempted to write non-empty group metadata of group "
                              f"{group.group_id} with no defined protocol")
-        members.append(member_cls(
+        members.append(GroupMetadataValue.MemberMetadata(
             member_id=member.member_id,
             group_instance_id=member.group_instance_id,
             client_id=member.client_id,
@@ -142,7 +101,7 @@ def group_metadata_value(group: GroupMetadata, assignment: Mapping[str, bytes],
             subscription=member.metadata(group.protocol_name),
             assignment=assignment[member.member_id],
         ))
-    value = message.cls(
+    value = GroupMetadataValue(
         protocol_type=group.protocol_type or "",
         generation=group.generation_id,
         protocol=group.protocol_name,
@@ -151,21 +110,20 @@ def group_metadata_value(group: GroupMetadata, assignment: Mapping[str, bytes],
         members=members,
     )
     out = bytearray(t.INT16.pack(version))
-    message.encode_into(value, version, out)
+    VALUE.encode_into(value, version, out)
     return bytes(out)
 
 
-def decode_group_metadata_value(value: bytes) -> tuple[int, Any]:
+def decode_group_metadata_value(value: bytes) -> tuple[int, GroupMetadataValue]:
     """(version, GroupMetadataValue). DecodeError for a version Kafka 2.8 does not know
     or a body that does not parse."""
-    message = compile_message(GROUP_METADATA_VALUE)
     if len(value) < 2:
         raise DecodeError(f"GroupMetadataValue of {len(value)} bytes has no version")
     (version,) = t.INT16.unpack_from(value, 0)
-    if not message.min_version <= version <= message.max_version:
+    if not VALUE.min_version <= version <= VALUE.max_version:
         raise DecodeError(f"Unknown group metadata message version: {version}")
-    obj, _end = message.decode(value, version, 2)
-    return version, obj
+    decoded, _end = VALUE.decode(value, version, 2)
+    return version, decoded
 
 
 def read_group_metadata(group_id: str, value: bytes) -> GroupMetadata:
@@ -176,38 +134,31 @@ def read_group_metadata(group_id: str, value: bytes) -> GroupMetadata:
     None: offset expiry then goes by commit timestamps). Heartbeat timers are the
     coordinator's to start."""
     version, decoded = decode_group_metadata_value(value)
-    protocol_type = str(decoded.protocol_type)
-    protocol = None if decoded.protocol is None else str(decoded.protocol)
-    timestamp = int(decoded.current_state_timestamp) if version >= 2 else NO_TIMESTAMP
     group = GroupMetadata(
         group_id,
         state=GroupState.STABLE if decoded.members else GroupState.EMPTY,
-        state_timestamp_ms=timestamp,
-        generation_id=int(decoded.generation),
-        protocol_name=protocol,
-        leader_id=None if decoded.leader is None else str(decoded.leader),
+        state_timestamp_ms=decoded.current_state_timestamp if version >= 2 else NO_TIMESTAMP,
+        generation_id=decoded.generation,
+        protocol_name=decoded.protocol,
+        leader_id=decoded.leader,
     )
     for m in decoded.members:
-        session_timeout = int(m.session_timeout)
-        instance_id = m.group_instance_id if version >= 3 else None
         group.add(MemberMetadata(
-            member_id=str(m.member_id),
-            group_instance_id=None if instance_id is None else str(instance_id),
-            client_id=str(m.client_id),
-            client_host=str(m.client_host),
-            rebalance_timeout_ms=int(m.rebalance_timeout) if version >= 1 else session_timeout,
-            session_timeout_ms=session_timeout,
-            protocol_type=protocol_type,
-            supported_protocols=[(protocol or "", bytes(m.subscription))],
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id if version >= 3 else None,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout if version >= 1 else m.session_timeout,
+            session_timeout_ms=m.session_timeout,
+            protocol_type=decoded.protocol_type,
+            supported_protocols=[(decoded.protocol or "", bytes(m.subscription))],
             assignment=bytes(m.assignment),
         ))
-    group.protocol_type = protocol_type or None
+    group.protocol_type = decoded.protocol_type or None
     return group
 
 
 __all__ = [
-    "GROUP_METADATA_KEY",
-    "GROUP_METADATA_VALUE",
     "GroupMetadataLog",
     "GroupMetadataRecordKey",
     "decode_group_metadata_value",
