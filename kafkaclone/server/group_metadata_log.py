@@ -5,8 +5,10 @@
 the ReplicaManager's append path as the coordinator (Kafka's storeGroup calls
 ``replicaManager.appendRecords`` with ``AppendOrigin.Coordinator``, internal topics allowed,
 ``offsets.commit.required.acks`` and ``offsets.commit.timeout.ms``); a read goes over the
-partition's local log from its start to its high watermark in chunks of
-``offsets.load.buffer.size`` (Kafka's loadGroupsAndOffsets).
+partition's local log from its start to its log end offset in chunks of
+``offsets.load.buffer.size`` (Kafka's loadGroupsAndOffsets: the new leader keeps every record
+it has, so what it holds beyond the high watermark it has heard of is the group's latest
+state too).
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ class ReplicaGroupMetadataLog:
             return []
         records: list[tuple[bytes | None, bytes | None]] = []
         offset = log.log_start_offset
-        end = log.high_watermark
+        end = log.log_end_offset
         while offset < end:
-            fetched = log.read(offset, self.load_buffer_size, upper_bound=end)
+            fetched = log.read(offset, self.load_buffer_size)
             batches = [b for b in iter_batches(fetched.records, allow_partial_tail=False)
                        if isinstance(b, RecordBatch)]
             if not batches:

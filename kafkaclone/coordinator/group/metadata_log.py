@@ -5,7 +5,7 @@ Each group's coordinator writes the group (generation, protocol, leader, members
 their subscription and assignment) to the group's ``__consumer_offsets`` partition as one
 record keyed by the group id, so compaction keeps the latest per group; a removed group
 gets a tombstone (null value). A broker that becomes the partition's leader reads it from
-the start to the high watermark and resumes every group it finds (Kafka's
+the start to its log end and resumes every group it finds (Kafka's
 GroupMetadataManager.storeGroup and loadGroupsAndOffsets). Committed offsets are not in
 this log: they stay in ZooKeeper (``offsets.storage=zookeeper``).
 
@@ -50,8 +50,8 @@ class GroupMetadataLog(Protocol):
 
     async def read(self, partition: int) -> list[tuple[bytes | None, bytes | None]]:
         """(key, value) of every record of ``partition`` from its log start offset to its
-        high watermark, in offset order, control records left out; [] when this broker
-        has no log for it."""
+        log end offset, in offset order, control records left out; [] when this broker has
+        no log for it."""
         ...
 
 
