@@ -253,3 +253,31 @@ def test_subscription_survives_for_offset_expiry() -> None:
         (group_metadata_key("g"), group_metadata_value(group, {"m": b""}))])]
     coordinator = make_coordinator(task.Clock(), MemoryGroupStore(), metadata_log=log)
     assert coordinator.groups["g"].subscribed_topics() == {"t", "u"}
+
+
+def test_static_member_rejoin_is_stored_and_reverted_when_the_store_fails() -> None:
+    clock = task.Clock()
+    log = MemoryGroupMetadataLog()
+    coordinator = make_coordinator(clock, metadata_log=log)
+    first = join(coordinator, instance_id="i-1")
+    clock.advance(0)
+    old = result_of(first)
+    assert result_of(sync(coordinator, old.member_id, 1, {old.member_id: assignment(
+        {"t": [0]})}, instance_id="i-1")).error_code == NONE
+    # The instance restarts: the group is stored under its new member id, same generation,
+    # and a successor loads it so.
+    new = result_of(join(coordinator, instance_id="i-1"))
+    assert new.error_code == NONE and new.generation_id == 1
+    value = log.records()[-1][1]
+    assert value is not None
+    _, decoded = decode_group_metadata_value(value)
+    assert [(m.member_id, m.group_instance_id, m.assignment) for m in decoded.members] == [
+        (new.member_id, "i-1", assignment({"t": [0]}))]
+    successor = make_coordinator(task.Clock(), MemoryGroupStore(), metadata_log=log)
+    assert successor.groups["g"].static_members == {"i-1": new.member_id}
+    # Restarting again while the log refuses: the previous member id is back in place.
+    log.fail_with = NotLeaderOrFollowerError("moved")
+    failed = result_of(join(coordinator, instance_id="i-1"))
+    assert (failed.error_code, failed.member_id) == (NotCoordinatorError.code, "")
+    assert coordinator.groups["g"].static_members == {"i-1": new.member_id}
+    assert coordinator.handle_heartbeat("g", new.member_id, "i-1", 1) == NONE
