@@ -76,7 +76,7 @@ from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.server.services import ControllerService
-from kafkaclone.zk.admin import AdminZkClient
+from kafkaclone.zk.admin import AdminZkClient, RackAwareMode
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import BrokerIdAlreadyRegisteredError, ZooKeeperClientError
 from kafkaclone.zk.znodes import BrokerId, BrokerIdZNode, BrokerInfo, ClusterIdZNode
@@ -275,7 +275,8 @@ class KafkaBroker(MultiService):
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         """Create topics a Metadata request named (Kafka's ``autoTopicCreation``): plain
         topics with ``num.partitions`` x ``default.replication.factor``, the internal ones
-        with their own settings. LEADER_NOT_AVAILABLE once creation is under way (or
+        with their own settings, placed rack-aware if every broker has a rack
+        (RackAwareMode.SAFE). LEADER_NOT_AVAILABLE once creation is under way (or
         another request created it first), the creation's error otherwise."""
         errors: dict[str, int] = {}
         for name in names:
@@ -310,7 +311,8 @@ class KafkaBroker(MultiService):
                  "unclean.leader.election.enable": "false"})
         else:
             await self.admin_zk.create_topic(name, config.num_partitions,
-                                             config.default_replication_factor)
+                                             config.default_replication_factor,
+                                             rack_aware_mode=RackAwareMode.SAFE)
 
     async def _create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                                      configs: dict[str, str]) -> None:
@@ -320,7 +322,8 @@ class KafkaBroker(MultiService):
             raise CoordinatorNotAvailableError(
                 f"Number of alive brokers '{live}' does not meet the required replication "
                 f"factor '{replication_factor}' for the internal topic {name}")
-        await self.admin_zk.create_topic(name, partitions, replication_factor, configs)
+        await self.admin_zk.create_topic(name, partitions, replication_factor, configs,
+                                         rack_aware_mode=RackAwareMode.SAFE)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -80,6 +80,7 @@ from kafkaclone.log.config import (
     LOG_MANAGER_CONFIG_KEYS,
 )
 from kafkaclone.log.config import TOPIC_CONFIG_SYNONYMS as TOPIC_CONFIG_SYNONYMS
+from kafkaclone.server.replica_selector import REPLICA_SELECTORS
 
 logger = logging.getLogger(__name__)
 
@@ -488,6 +489,14 @@ BROKER_CONFIG: Final = ConfigDef([
                        "on the reactor thread; a partition goes to fetcher abs(31 * "
                        "topic hash + partition) % n, as Kafka. Read at startup: a dynamic "
                        "change applies at the next restart."),
+        ConfigKey("replica.selector.class", STRING, None, MEDIUM,
+                  "The fully qualified class name that implements ReplicaSelector. This is "
+                  "used by the broker to find the preferred read replica. By default, we use "
+                  "an implementation that returns the leader.",
+                  validator=OneOf(tuple(REPLICA_SELECTORS)),
+                  note="Only Kafka's org.apache.kafka.common.replica.RackAwareReplicaSelector "
+                       "(consumers with client.rack read from a replica in their rack); any "
+                       "other class name stops the broker at startup."),
         LOG_MANAGER_CONFIG_KEYS["replica.high.watermark.checkpoint.interval.ms"],
         ConfigKey("fetch.purgatory.purge.interval.requests", INT, 1000, MEDIUM,
                   "Purge completed delayed fetches every this many requests."),
@@ -1006,6 +1015,7 @@ class KafkaConfig(AbstractConfig):
     replica_fetch_response_max_bytes = _Int("replica.fetch.response.max.bytes")
     replica_fetch_backoff_ms = _Int("replica.fetch.backoff.ms")
     num_replica_fetchers = _Int("num.replica.fetchers")
+    replica_selector_class = _OptionalStr("replica.selector.class")
     replica_high_watermark_checkpoint_interval_ms = _Int(
         "replica.high.watermark.checkpoint.interval.ms"
     )

@@ -161,6 +161,18 @@ class MetadataCache:
         broker = self._snapshot.brokers.get(state.leader)
         return None if broker is None else broker.endpoints.get(listener)
 
+    def partition_replica_endpoints(self, topic: str, partition: int,
+                                    listener: str) -> dict[int, LiveBroker]:
+        """The partition's replicas that are alive with an endpoint on ``listener``, by
+        broker id (Kafka's getPartitionReplicaEndpoints: their nodes carry the racks
+        follower fetching selects by)."""
+        state = self.partition_state(topic, partition)
+        if state is None:
+            return {}
+        brokers = self._snapshot.brokers
+        return {r: brokers[r] for r in state.replicas
+                if r in brokers and listener in brokers[r].endpoints}
+
     def topic_metadata(self, topics: Iterable[str], listener: str, *,
                        error_unavailable_endpoints: bool,
                        error_unavailable_listeners: bool) -> list[TopicMetadata]:

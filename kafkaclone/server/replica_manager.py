@@ -24,6 +24,9 @@ The data path, leader side (Kafka's appendRecords / fetchMessages and their purg
 - :meth:`ReplicaManager.fetch_messages` reads (KIP-74 byte limits), records a follower's
   fetch position on the leader (ISR expand, high watermark), and waits in a
   :class:`DelayedFetch` for ``min_bytes`` up to ``max_wait_ms``;
+- :meth:`ReplicaManager.find_preferred_read_replica` (KIP-392): with a
+  ``replica.selector.class``, a leader asked by a consumer that sent its rack (Fetch v11+)
+  may answer, instead of records, a follower to read from (``preferred_read_replica``);
 - every append and high watermark move retries the delayed operations of its partition;
 - a periodic ``isr-expiration`` task (every replica.lag.time.max.ms / 2) shrinks the ISR
   of lagging followers, written through :class:`ZkIsrManager` (a conditional update of the
@@ -101,6 +104,12 @@ from kafkaclone.server.replica_fetcher import (
     ReplicaFetcherManager,
     initial_fetch_offset,
 )
+from kafkaclone.server.replica_selector import (
+    ClientMetadata,
+    PartitionView,
+    ReplicaView,
+    create_replica_selector,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +165,7 @@ class ReplicaManagerConfig:
         default_int("fetch.purgatory.purge.interval.requests"))
     max_incremental_fetch_session_cache_slots: int = (
         default_int("max.incremental.fetch.session.cache.slots"))
+    replica_selector_class: str | None = None
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ReplicaManagerConfig:
@@ -169,6 +179,7 @@ class ReplicaManagerConfig:
                 config.fetch_purgatory_purge_interval_requests),
             max_incremental_fetch_session_cache_slots=(
                 config.max_incremental_fetch_session_cache_slots),
+            replica_selector_class=config.replica_selector_class,
         )
 
 
@@ -261,6 +272,7 @@ class ReplicaManager:
         self.clock = clock
         self.config = config or ReplicaManagerConfig()
         self.metadata_cache = metadata_cache
+        self.replica_selector = create_replica_selector(self.config.replica_selector_class)
         self.isr_manager = (ZkIsrManager(isr_zk_client, clock) if isr_zk_client is not None
                             else None)
         self.delayed_produce: DelayedOperationPurgatory[DelayedProduce] = (
@@ -751,6 +763,23 @@ class ReplicaManager:
                         fetch_time: int) -> LogReadResult:
         try:
             partition = self.get_partition_or_error(tp)
+            preferred = (None if params.client_metadata is None else
+                         self.find_preferred_read_replica(partition, params.client_metadata,
+                                                          params.replica_id, info.fetch_offset,
+                                                          fetch_time))
+            if preferred is not None:
+                # The consumer is sent to the follower: no read here, only the offsets
+                # (Kafka's fetchOffsetSnapshot, not restricted to the leader).
+                partition.check_current_leader_epoch(info.current_leader_epoch)
+                log = partition.log
+                if log is None:
+                    raise NotLeaderOrFollowerError(
+                        f"Replica of partition {tp} is not available on broker "
+                        f"{self.broker_id}")
+                return LogReadResult(NONE, None, UNKNOWN_OFFSET_METADATA, log.high_watermark,
+                                     log.log_start_offset, log.log_end_offset,
+                                     log.high_watermark, info.log_start_offset, -1,
+                                     preferred_read_replica=preferred)
             read = partition.read_records(
                 info.fetch_offset, info.current_leader_epoch, max_bytes, params.isolation,
                 params.fetch_only_from_leader, min_one_message,
@@ -771,6 +800,41 @@ class ReplicaManager:
                              read.high_watermark, read.log_start_offset, read.log_end_offset,
                              read.last_stable_offset, info.log_start_offset, fetch_time,
                              read.diverging_epoch)
+
+    def find_preferred_read_replica(self, partition: Partition, client_metadata: ClientMetadata,
+                                    replica_id: int, fetch_offset: int,
+                                    current_time_ms: int) -> int | None:
+        """The follower ``replica.selector.class`` sends this consumer to, or None: the
+        leader serves (Kafka 2.8's findPreferredReadReplica). Only on the leader, only for
+        consumers; the candidates are the followers whose log holds ``fetch_offset``
+        (in the ISR or not), on the client's listener."""
+        selector = self.replica_selector
+        if selector is None or not partition.is_leader or replica_id >= 0:
+            return None
+        log = partition.log
+        cache = self.metadata_cache
+        if log is None or cache is None:
+            return None
+        tp = partition.topic_partition
+        endpoints = cache.partition_replica_endpoints(tp.topic, tp.partition,
+                                                      client_metadata.listener_name)
+
+        def rack_of(broker_id: int) -> str | None:
+            broker = endpoints.get(broker_id)
+            return None if broker is None else broker.rack
+
+        followers = [
+            ReplicaView(r.broker_id, rack_of(r.broker_id), r.log_end_offset,
+                        current_time_ms - r.last_caught_up_time_ms)
+            for r in partition.remote_replicas.values()
+            if r.broker_id in endpoints
+            and r.log_start_offset <= fetch_offset <= r.log_end_offset
+        ]
+        leader = ReplicaView(self.broker_id, rack_of(self.broker_id), log.log_end_offset, 0)
+        selected = selector.select(tp, client_metadata, PartitionView([*followers, leader], leader))
+        if selected is None or selected == leader:
+            return None
+        return selected.broker_id
 
     def _update_follower_fetch_state(
         self, follower_id: int, results: list[tuple[TopicPartition, LogReadResult]]

@@ -3,6 +3,7 @@
     kafka-topics.sh --bootstrap-server h:p | --zookeeper h:p[/chroot]
         --create --topic T [--partitions N] [--replication-factor R]
                  [--replica-assignment 1:2,2:3] [--config k=v ...] [--if-not-exists]
+                 [--disable-rack-aware]
         --list [--topic REGEX] [--exclude-internal]
         --describe [--topic REGEX] [--if-exists] [--exclude-internal]
                  [--under-replicated-partitions | --unavailable-partitions |
@@ -14,7 +15,11 @@
 
 ``--bootstrap-server`` goes through the project's AdminClient (the Kafka protocol);
 ``--zookeeper`` reads and writes ZooKeeper directly with AdminZkClient, as Kafka's legacy
-path does. Output is Kafka's, byte for byte; an error prints
+path does. Replicas go to different racks when every broker has a ``broker.rack``; with
+``--zookeeper``, a cluster where only some brokers have one refuses ``--create`` unless
+``--disable-rack-aware`` is given (RackAwareMode.Disabled). Through ``--bootstrap-server``
+the broker decides (CreateTopics has no such field) and the option is ignored, as in
+Kafka. Output is Kafka's, byte for byte; an error prints
 ``Error while executing topic command : <message>`` and exits 1.
 """
 
@@ -377,6 +382,8 @@ class ZookeeperTopicService:
                       if allowed(t))
 
     def create(self, opts: argparse.Namespace) -> None:
+        from kafkaclone.zk.admin import RackAwareMode
+
         configs = parse_configs(opts.config)
         try:
             if opts.replica_assignment:
@@ -384,8 +391,11 @@ class ZookeeperTopicService:
                 self.session.run(self.session.admin.create_topic(
                     opts.topic, len(assignment), len(assignment[0]), configs, assignment))
             else:
+                mode = (RackAwareMode.DISABLED if opts.disable_rack_aware
+                        else RackAwareMode.ENFORCED)
                 self.session.run(self.session.admin.create_topic(
-                    opts.topic, opts.partitions, opts.replication_factor, configs))
+                    opts.topic, opts.partitions, opts.replication_factor, configs,
+                    rack_aware_mode=mode))
         except TopicAlreadyExistsError:
             if opts.if_not_exists:
                 return

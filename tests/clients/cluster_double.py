@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from twisted.internet import reactor
 from twisted.internet.task import LoopingCall
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.network.socket_server import ConnectionInfo, KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
@@ -30,6 +31,7 @@ from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.testing.reactor import run
 from kafkaclone.zk.admin import AdminZkClient
 from kafkaclone.zk.client import KafkaZkClient
+from kafkaclone.zk.znodes import BrokerId, BrokerIdZNode, BrokerInfo
 
 UPDATE = api.APIS[ApiKey.UPDATE_METADATA].request
 _CONTROLLER_CONNECTION = ConnectionInfo("PLAINTEXT-controller", "127.0.0.1", 50001)
@@ -172,7 +174,10 @@ def admin_cluster(zk_client: KafkaZkClient, zk_connect: str,
     broker = AdminBroker(make_config(zk_connect, **config), zk_client, AdminZkClient(zk_client))
     controller = SimulatedController(broker)
     for broker_id in controller.live:  # what AdminZkClient places replicas on
-        run(zk_client.create_recursive(f"/brokers/ids/{broker_id}", b"{}"))
+        endpoint = EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", 9092)
+        run(zk_client.create_recursive(
+            BrokerIdZNode.path(broker_id),
+            BrokerIdZNode.encode(BrokerInfo(BrokerId(broker_id), (endpoint,)))))
     controller.start()
     try:
         yield AdminCluster(broker, controller, RequestHandler(broker=broker))

@@ -656,3 +656,12 @@ def test_log_manager_rows_are_placed_in_the_broker_table() -> None:
         assert BROKER_CONFIG[key.name].group, key.name
     assert BROKER_CONFIG["broker.id"].group == "General"
     assert BROKER_CONFIG["replica.high.watermark.checkpoint.interval.ms"].group == "Replication"
+
+
+def test_replica_selector_class() -> None:
+    assert config().replica_selector_class is None
+    name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert KafkaConfig({**ZK, "replica.selector.class": name}).replica_selector_class == name
+    error = config_error({"replica.selector.class": "com.example.NearestReplicaSelector"})
+    assert "replica.selector.class" in str(error) and "\n" not in str(error)
+    assert name in str(error)

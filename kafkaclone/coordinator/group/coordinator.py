@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -1126,15 +1126,32 @@ class GroupCoordinator:
         """Kafka's cleanupGroupMetadata: delete expired offsets of the groups this broker
         coordinates; an Empty group left without offsets is removed. The number of offsets
         deleted."""
+        return await self._cleanup_group_metadata(self._expired_offsets)
+
+    async def handle_deleted_partitions(self, partitions: Iterable[TopicPartition]) -> int:
+        """Kafka's handleDeletedPartitions (on an UpdateMetadata that deleted partitions):
+        their committed offsets leave every group this broker coordinates, so a topic
+        created again under the name starts without them; an Empty group left without
+        offsets is removed. The number of offsets deleted."""
+        deleted = set(partitions)
+
+        async def of_deleted_partitions(group: GroupMetadata) -> list[TopicPartition]:
+            offsets = await self.store.fetch_offsets(group.group_id, None)
+            return sorted(tp for tp in offsets if tp in deleted)
+
+        return await self._cleanup_group_metadata(of_deleted_partitions)
+
+    async def _cleanup_group_metadata(
+            self, selector: Callable[[GroupMetadata], Awaitable[list[TopicPartition]]]) -> int:
         removed = 0
         for group_id, group in list(self.groups.items()):
             if self.partition_for(group_id) not in self.owned_partitions:
                 continue
-            expired = await self._expired_offsets(group)
-            if expired:
-                await self.store.delete_offsets(group_id, expired)
-                removed += len(expired)
-                logger.info("Removed %d expired offsets of group %s", len(expired), group_id)
+            selected = await selector(group)
+            if selected:
+                await self.store.delete_offsets(group_id, selected)
+                removed += len(selected)
+                logger.info("Removed %d offsets of group %s", len(selected), group_id)
             if group.is_in(GroupState.EMPTY) and self.groups.get(group_id) is group:
                 remaining = await self.store.fetch_offsets(group_id, None)
                 if not remaining and group.is_in(GroupState.EMPTY):

@@ -7,8 +7,9 @@ is written to ZooKeeper (``/config/topics/<t>`` then ``/brokers/topics/<t>``) un
 request is validate_only. The answer then waits in the topic purgatory
 (DelayedCreatePartitions), at most ``timeout_ms``, until the controller's UpdateMetadata
 shows a leader for every new partition in the metadata cache; topics still leaderless then
-are REQUEST_TIMED_OUT. v5+ report the partition count, the replication factor
-and the configs of each created topic; v7 its id.
+are REQUEST_TIMED_OUT. Replicas are placed rack-aware when every live broker has a
+``broker.rack`` (Kafka's AdminUtils.assignReplicasToBrokers). v5+ report the partition
+count, the replication factor and the configs of each created topic; v7 its id.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from kafkaclone.server.handlers.admin_support import (
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
-from kafkaclone.zk.admin import assign_replicas_to_brokers
+from kafkaclone.zk.admin import BrokerMetadata, assign_replicas_to_brokers
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,10 @@ async def _prepare(broker: BrokerServices, topic: Any) -> dict[int, tuple[int, .
     replication_factor = (config.get_int("default.replication.factor")
                           if topic.replication_factor == NO_REPLICATION_FACTOR
                           else topic.replication_factor)
-    live = [b.id for b in broker.metadata_cache.alive_brokers()]
+    # Kafka places on the metadata cache's live brokers with their racks: some with a rack
+    # and some without is "Not all brokers have rack information ..." (UNKNOWN_SERVER_ERROR).
+    live = sorted((BrokerMetadata(b.id, b.rack) for b in broker.metadata_cache.alive_brokers()),
+                  key=lambda b: b.id)
     return assign_replicas_to_brokers(live, partitions, replication_factor)
 
 

@@ -13,8 +13,14 @@ zstd) a topic with ``compression.type=zstd`` is UNSUPPORTED_COMPRESSION_TYPE.
 - ``replica_id >= 0``: a follower. It reads up to the log end offset, and its fetch offset
   tells the leader how far it got (ISR expand, high watermark). ``replica_id = -1``: a
   consumer, up to the high watermark (read_committed: the last stable offset, which is the
-  high watermark until transactions exist). ``-2`` (a debugging consumer) may read a
-  follower's replica.
+  high watermark until transactions exist); ``-2`` (a debugging consumer) the same.
+- Follower fetching (KIP-392), as Kafka 2.8: a consumer's Fetch v11+ (which carries its
+  ``rack_id``) may read a follower's replica, up to the follower's high watermark (an
+  offset between that and its log end offset reads nothing; beyond its log end offset is
+  OFFSET_OUT_OF_RANGE, on which the client goes back to the leader); older versions read
+  only from the leader. With ``replica.selector.class`` set, the leader may answer a v11+
+  consumer with no records and ``preferred_read_replica``, the follower in the client's
+  rack to fetch from (ReplicaManager.find_preferred_read_replica).
 - KIP-74: the first batch is returned whole even above the limits; otherwise each partition
   gets at most its ``partition_max_bytes`` and the response at most ``max_bytes`` (capped
   by ``fetch.max.bytes``).
@@ -49,6 +55,7 @@ from kafkaclone.protocol.records.common import LOG_OVERHEAD, SIZE_OFFSET
 from kafkaclone.server.delayed.fetch import FetchParams, LogReadResult, PartitionFetchInfo
 from kafkaclone.server.fetch_session import new_context
 from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.replica_selector import ClientMetadata
 from kafkaclone.server.services import BrokerServices
 
 _TopicResponse = FetchResponse.FetchableTopicResponse
@@ -57,22 +64,37 @@ _EpochEndOffset = FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOff
 
 CONSUMER_REPLICA_ID: Final = -1
 DEBUGGING_CONSUMER_ID: Final = -2
+FUTURE_LOCAL_REPLICA_ID: Final = -3
+"""Kafka's Request.FutureLocalReplicaId (a log moving between log dirs): not a consumer."""
 READ_COMMITTED: Final = 1
 INVALID_SESSION_ID: Final = 0
 _EMPTY: Final = b""
 _LAST_UNCONVERTED_VERSION: Final = 3
 _LAST_HARD_LIMIT_VERSION: Final = 2
 _FIRST_ZSTD_VERSION: Final = 10
+_FIRST_CLIENT_METADATA_VERSION: Final = 11
 _LAST_STORAGE_ERROR_HIDDEN: Final = 5
 
 
-def fetch_params(request: FetchRequest, broker: BrokerServices) -> FetchParams:
+def fetch_params(ctx: RequestContext, request: FetchRequest) -> FetchParams:
+    """Kafka 2.8's KafkaApis.handleFetchRequest and the head of ReplicaManager.fetchMessages:
+    the isolation, and whether only the leader may answer (followers, and consumers before
+    v11, which carries the client metadata)."""
+    broker: BrokerServices = ctx.broker
     replica_id = request.replica_id
-    if replica_id >= 0:
+    is_from_follower = replica_id >= 0
+    is_from_consumer = not (is_from_follower or replica_id == FUTURE_LOCAL_REPLICA_ID)
+    if not is_from_consumer:
         isolation = FetchIsolation.LOG_END
     else:
         isolation = (FetchIsolation.TXN_COMMITTED if request.isolation_level == READ_COMMITTED
                      else FetchIsolation.HIGH_WATERMARK)
+    client_metadata = None
+    if ctx.api_version >= _FIRST_CLIENT_METADATA_VERSION:
+        client_metadata = ClientMetadata(
+            rack_id=request.rack_id or "", client_id=ctx.client_id or "",
+            client_address=ctx.connection.client_host,
+            listener_name=ctx.connection.listener_name)
     max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
     return FetchParams(
         replica_id=replica_id,
@@ -80,7 +102,9 @@ def fetch_params(request: FetchRequest, broker: BrokerServices) -> FetchParams:
         min_bytes=min(request.min_bytes, max_bytes),
         max_bytes=max_bytes,
         isolation=isolation,
-        fetch_only_from_leader=replica_id != DEBUGGING_CONSUMER_ID,
+        fetch_only_from_leader=is_from_follower or (is_from_consumer
+                                                    and client_metadata is None),
+        client_metadata=client_metadata,
     )
 
 
@@ -93,7 +117,7 @@ def _partition_data(index: int, result: LogReadResult,
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
         aborted_transactions=[] if isolation is FetchIsolation.TXN_COMMITTED else None,
-        preferred_read_replica=-1,
+        preferred_read_replica=result.preferred_read_replica,
         records=result.records if result.records is not None else _EMPTY,
     )
     if result.diverging_epoch is not None:
@@ -185,7 +209,7 @@ def _convert_results(version: int, broker: BrokerServices, params: FetchParams,
 @handler(ApiKey.FETCH, versions=(0, 12))
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker: BrokerServices = ctx.broker
-    params = fetch_params(request, broker)
+    params = fetch_params(ctx, request)
     infos = [
         (TopicPartition(topic.topic, p.partition),
          PartitionFetchInfo(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,

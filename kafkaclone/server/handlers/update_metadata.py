@@ -4,7 +4,10 @@ As Kafka 2.8's ``KafkaApis.handleUpdateMetadataRequest``: a request for an earli
 registration of this broker or from an older controller is refused; otherwise the metadata
 cache applies it, then the admin requests waiting for it are retried, each under the keys
 the request names: CreateTopics, CreatePartitions and DeleteTopics by topic (the topic
-purgatory), ElectLeaders by partition (the ElectLeader purgatory).
+purgatory), ElectLeaders by partition (the ElectLeader purgatory). Partitions the request
+deletes (a topic deleted) lose their committed offsets in the groups this broker
+coordinates (Kafka's GroupCoordinator.handleDeletedPartitions), so a topic created again
+under the same name is read from its start.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ async def handle_update_metadata(
     broker.controller_epoch = request.controller_epoch
     if deleted:
         log.info("UpdateMetadata deleted %d partitions", len(deleted))
+        try:
+            await broker.group_coordinator.handle_deleted_partitions(
+                TopicPartition(topic, partition) for topic, partition in deleted)
+        except Exception as exc:  # ZooKeeper trouble: the offsets stay until they expire
+            log.warning("Removing the committed offsets of %d deleted partitions failed: %s",
+                        len(deleted), exc)
     named = {TopicPartition(topic, state.partition_index) for topic, _, state
              in update_metadata_partition_states(request, ctx.api_version)}
     for topic in {tp.topic for tp in named}:
