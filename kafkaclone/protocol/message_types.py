@@ -867,6 +867,45 @@ class FindCoordinatorResponse:
 
 
 @dataclass(slots=True)
+class GroupMetadataKey:
+    """GroupMetadataKey (data): versions 2, flexible none."""
+
+    # versions 2
+    group: str = ""
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GroupMetadataValue:
+    """GroupMetadataValue (data): versions 0-3, flexible none."""
+
+    @dataclass(slots=True)
+    class MemberMetadata:
+        member_id: str = ""
+        # versions 3+, nullable 3+
+        group_instance_id: str | None = None
+        client_id: str = ""
+        client_host: str = ""
+        # versions 1+
+        rebalance_timeout: int = 0
+        session_timeout: int = 0
+        subscription: bytes = b''
+        assignment: bytes = b''
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    protocol_type: str = ""
+    generation: int = 0
+    # nullable 0+
+    protocol: str | None = ""
+    # nullable 0+
+    leader: str | None = ""
+    # versions 2+
+    current_state_timestamp: int = -1
+    members: list[MemberMetadata] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class RequestHeader:
     """RequestHeader (data): versions 0-2, flexible 2+."""
 
@@ -1825,6 +1864,8 @@ __all__ = [
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "IncrementalAlterConfigsRequest",

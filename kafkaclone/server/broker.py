@@ -73,6 +73,7 @@ from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.delayed.admin import DelayedElectLeader
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.dynamic_config import DynamicConfigManager
+from kafkaclone.server.group_metadata_log import ReplicaGroupMetadataLog
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
@@ -171,6 +172,7 @@ def group_config(config: KafkaConfig) -> GroupConfig:
         offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
         offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
+        offsets_topic_compression_codec=config.offsets_topic_compression_codec,
     )
 
 
@@ -537,8 +539,12 @@ class KafkaBroker(MultiService):
                 f"offsets.storage={self.config.offsets_storage} is not supported: committed "
                 "offsets are kept in ZooKeeper only (offsets.storage=zookeeper)")
         self._group_store = ZkGroupStore(self.zk_client)
+        metadata_log = ReplicaGroupMetadataLog(
+            self.replica_manager, required_acks=self.config.offsets_commit_required_acks,
+            timeout_ms=self.config.offsets_commit_timeout_ms,
+            load_buffer_size=self.config.offsets_load_buffer_size)
         coordinator = GroupCoordinator(self.broker_id, group_config(self.config),
-                                       self._group_store, self.reactor)
+                                       self._group_store, metadata_log, self.reactor)
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
         coordinator.startup()
         self._group_coordinator = coordinator
