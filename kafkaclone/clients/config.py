@@ -75,7 +75,7 @@ def _common() -> list[ConfigKey]:
 
 PRODUCER_CONFIG: Final[dict[str, ConfigKey]] = {k.name: k for k in [
     *_common(),
-    ConfigKey("acks", "string", "1", one_of("all", "-1", "0", "1")),
+    ConfigKey("acks", "string", "all", one_of("all", "-1", "0", "1")),
     ConfigKey("batch.size", "int", 16384, at_least(0)),
     ConfigKey("linger.ms", "long", 0, at_least(0)),
     ConfigKey("buffer.memory", "long", 33554432, at_least(0)),
@@ -86,7 +86,9 @@ PRODUCER_CONFIG: Final[dict[str, ConfigKey]] = {k.name: k for k in [
     ConfigKey("retries", "int", MAX_INT, between(0, MAX_INT)),
     ConfigKey("delivery.timeout.ms", "int", 120000, at_least(0)),
     ConfigKey("max.in.flight.requests.per.connection", "int", 5, at_least(1)),
-    ConfigKey("enable.idempotence", "bool", False),
+    ConfigKey("enable.idempotence", "bool", True,
+              doc="On unless set false or a conflicting acks/retries/max.in.flight is set "
+                  "(Kafka 3.x)"),
     ConfigKey("partitioner", "class", "murmur2_random",
               doc="murmur2_random (Kafka's default), murmur2, round_robin, "
                   "consistent_random, random, or a callable (key, count, available)"),
@@ -96,8 +98,9 @@ PRODUCER_CONFIG: Final[dict[str, ConfigKey]] = {k.name: k for k in [
     ConfigKey("value.serializer", "class", None),
     ConfigKey("transactional.id", "string", None),
 ]}
-"""Kafka 2.8's ProducerConfig keys the client reads, with Kafka's defaults (acks=1 is
-Kafka 2.8's default; 3.0 changed it to all)."""
+"""Kafka 2.8's ProducerConfig keys the client reads, with Kafka's defaults, except acks=all
+and enable.idempotence=true: the defaults of Kafka 3.0 and later (Kafka 2.8's were 1 and
+false)."""
 
 
 CONSUMER_CONFIG: Final[dict[str, ConfigKey]] = {k.name: k for k in [
