@@ -43,6 +43,7 @@ from kafkaclone.clients.records import (
 from kafkaclone.clients.transaction_manager import (
     NO_SEQUENCE,
     ProducerIdAndEpoch,
+    State,
     TransactionManager,
     increment_sequence,
     insert_in_sequence_order,
@@ -649,6 +650,7 @@ class Producer:
                 self.metadata.update(timeout_s=self.request_timeout_ms / 1000.0)
             except KafkaError as exc:
                 logger.debug("metadata refresh failed: %s", exc)
+        next_wake = now + 0.5
         tm = self._transaction_manager
         if tm is not None:
             tm.maybe_resolve_sequences()
@@ -658,7 +660,8 @@ class Producer:
                 return
             if tm.bump_idempotent_epoch_and_reset_id_if_needed(now):
                 self._send_init_producer_id(tm)
-        next_wake = now + 0.5
+            if tm.state is State.UNINITIALIZED:  # InitProducerId to retry later
+                next_wake = min(next_wake, tm.init_producer_id_retry_at)
         ready: dict[int, list[tuple[str, int]]] = {}
         expired: list[ProducerBatch] = []
         with self._lock:
@@ -700,6 +703,11 @@ class Producer:
             batches = self._drain(tps)
             if batches:
                 self._send_produce(node_id, batches)
+                with self._lock:
+                    if any(self._batches.get((b.topic, b.partition)) for b in batches):
+                        # More queued behind what went out: pipeline it now (Kafka's Sender
+                        # polls with no timeout while a ready node has data).
+                        next_wake = now
         self._network.poll(max(0.0, next_wake - time.monotonic()))
 
     def _drain(self, tps: list[tuple[str, int]]) -> list[ProducerBatch]:

@@ -172,7 +172,8 @@ class TransactionManager:
         """Partition -> the next sequence expected once its expired batches resolve."""
         self._partitions_to_rewrite_sequences: set[TopicPartition] = set()
         self._epoch_bump_required = False
-        self._init_retry_at = 0.0
+        self.init_producer_id_retry_at = 0.0
+        """When a failed InitProducerId may be sent again (``retry.backoff.ms``)."""
 
     # --- state ----------------------------------------------------------------------------
 
@@ -211,7 +212,7 @@ class TransactionManager:
         if self._epoch_bump_required:
             self._bump_idempotent_producer_epoch()
         return self.state is not State.INITIALIZING and not self.has_producer_id and \
-            now >= self._init_retry_at
+            now >= self.init_producer_id_retry_at
 
     def _bump_idempotent_producer_epoch(self) -> None:
         if self.producer_id_and_epoch.epoch == MAX_EPOCH:
@@ -257,7 +258,7 @@ class TransactionManager:
         elif error.retriable or isinstance(error, ConcurrentTransactionsError):
             logger.debug("InitProducerId failed, retrying: %s", error)
             self.state = State.UNINITIALIZED
-            self._init_retry_at = now + self.retry_backoff_s
+            self.init_producer_id_retry_at = now + self.retry_backoff_s
         elif isinstance(error, InvalidProducerEpochError | ProducerFencedError):
             self.transition_to_fatal_error(ProducerFencedError(
                 f"InitProducerId answered {error.name}: there is a newer producer with "
