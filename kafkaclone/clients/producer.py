@@ -659,8 +659,8 @@ class Producer:
                 self._network.poll(self.retry_backoff_s)
                 return
             if tm.bump_idempotent_epoch_and_reset_id_if_needed(now):
-                self._send_init_producer_id(tm)
-            if tm.state is State.UNINITIALIZED:  # InitProducerId to retry later
+                self._send_init_producer_id(tm, now)
+            if tm.state is State.UNINITIALIZED and tm.init_producer_id_retry_at > now:
                 next_wake = min(next_wake, tm.init_producer_id_retry_at)
         ready: dict[int, list[tuple[str, int]]] = {}
         expired: list[ProducerBatch] = []
@@ -894,14 +894,15 @@ class Producer:
             if self._incomplete <= 0:
                 self._incomplete_cond.notify_all()
 
-    def _send_init_producer_id(self, tm: TransactionManager) -> None:
+    def _send_init_producer_id(self, tm: TransactionManager, now: float) -> None:
         """InitProducerId (no transactional id) to the least loaded broker; the answer
-        arrives in a later ``poll``."""
+        arrives in a later ``poll``. Without known brokers it waits for the first ``send``
+        (which fetches metadata)."""
         node_id = self._network.least_loaded_node()
         if node_id is None:
-            self.metadata.request_update()
             return
         if not self._network.ready(node_id):
+            tm.retry_init_producer_id_at(now + self.retry_backoff_s)
             return
         request_cls = api.APIS[ApiKey.INIT_PRODUCER_ID].request
 

@@ -236,6 +236,10 @@ class TransactionManager:
     def init_producer_id_started(self) -> None:
         self.state = State.INITIALIZING
 
+    def retry_init_producer_id_at(self, when: float) -> None:
+        """No broker could take the InitProducerId now: try again at ``when``."""
+        self.init_producer_id_retry_at = when
+
     def init_producer_id_request(self, request_cls: Any) -> Any:
         """The InitProducerId body of an idempotent producer (no transactional id)."""
         return request_cls(transactional_id=None, transaction_timeout_ms=MAX_INT,
@@ -258,7 +262,7 @@ class TransactionManager:
         elif error.retriable or isinstance(error, ConcurrentTransactionsError):
             logger.debug("InitProducerId failed, retrying: %s", error)
             self.state = State.UNINITIALIZED
-            self.init_producer_id_retry_at = now + self.retry_backoff_s
+            self.retry_init_producer_id_at(now + self.retry_backoff_s)
         elif isinstance(error, InvalidProducerEpochError | ProducerFencedError):
             self.transition_to_fatal_error(ProducerFencedError(
                 f"InitProducerId answered {error.name}: there is a newer producer with "
@@ -394,7 +398,7 @@ class TransactionManager:
             self._request_epoch_bump_for_partition(tp)
 
     def _maybe_transition_to_error_state(self, batch: ProducerBatch, error: KafkaError) -> None:
-        if isinstance(error, InvalidProducerEpochError):
+        if isinstance(error, InvalidProducerEpochError) and not batch.sequence_has_been_reset:
             self.transition_to_fatal_error(InvalidProducerEpochError(
                 f"The broker has a newer epoch than {batch.producer_epoch} for producer id "
                 f"{batch.producer_id} on {batch.topic}-{batch.partition}; this producer cannot"

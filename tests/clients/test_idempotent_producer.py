@@ -14,6 +14,8 @@ from kafkaclone.clients import Producer
 from kafkaclone.common.errors import (
     CoordinatorNotAvailableError,
     DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    KafkaError,
     NotLeaderOrFollowerError,
     OutOfOrderSequenceNumberError,
     ProducerFencedError,
@@ -169,15 +171,17 @@ def test_init_producer_id_is_retried_on_retriable_errors(broker: FakeBroker) -> 
     assert broker.values(TOPIC, 0) == [b"a"]
 
 
-def test_a_fenced_producer_fails_for_good(broker: FakeBroker) -> None:
+@pytest.mark.parametrize("error", [ProducerFencedError, InvalidProducerEpochError])
+def test_a_fenced_producer_fails_for_good(broker: FakeBroker, error: type[KafkaError]) -> None:
     with producer(broker) as p:
         p.send(TOPIC, b"a", partition=0).get(10)
-        broker.fail_next(TOPIC, 0, ProducerFencedError.code)
-        with pytest.raises(ProducerFencedError):
+        broker.fail_next(TOPIC, 0, error.code)
+        with pytest.raises(error):
             p.send(TOPIC, b"b", partition=0).get(10)
-        with pytest.raises(ProducerFencedError, match="Cannot perform send"):
-            p.send(TOPIC, b"c", partition=0)
+        with pytest.raises(error, match="Cannot perform send"):
+            p.send(TOPIC, b"c", partition=1)
     assert broker.values(TOPIC, 0) == [b"a"]
+    assert broker.values(TOPIC, 1) == []
 
 
 def test_a_broker_without_init_producer_id_gets_a_clear_error() -> None:
