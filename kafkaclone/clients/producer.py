@@ -904,7 +904,6 @@ class Producer:
         if not self._network.ready(node_id):
             tm.retry_init_producer_id_at(now + self.retry_backoff_s)
             return
-        request_cls = api.APIS[ApiKey.INIT_PRODUCER_ID].request
 
         def on_response(response: Any, error: KafkaError | None) -> None:
             tm.handle_init_producer_id_response(response, error, time.monotonic())
@@ -912,7 +911,7 @@ class Producer:
         tm.init_producer_id_started()
         try:
             self._network.send(node_id, ApiKey.INIT_PRODUCER_ID,
-                               tm.init_producer_id_request(request_cls), on_response)
+                               tm.init_producer_id_request(), on_response)
         except UnsupportedVersionError as exc:
             tm.transition_to_fatal_error(unsupported_init_producer_id(str(exc)))
 

@@ -50,6 +50,8 @@ from kafkaclone.common.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from kafkaclone.clients.producer import ProducerBatch
@@ -240,10 +242,11 @@ class TransactionManager:
         """No broker could take the InitProducerId now: try again at ``when``."""
         self.init_producer_id_retry_at = when
 
-    def init_producer_id_request(self, request_cls: Any) -> Any:
+    def init_producer_id_request(self) -> Any:
         """The InitProducerId body of an idempotent producer (no transactional id)."""
-        return request_cls(transactional_id=None, transaction_timeout_ms=MAX_INT,
-                           producer_id=-1, producer_epoch=-1)
+        return api.APIS[ApiKey.INIT_PRODUCER_ID].request(
+            transactional_id=None, transaction_timeout_ms=MAX_INT, producer_id=-1,
+            producer_epoch=-1)
 
     def handle_init_producer_id_response(self, response: Any, error: KafkaError | None,
                                          now: float) -> None:
@@ -255,6 +258,10 @@ class TransactionManager:
                     ProducerIdAndEpoch(response.producer_id, response.producer_epoch))
                 self.state = State.READY
                 self.last_error = None
+                for tp, entry in self._partitions.items():
+                    if not entry.producer_id_and_epoch.is_valid:
+                        # Re-sequenced while the exhausted id was being replaced.
+                        self._start_sequences_at_beginning(tp, self.producer_id_and_epoch)
                 return
             error = error_for_code(response.error_code)()
         if isinstance(error, UnsupportedVersionError):

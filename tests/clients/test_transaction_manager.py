@@ -229,6 +229,13 @@ def test_an_exhausted_epoch_asks_for_a_new_producer_id() -> None:
     tm.can_retry(b, UnknownProducerIdError(), 0)
     assert tm.bump_idempotent_epoch_and_reset_id_if_needed(0.0)
     assert not tm.has_producer_id
+    assert tm.should_stop_drain(b, TP)
+    tm.init_producer_id_started()
+    response = api.APIS[ApiKey.INIT_PRODUCER_ID].response(
+        error_code=0, producer_id=8, producer_epoch=0)
+    tm.handle_init_producer_id_response(response, None, 0.0)
+    assert (b.producer_id, b.producer_epoch, b.base_sequence) == (8, 0, 0)
+    assert not tm.should_stop_drain(b, TP)
 
 
 def test_init_producer_id_retries_retriable_errors_and_fails_on_fencing() -> None:
