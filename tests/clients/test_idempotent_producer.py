@@ -109,6 +109,20 @@ def test_retries_keep_sequences_and_order_with_several_batches_in_flight(
     assert broker.values(TOPIC, 0) == [b"first", *values(4)]
 
 
+def test_a_connection_lost_with_batches_in_flight_writes_each_once_in_order(
+        broker: FakeBroker) -> None:
+    with producer(broker, batch_size=1) as p:
+        p.send(TOPIC, b"first", partition=0).get(10)
+        broker.lose_next_answer(TOPIC, 0)  # v0 is written, then the connection drops
+        with broker.hold_produce():
+            futures = [p.send(TOPIC, v, partition=0) for v in values(4)]
+            wait_for(lambda: broker.held_count() == 4)
+        offsets = [future.get(10).offset for future in futures]
+    assert offsets == [1, 2, 3, 4]
+    assert [b.base_sequence for b in broker.seen_for(TOPIC, 0)] == [0, 1, 1, 2, 3, 4]
+    assert broker.values(TOPIC, 0) == [b"first", *values(4)]
+
+
 def test_unknown_producer_id_bumps_the_epoch_and_resequences(broker: FakeBroker) -> None:
     with producer(broker, batch_size=1) as p:
         p.send(TOPIC, b"a", partition=0).get(10)
