@@ -18,9 +18,9 @@ Errors are handled as the Java client (Kafka 3.x) does for an idempotent produce
   new id is requested once the epoch is exhausted) and the partition's in-flight batches are
   re-sequenced from 0 under the new epoch, then retried. Only batches that cannot be retried
   safely (retries or ``delivery.timeout.ms`` exhausted) fail.
-- PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (for a batch sent with the current epoch), cluster
-  authorization and unsupported versions are fatal: queued batches fail and every later
-  ``send`` raises the error.
+- PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (unless the batch was re-sequenced under a newer
+  epoch of ours since it was sent), cluster authorization and unsupported versions are
+  fatal: queued batches fail and every later ``send`` raises the error.
 
 Method names are Kafka's (``TransactionManager``, ``RecordAccumulator`` and ``Sender``), in
 snake case. Everything here runs on the producer's sender thread, except
@@ -63,7 +63,8 @@ NO_SEQUENCE: Final = -1
 NO_LAST_ACKED_SEQUENCE_NUMBER: Final = -1
 MAX_EPOCH: Final = 2**15 - 1
 
-TopicPartition = tuple[str, int]
+PartitionKey = tuple[str, int]
+"""(topic, partition): how the producer's accumulator keys a partition."""
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -169,10 +170,10 @@ class TransactionManager:
         self.state = State.UNINITIALIZED
         self.producer_id_and_epoch = NO_PRODUCER_ID_AND_EPOCH
         self.last_error: KafkaError | None = None
-        self._partitions: dict[TopicPartition, TopicPartitionEntry] = {}
-        self._partitions_with_unresolved_sequences: dict[TopicPartition, int] = {}
+        self._partitions: dict[PartitionKey, TopicPartitionEntry] = {}
+        self._partitions_with_unresolved_sequences: dict[PartitionKey, int] = {}
         """Partition -> the next sequence expected once its expired batches resolve."""
-        self._partitions_to_rewrite_sequences: set[TopicPartition] = set()
+        self._partitions_to_rewrite_sequences: set[PartitionKey] = set()
         self._epoch_bump_required = False
         self.init_producer_id_retry_at = 0.0
         """When a failed InitProducerId may be sent again (``retry.backoff.ms``)."""
@@ -282,42 +283,42 @@ class TransactionManager:
 
     # --- sequences --------------------------------------------------------------------------
 
-    def _partition(self, tp: TopicPartition) -> TopicPartitionEntry:
+    def _partition(self, tp: PartitionKey) -> TopicPartitionEntry:
         entry = self._partitions.get(tp)
         if entry is None:
             entry = self._partitions[tp] = TopicPartitionEntry(self.producer_id_and_epoch)
         return entry
 
-    def sequence_number(self, tp: TopicPartition) -> int:
+    def sequence_number(self, tp: PartitionKey) -> int:
         return self._partition(tp).next_sequence
 
-    def last_acked_sequence(self, tp: TopicPartition) -> int:
+    def last_acked_sequence(self, tp: PartitionKey) -> int:
         entry = self._partitions.get(tp)
         return NO_LAST_ACKED_SEQUENCE_NUMBER if entry is None else entry.last_acked_sequence
 
-    def has_inflight_batches(self, tp: TopicPartition) -> bool:
+    def has_inflight_batches(self, tp: PartitionKey) -> bool:
         return bool(self._partition(tp).in_flight)
 
-    def in_flight_count(self, tp: TopicPartition) -> int:
+    def in_flight_count(self, tp: PartitionKey) -> int:
         entry = self._partitions.get(tp)
         return 0 if entry is None else len(entry.in_flight)
 
-    def has_stale_producer_id_and_epoch(self, tp: TopicPartition) -> bool:
+    def has_stale_producer_id_and_epoch(self, tp: PartitionKey) -> bool:
         return self.producer_id_and_epoch != self._partition(tp).producer_id_and_epoch
 
-    def has_unresolved_sequence(self, tp: TopicPartition) -> bool:
+    def has_unresolved_sequence(self, tp: PartitionKey) -> bool:
         return tp in self._partitions_with_unresolved_sequences
 
-    def first_in_flight_sequence(self, tp: TopicPartition) -> int:
+    def first_in_flight_sequence(self, tp: PartitionKey) -> int:
         entry = self._partitions.get(tp)
         if entry is None or not entry.in_flight:
             return NO_SEQUENCE
         return entry.in_flight[0].base_sequence
 
-    def _is_next_sequence(self, tp: TopicPartition, sequence: int) -> bool:
+    def _is_next_sequence(self, tp: PartitionKey, sequence: int) -> bool:
         return sequence - self.last_acked_sequence(tp) == 1
 
-    def _start_sequences_at_beginning(self, tp: TopicPartition,
+    def _start_sequences_at_beginning(self, tp: PartitionKey,
                                       producer_id_and_epoch: ProducerIdAndEpoch) -> None:
         """Re-sequence the partition's in-flight batches from 0 under ``producer_id_and_epoch``
         (TopicPartitionBookkeeper.startSequencesAtBeginning)."""
@@ -334,7 +335,7 @@ class TransactionManager:
         entry.next_sequence = sequence
         entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE_NUMBER
 
-    def maybe_update_producer_id_and_epoch(self, tp: TopicPartition) -> None:
+    def maybe_update_producer_id_and_epoch(self, tp: PartitionKey) -> None:
         """After an epoch bump, restart a partition's sequences at 0 once none of its batches
         is in flight with the old epoch."""
         if self.has_stale_producer_id_and_epoch(tp) and not self.has_inflight_batches(tp):
@@ -342,7 +343,7 @@ class TransactionManager:
             logger.debug("ProducerId of partition %s set to %s. Reinitialize sequence at "
                          "beginning.", tp, self.producer_id_and_epoch)
 
-    def should_stop_drain(self, first: ProducerBatch, tp: TopicPartition) -> bool:
+    def should_stop_drain(self, first: ProducerBatch, tp: PartitionKey) -> bool:
         """RecordAccumulator.shouldStopDrainBatchesForPartition: whether the partition's
         first queued batch must wait."""
         if self.state is State.FATAL_ERROR or not self.has_producer_id:
@@ -414,7 +415,7 @@ class TransactionManager:
                         TransactionalIdAuthorizationFailedError | UnsupportedVersionError):
             self.transition_to_fatal_error(error)
 
-    def _request_epoch_bump_for_partition(self, tp: TopicPartition) -> None:
+    def _request_epoch_bump_for_partition(self, tp: PartitionKey) -> None:
         self._epoch_bump_required = True
         self._partitions_to_rewrite_sequences.add(tp)
 
