@@ -73,10 +73,11 @@ def create_topic(cluster: LocalCluster, name: str, replication_factor: int,
     raise RuntimeError(f"no leaders for {name}")
 
 
-def produce(bootstrap: dict[str, Any], topic: str, records: int, acks: str) -> float:
+def produce(bootstrap: dict[str, Any], topic: str, records: int, acks: str,
+            extra: dict[str, Any] | None = None) -> float:
     """records/s for ``records`` 100-byte records, from the first produce() to the last
-    delivery report."""
-    producer = Producer({**bootstrap, **PRODUCER_CONFIG, "acks": acks})
+    delivery report; ``extra`` overrides PRODUCER_CONFIG."""
+    producer = Producer({**bootstrap, **PRODUCER_CONFIG, "acks": acks, **(extra or {})})
     failures = 0
 
     def delivered(err: Any, _msg: Any) -> None:

@@ -17,6 +17,8 @@ echo "== ruff"
 "$py/ruff" check kafkaclone tests benchmarks testcontainers_tests
 echo "== mypy"
 "$py/mypy"
+echo "== layer rule (import-linter, pyproject.toml)"
+"$py/lint-imports"
 echo "== pytest"
 "$py/python" -m pytest "$@"
 # After the fast tests: the cluster as containers, broken on purpose (issue 9).

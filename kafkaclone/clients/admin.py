@@ -3,13 +3,13 @@ synchronous.
 
 A subset of Kafka's Admin API: create, delete, list and describe topics; create
 partitions; describe, alter and incrementally alter configs; describe the cluster; the API
-versions of each broker; list offsets; list, describe and delete consumer groups, list,
-alter and delete their committed offsets (sent to the group's coordinator, found with
-FindCoordinator and found again on NOT_COORDINATOR). It bootstraps from
-``bootstrap_servers`` with Metadata, sends controller-only requests (CreateTopics,
-DeleteTopics, CreatePartitions) to the controller named by Metadata (refreshing and
-retrying on NOT_CONTROLLER), a broker's own config requests to that broker, and everything
-else to any broker.
+versions of each broker; list offsets; create, describe and delete ACLs; list, describe
+and delete consumer groups, list, alter and delete their committed offsets (sent to the
+group's coordinator, found with FindCoordinator and found again on NOT_COORDINATOR). It
+bootstraps from ``bootstrap_servers`` with Metadata, sends controller-only requests
+(CreateTopics, DeleteTopics, CreatePartitions) to the controller named by Metadata
+(refreshing and retrying on NOT_CONTROLLER), a broker's own config requests to that broker,
+and everything else (ACL requests included) to any broker.
 
 Per-topic / per-resource outcomes come back as ``KafkaError | None`` (None: success), so a
 caller can report each one; a request that cannot be made at all raises.
@@ -28,6 +28,17 @@ from kafkaclone.clients.connection import (
     BrokerConnection,
     parse_bootstrap,
 )
+from kafkaclone.common.acl import (
+    ANY_FILTER,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from kafkaclone.common.errors import (
     NONE,
     KafkaError,
@@ -41,6 +52,11 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic import is_internal
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import (
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+)
 
 DEFAULT_API_TIMEOUT_MS: Final = 60000
 TOPIC: Final = 2
@@ -688,6 +704,61 @@ class AdminClient:
             (t.name, p.partition_index): _error(p.error_code, None)
             for t in response.topics for p in t.partitions}
 
+    # --- ACLs -------------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """Add the ACLs (CreateAcls, to any broker): per binding, None or its error."""
+        creation = CreateAclsRequest.AclCreation
+        body = CreateAclsRequest(creations=[
+            creation(resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
+                     resource_pattern_type=b.pattern.pattern_type, principal=b.entry.principal,
+                     host=b.entry.host, operation=b.entry.operation,
+                     permission_type=b.entry.permission_type)
+            for b in bindings])
+        _, response = self._any_connection().request(ApiKey.CREATE_ACLS, body)
+        return [_error(r.error_code, r.error_message) for r in response.results]
+
+    def describe_acls(self, binding_filter: AclBindingFilter = ANY_FILTER) -> list[AclBinding]:
+        """The ACLs the filter matches (DescribeAcls); raises the broker's error
+        (SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED, ...)."""
+        patterns, entries = binding_filter.pattern_filter, binding_filter.entry_filter
+        body = DescribeAclsRequest(
+            resource_type_filter=patterns.resource_type, resource_name_filter=patterns.name,
+            pattern_type_filter=patterns.pattern_type, principal_filter=entries.principal,
+            host_filter=entries.host, operation=entries.operation,
+            permission_type=entries.permission_type)
+        _, response = self._any_connection().request(ApiKey.DESCRIBE_ACLS, body)
+        raise_for_code(response.error_code, response.error_message)
+        return [AclBinding(ResourcePattern(ResourceType.from_code(r.resource_type),
+                                           r.resource_name,
+                                           PatternType.from_code(r.pattern_type)),
+                           AccessControlEntry(a.principal, a.host,
+                                              AclOperation.from_code(a.operation),
+                                              AclPermissionType.from_code(a.permission_type)))
+                for r in response.resources for a in r.acls]
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeletion]:
+        """Delete the ACLs each filter matches (DeleteAcls): per filter, its error or the
+        ACLs it deleted, each with its own error."""
+        wire = DeleteAclsRequest.DeleteAclsFilter
+        body = DeleteAclsRequest(filters=[
+            wire(resource_type_filter=f.pattern_filter.resource_type,
+                 resource_name_filter=f.pattern_filter.name,
+                 pattern_type_filter=f.pattern_filter.pattern_type,
+                 principal_filter=f.entry_filter.principal, host_filter=f.entry_filter.host,
+                 operation=f.entry_filter.operation,
+                 permission_type=f.entry_filter.permission_type)
+            for f in filters])
+        _, response = self._any_connection().request(ApiKey.DELETE_ACLS, body)
+        return [AclDeletion(_error(r.error_code, r.error_message), [
+            (AclBinding(ResourcePattern(ResourceType.from_code(m.resource_type),
+                                        m.resource_name, PatternType.from_code(m.pattern_type)),
+                        AccessControlEntry(m.principal, m.host,
+                                           AclOperation.from_code(m.operation),
+                                           AclPermissionType.from_code(m.permission_type))),
+             _error(m.error_code, m.error_message))
+            for m in r.matching_acls]) for r in response.filter_results]
+
     def list_offsets(self, specs: Mapping[tuple[str, int], int]
                      ) -> dict[tuple[str, int], tuple[int, int] | KafkaError]:
         """ListOffsets to each partition's leader: per partition (offset, timestamp) for the
@@ -762,3 +833,11 @@ class CommittedOffset:
     offset: int
     metadata: str
     leader_epoch: int
+
+
+@dataclass(frozen=True)
+class AclDeletion:
+    """One DeleteAcls filter's outcome: its error, or the ACLs it deleted with theirs."""
+
+    error: KafkaError | None
+    deleted: list[tuple[AclBinding, KafkaError | None]]

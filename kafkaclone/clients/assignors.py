@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kafkaclone.clients.config import ConfigException
+
 Assignment = dict[str, dict[str, list[int]]]
 """member id -> topic -> partitions."""
 
@@ -144,8 +146,6 @@ def assignor_names(strategies: Sequence[str]) -> list[str]:
     for item in strategies:
         name = _CLASS_NAMES.get(item.strip().lower(), item.strip().lower())
         if name not in ASSIGNORS:
-            from kafkaclone.clients.config import ConfigException
-
             raise ConfigException(
                 f"Invalid value {item} for configuration partition.assignment.strategy: "
                 f"one of {', '.join(ASSIGNORS)}")

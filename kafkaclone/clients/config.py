@@ -2,199 +2,193 @@
 
 A client takes a dict of Kafka's dotted names (``{"bootstrap.servers": "h:9092",
 "linger.ms": 5}``), as confluent-kafka does. Values may be given as strings (as in a
-properties file) or as Python values; each is converted to its declared type and checked,
-and a bad value raises :class:`ConfigException` naming the key, as Kafka's ConfigDef does.
-Keys the client does not know are logged and ignored (Kafka's "was supplied but isn't a
-known config" warning).
+properties file) or as Python values (numbers, booleans, lists; a class, function or object
+for the plugin keys such as ``partitioner`` and ``interceptor.classes``); each is parsed by
+the project's ConfigDef (kafkaclone.common.config_def), and a bad value raises
+:class:`ConfigException` naming the key, as Kafka's ConfigDef does. Keys the client does
+not know are logged and ignored (Kafka's "was supplied but isn't a known config" warning).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
+
+from kafkaclone.common.config_def import (
+    INT_MAX,
+    AbstractConfig,
+    ConfigDef,
+    ConfigError,
+    ConfigKey,
+    ConfigType,
+    ConfigValue,
+    Importance,
+    Validator,
+    at_least,
+    between,
+    one_of,
+)
 
 logger = logging.getLogger(__name__)
 
+BOOLEAN: Final = ConfigType.BOOLEAN
+STRING: Final = ConfigType.STRING
+INT: Final = ConfigType.INT
+LONG: Final = ConfigType.LONG
+LIST: Final = ConfigType.LIST
+CLASS: Final = ConfigType.CLASS
+HIGH: Final = Importance.HIGH
+MEDIUM: Final = Importance.MEDIUM
+LOW: Final = Importance.LOW
+
 
 class ConfigException(ValueError):
-    """A configuration value is missing, of the wrong type or out of range."""
+    """A configuration value is missing, of the wrong type or out of range (Kafka's
+    ConfigException; an invalid value's ConfigError is its cause)."""
 
 
-@dataclass(frozen=True)
-class ConfigKey:
-    name: str
-    type: str
-    """"int", "long", "double", "bool", "string", "list", "class" (a callable or a name)."""
-    default: Any
-    validator: Callable[[Any], str | None] | None = None
-    """Returns a message when the (converted) value is invalid."""
-    doc: str = ""
-
-
-def at_least(low: float) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if value is None or value >= low else f"Value must be at least {low}"
-    return check
-
-
-def between(low: float, high: float) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if low <= value <= high else f"Value must be in [{low}, {high}]"
-    return check
-
-
-def one_of(*choices: str) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if value in choices else f"String must be one of: {', '.join(choices)}"
-    return check
-
-
-MAX_INT: Final = 2**31 - 1
+def _key(name: str, config_type: ConfigType, default: ConfigValue,
+         validator: Validator | None = None, *, importance: Importance = MEDIUM,
+         doc: str = "", item_type: ConfigType = STRING) -> ConfigKey:
+    return ConfigKey(name, config_type, default, importance, doc, validator,
+                     item_type=item_type)
 
 
 def _common() -> list[ConfigKey]:
     return [
-        ConfigKey("bootstrap.servers", "list", None, doc="host:port pairs to bootstrap from"),
-        ConfigKey("client.id", "string", ""),
-        ConfigKey("request.timeout.ms", "int", 30000, at_least(0)),
-        ConfigKey("retry.backoff.ms", "long", 100, at_least(0)),
-        ConfigKey("reconnect.backoff.ms", "long", 50, at_least(0)),
-        ConfigKey("reconnect.backoff.max.ms", "long", 1000, at_least(0)),
-        ConfigKey("metadata.max.age.ms", "long", 300000, at_least(0)),
-        ConfigKey("connections.max.idle.ms", "long", 540000),
-        ConfigKey("socket.connection.setup.timeout.ms", "long", 10000, at_least(0)),
-        ConfigKey("security.protocol", "string", "PLAINTEXT", one_of("PLAINTEXT")),
-        ConfigKey("client.dns.lookup", "string", "use_all_dns_ips"),
-        ConfigKey("send.buffer.bytes", "int", 131072, at_least(-1)),
-        ConfigKey("receive.buffer.bytes", "int", 65536, at_least(-1)),
-        ConfigKey("allow.auto.create.topics", "bool", True),
+        _key("bootstrap.servers", LIST, None, importance=HIGH,
+             doc="host:port pairs to bootstrap from"),
+        _key("client.id", STRING, ""),
+        _key("request.timeout.ms", INT, 30000, at_least(0)),
+        _key("retry.backoff.ms", LONG, 100, at_least(0), importance=LOW),
+        _key("reconnect.backoff.ms", LONG, 50, at_least(0), importance=LOW),
+        _key("reconnect.backoff.max.ms", LONG, 1000, at_least(0), importance=LOW),
+        _key("metadata.max.age.ms", LONG, 300000, at_least(0), importance=LOW),
+        _key("connections.max.idle.ms", LONG, 540000),
+        _key("socket.connection.setup.timeout.ms", LONG, 10000, at_least(0)),
+        _key("security.protocol", STRING, "PLAINTEXT", one_of("PLAINTEXT")),
+        _key("client.dns.lookup", STRING, "use_all_dns_ips"),
+        _key("send.buffer.bytes", INT, 131072, at_least(-1)),
+        _key("receive.buffer.bytes", INT, 65536, at_least(-1)),
+        _key("allow.auto.create.topics", BOOLEAN, True),
     ]
 
 
-PRODUCER_CONFIG: Final[dict[str, ConfigKey]] = {k.name: k for k in [
+PRODUCER_CONFIG: Final = ConfigDef([
     *_common(),
-    ConfigKey("acks", "string", "all", one_of("all", "-1", "0", "1")),
-    ConfigKey("batch.size", "int", 16384, at_least(0)),
-    ConfigKey("linger.ms", "long", 0, at_least(0)),
-    ConfigKey("buffer.memory", "long", 33554432, at_least(0)),
-    ConfigKey("max.block.ms", "long", 60000, at_least(0)),
-    ConfigKey("max.request.size", "int", 1048576, at_least(0)),
-    ConfigKey("compression.type", "string", "none",
-              one_of("none", "gzip", "snappy", "lz4", "zstd")),
-    ConfigKey("retries", "int", MAX_INT, between(0, MAX_INT)),
-    ConfigKey("delivery.timeout.ms", "int", 120000, at_least(0)),
-    ConfigKey("max.in.flight.requests.per.connection", "int", 5, at_least(1)),
-    ConfigKey("enable.idempotence", "bool", True,
-              doc="On unless set false or a conflicting acks/retries/max.in.flight is set "
-                  "(Kafka 3.x)"),
-    ConfigKey("partitioner", "class", "murmur2_random",
-              doc="murmur2_random (Kafka's default), murmur2, round_robin, "
-                  "consistent_random, random, or a callable (key, count, available)"),
-    ConfigKey("partitioner.class", "class", None),
-    ConfigKey("interceptor.classes", "list", []),
-    ConfigKey("key.serializer", "class", None),
-    ConfigKey("value.serializer", "class", None),
-    ConfigKey("transactional.id", "string", None),
-]}
+    _key("acks", STRING, "all", one_of("all", "-1", "0", "1"), importance=HIGH),
+    _key("batch.size", INT, 16384, at_least(0)),
+    _key("linger.ms", LONG, 0, at_least(0)),
+    _key("buffer.memory", LONG, 33554432, at_least(0), importance=HIGH),
+    _key("max.block.ms", LONG, 60000, at_least(0)),
+    _key("max.request.size", INT, 1048576, at_least(0)),
+    _key("compression.type", STRING, "none", one_of("none", "gzip", "snappy", "lz4", "zstd"),
+         importance=HIGH),
+    _key("retries", INT, INT_MAX, between(0, INT_MAX), importance=HIGH),
+    _key("delivery.timeout.ms", INT, 120000, at_least(0)),
+    _key("max.in.flight.requests.per.connection", INT, 5, at_least(1), importance=LOW),
+    _key("enable.idempotence", BOOLEAN, True, importance=LOW,
+         doc="On unless set false, or left unset with a conflicting acks, retries or "
+             "max.in.flight.requests.per.connection (Kafka 3.2's rule)"),
+    _key("partitioner", CLASS, "murmur2_random",
+         doc="murmur2_random (Kafka's default), murmur2, round_robin, "
+             "consistent_random, random, or a callable (key, count, available)"),
+    _key("partitioner.class", CLASS, None),
+    _key("interceptor.classes", LIST, (), importance=LOW, item_type=CLASS),
+    _key("key.serializer", CLASS, None, importance=HIGH),
+    _key("value.serializer", CLASS, None, importance=HIGH),
+    _key("transactional.id", STRING, None, importance=LOW),
+], strings_from_numbers=True)
 """Kafka 2.8's ProducerConfig keys the client reads, with Kafka's defaults, except acks=all
 and enable.idempotence=true: the defaults of Kafka 3.0 and later (Kafka 2.8's were 1 and
 false)."""
 
 
-CONSUMER_CONFIG: Final[dict[str, ConfigKey]] = {k.name: k for k in [
+CONSUMER_CONFIG: Final = ConfigDef([
     *_common(),
-    ConfigKey("group.id", "string", None),
-    ConfigKey("group.instance.id", "string", None),
-    ConfigKey("session.timeout.ms", "int", 10000, at_least(1)),
-    ConfigKey("heartbeat.interval.ms", "int", 3000, at_least(1)),
-    ConfigKey("max.poll.interval.ms", "int", 300000, at_least(1)),
-    ConfigKey("max.poll.records", "int", 500, at_least(1)),
-    ConfigKey("enable.auto.commit", "bool", True),
-    ConfigKey("auto.commit.interval.ms", "int", 5000, at_least(0)),
-    ConfigKey("auto.offset.reset", "string", "latest", one_of("latest", "earliest", "none")),
-    ConfigKey("fetch.min.bytes", "int", 1, at_least(0)),
-    ConfigKey("fetch.max.bytes", "int", 52428800, at_least(0)),
-    ConfigKey("fetch.max.wait.ms", "int", 500, at_least(0)),
-    ConfigKey("max.partition.fetch.bytes", "int", 1048576, at_least(0)),
-    ConfigKey("check.crcs", "bool", True),
-    ConfigKey("isolation.level", "string", "read_uncommitted",
-              one_of("read_uncommitted", "read_committed")),
-    ConfigKey("partition.assignment.strategy", "list", ["range"]),
-    ConfigKey("interceptor.classes", "list", []),
-    ConfigKey("exclude.internal.topics", "bool", True),
-    ConfigKey("default.api.timeout.ms", "int", 60000, at_least(0)),
-    ConfigKey("client.rack", "string", ""),
-    ConfigKey("key.deserializer", "class", None),
-    ConfigKey("value.deserializer", "class", None),
-]}
+    _key("group.id", STRING, None, importance=HIGH),
+    _key("group.instance.id", STRING, None),
+    _key("session.timeout.ms", INT, 10000, at_least(1), importance=HIGH),
+    _key("heartbeat.interval.ms", INT, 3000, at_least(1), importance=HIGH),
+    _key("max.poll.interval.ms", INT, 300000, at_least(1)),
+    _key("max.poll.records", INT, 500, at_least(1)),
+    _key("enable.auto.commit", BOOLEAN, True),
+    _key("auto.commit.interval.ms", INT, 5000, at_least(0), importance=LOW),
+    _key("auto.offset.reset", STRING, "latest", one_of("latest", "earliest", "none")),
+    _key("fetch.min.bytes", INT, 1, at_least(0), importance=HIGH),
+    _key("fetch.max.bytes", INT, 52428800, at_least(0)),
+    _key("fetch.max.wait.ms", INT, 500, at_least(0), importance=LOW),
+    _key("max.partition.fetch.bytes", INT, 1048576, at_least(0), importance=HIGH),
+    _key("check.crcs", BOOLEAN, True, importance=LOW),
+    _key("isolation.level", STRING, "read_uncommitted",
+         one_of("read_uncommitted", "read_committed")),
+    _key("partition.assignment.strategy", LIST, ("range",)),
+    _key("interceptor.classes", LIST, (), importance=LOW, item_type=CLASS),
+    _key("exclude.internal.topics", BOOLEAN, True),
+    _key("default.api.timeout.ms", INT, 60000, at_least(0)),
+    _key("client.rack", STRING, "", importance=LOW),
+    _key("key.deserializer", CLASS, None, importance=HIGH),
+    _key("value.deserializer", CLASS, None, importance=HIGH),
+], strings_from_numbers=True)
 """Kafka 2.8's ConsumerConfig keys the client reads, with Kafka's defaults."""
 
 
-def _convert(key: ConfigKey, value: Any) -> Any:
-    if value is None:
-        return None
-    kind = key.type
-    try:
-        if kind in ("int", "long"):
-            if isinstance(value, bool):
-                raise ValueError
-            if isinstance(value, str):
-                value = value.strip()
-            converted = int(value)
-            if isinstance(value, float) and value != converted:
-                raise ValueError
-            if kind == "int" and not -(2**31) <= converted <= MAX_INT:
-                raise ValueError
-            return converted
-        if kind == "double":
-            return float(value)
-        if kind == "bool":
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("true", "false"):
-                return text == "true"
-            raise ValueError
-        if kind == "string":
-            if not isinstance(value, str | int):
-                raise ValueError
-            return str(value).strip()
-        if kind == "list":
-            if isinstance(value, str):
-                return [v.strip() for v in value.split(",") if v.strip()]
-            if isinstance(value, list | tuple):
-                return list(value)
-            raise ValueError
-        return value  # "class": a callable, an object or a name
-    except (TypeError, ValueError):
-        raise ConfigException(
-            f"Invalid value {value!r} for configuration {key.name}: "
-            f"expected a value of type {kind}") from None
+def configured_instance(spec: object) -> object:
+    """An object from a CLASS config item: an instance or a function as given, a class
+    instantiated, a dotted name imported (and instantiated if it names a class)."""
+    if isinstance(spec, str):
+        module_name, _, attr = spec.rpartition(".")
+        try:
+            spec = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError):
+            raise ConfigException(f"Cannot load {spec!r}") from None
+    if isinstance(spec, type):
+        return spec()
+    return spec
 
 
-def parse_config(conf: Mapping[str, Any] | None, table: Mapping[str, ConfigKey],
-                 *, what: str) -> dict[str, Any]:
-    """Every key of ``table`` with its value from ``conf`` (converted and checked) or its
-    default."""
-    if conf is not None and not isinstance(conf, Mapping):
-        raise ConfigException(f"The {what} configuration must be a dict of Kafka config keys")
-    given = dict(conf or {})
-    values: dict[str, Any] = {}
-    for name, key in table.items():
-        raw = given.pop(name, key.default)
-        value = _convert(key, raw)
-        if value is not None and key.validator is not None:
-            problem = key.validator(value)
-            if problem:
-                raise ConfigException(f"Invalid value {raw!r} for configuration {name}: "
-                                      f"{problem}")
-        values[name] = value
-    for name in given:
-        logger.warning("The configuration '%s' was supplied but isn't a known %s config.",
-                       name, what)
-    if not values.get("bootstrap.servers"):
-        raise ConfigException(
-            'Missing required configuration "bootstrap.servers" which has no default value.')
-    return values
+class ClientConfig(AbstractConfig):
+    """A client's parsed configuration (Kafka's ProducerConfig / ConsumerConfig)."""
+
+    def __init__(self, definition: ConfigDef, conf: Mapping[str, object] | None, *,
+                 what: str) -> None:
+        if conf is not None and not isinstance(conf, Mapping):
+            raise ConfigException(f"The {what} configuration must be a dict of Kafka "
+                                  f"config keys")
+        try:
+            super().__init__(definition, conf or {})
+        except ConfigError as exc:
+            raise ConfigException(str(exc)) from exc
+        for name in self.unknown_keys:
+            logger.warning("The configuration '%s' was supplied but isn't a known %s config.",
+                           name, what)
+        if not self.get("bootstrap.servers"):
+            raise ConfigException(
+                'Missing required configuration "bootstrap.servers" which has no default '
+                'value.')
+
+    def get_configured_instances(self, name: str) -> list[object]:
+        """Kafka's ``getConfiguredInstances``: every item of a class list, loaded."""
+        return [configured_instance(item) for item in self.get_classes(name)]
+
+    def get_callable(self, name: str) -> Callable[..., object] | None:
+        """A CLASS key's value loaded as a callable (a serializer), None when unset."""
+        items = self.get_configured_instances(name)
+        if not items:
+            return None
+        if not callable(items[0]):
+            raise ConfigException(f"Invalid value {items[0]!r} for configuration {name}: "
+                                  f"a callable is required")
+        return items[0]
+
+
+class ProducerConfig(ClientConfig):
+    def __init__(self, conf: Mapping[str, object] | None) -> None:
+        super().__init__(PRODUCER_CONFIG, conf, what="producer")
+
+
+class ConsumerConfig(ClientConfig):
+    def __init__(self, conf: Mapping[str, object] | None) -> None:
+        super().__init__(CONSUMER_CONFIG, conf, what="consumer")

@@ -1,7 +1,9 @@
 """Consumer: Kafka's consumer design in Python, synchronous, single-threaded use (a
 background thread only heartbeats for a group).
 
-Each assigned partition has a position (the next offset to return). ``poll`` returns
+Each assigned partition has a position (the next offset to return), kept with the
+subscription and the assignment in a SubscriptionState that the group's
+ConsumerCoordinator (kafkaclone.clients.group) shares. ``poll`` returns
 buffered records if it has any, and keeps one Fetch in flight per broker for the
 partitions it leads that have nothing buffered (so the next fetch runs while the caller
 works on the last one). A partition without a position (a new assignment, or after
@@ -14,6 +16,7 @@ for the Spark source.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -26,13 +29,19 @@ from kafkaclone.clients.common import (
     OFFSET_BEGINNING,
     OFFSET_END,
     OFFSET_INVALID,
-    OFFSET_STORED,
     ConsumerRecord,
     TopicPartition,
 )
-from kafkaclone.clients.config import CONSUMER_CONFIG, ConfigException, parse_config
+from kafkaclone.clients.config import ConfigException, ConsumerConfig
+from kafkaclone.clients.group import ConsumerCoordinator
 from kafkaclone.clients.network import ClusterMetadata, Metadata, NetworkClient
-from kafkaclone.clients.producer import _load
+from kafkaclone.clients.subscription_state import (
+    EARLIEST,
+    LATEST,
+    RebalanceListener,
+    SubscriptionState,
+    TopicPartitionState,
+)
 from kafkaclone.common.errors import (
     NONE,
     KafkaError,
@@ -53,8 +62,6 @@ _REFRESH_ERRORS: Final = (6, 3, 5, 9, 74, 76, 56)
 """NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
 REPLICA_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, KAFKA_STORAGE_ERROR:
 the leader moved; refresh metadata and fetch again."""
-EARLIEST: Final = -2
-LATEST: Final = -1
 
 
 @dataclass
@@ -73,38 +80,16 @@ class RawFetch:
     """The offset after the last complete batch (None when there is none)."""
 
 
-class _PartitionState:
-    __slots__ = (
-        "buffer",
-        "high_watermark",
-        "last_stable_offset",
-        "leader_epoch",
-        "log_start_offset",
-        "paused",
-        "position",
-        "reset_to",
-    )
-
-    def __init__(self) -> None:
-        self.position: int | None = None
-        self.paused = False
-        self.high_watermark = -1
-        self.log_start_offset = -1
-        self.last_stable_offset = -1
-        self.reset_to: int | None = None
-        """EARLIEST / LATEST when the position must be looked up, or None."""
-        self.buffer: _Completed | None = None
-        self.leader_epoch = -1
-
-
 class _Completed:
-    """A fetched partition's batches not yet returned."""
+    """A fetched partition's batches not yet returned (``state``: the partition's state
+    they were fetched for; a new assignment of the partition has a new one)."""
 
-    __slots__ = ("columns", "fetch_offset", "next_offset", "raw", "row", "tp")
+    __slots__ = ("columns", "fetch_offset", "next_offset", "raw", "row", "state", "tp")
 
-    def __init__(self, tp: tuple[str, int], fetch_offset: int, raw: memoryview,
-                 next_offset: int | None) -> None:
+    def __init__(self, tp: tuple[str, int], state: TopicPartitionState, fetch_offset: int,
+                 raw: memoryview, next_offset: int | None) -> None:
         self.tp = tp
+        self.state = state
         self.fetch_offset = fetch_offset
         self.raw = raw
         self.columns: RecordColumns | None = None
@@ -143,27 +128,31 @@ class Consumer:
         merged.update({k.replace("_", "."): v for k, v in kwargs.items()})
         if "allow.auto.create.topics" not in merged:
             merged["allow.auto.create.topics"] = "true"
-        self.config = parse_config(merged, CONSUMER_CONFIG, what="consumer")
-        c = self.config
-        self.client_id = c["client.id"] or f"consumer-{id(self) & 0xFFFF}"
-        self.group_id: str | None = c["group.id"] or None
-        self.request_timeout_ms: int = c["request.timeout.ms"]
-        self.default_api_timeout_s: float = c["default.api.timeout.ms"] / 1000.0
-        self.retry_backoff_s: float = c["retry.backoff.ms"] / 1000.0
-        self.max_poll_records: int = c["max.poll.records"]
-        self.reset_policy: str = c["auto.offset.reset"]
-        self.isolation_level = 1 if c["isolation.level"] == "read_committed" else 0
-        self.check_crcs: bool = c["check.crcs"]
-        if c["fetch.max.wait.ms"] >= self.request_timeout_ms:
+        self.config = c = ConsumerConfig(merged)
+        self.client_id = c.get_str("client.id") or f"consumer-{id(self) & 0xFFFF}"
+        self.group_id = c.get_optional_str("group.id") or None
+        self.request_timeout_ms = c.get_int("request.timeout.ms")
+        self.default_api_timeout_s = c.get_int("default.api.timeout.ms") / 1000.0
+        self.retry_backoff_s = c.get_int("retry.backoff.ms") / 1000.0
+        self.max_poll_records = c.get_int("max.poll.records")
+        self.isolation_level = 1 if c.get_str("isolation.level") == "read_committed" else 0
+        self.check_crcs = c.get_bool("check.crcs")
+        self.fetch_max_wait_ms = c.get_int("fetch.max.wait.ms")
+        self.fetch_min_bytes = c.get_int("fetch.min.bytes")
+        self.fetch_max_bytes = c.get_int("fetch.max.bytes")
+        self.max_partition_fetch_bytes = c.get_int("max.partition.fetch.bytes")
+        self.client_rack = c.get_str("client.rack")
+        if self.fetch_max_wait_ms >= self.request_timeout_ms:
             raise ConfigException("request.timeout.ms should be greater than fetch.max.wait.ms")
-        self.key_deserializer = _load(c["key.deserializer"]) if c["key.deserializer"] else None
-        self.value_deserializer = (_load(c["value.deserializer"])
-                                   if c["value.deserializer"] else None)
-        self.interceptors = [_load(i) for i in c["interceptor.classes"]]
+        self.key_deserializer = c.get_callable("key.deserializer")
+        self.value_deserializer = c.get_callable("value.deserializer")
+        self.interceptors = c.get_configured_instances("interceptor.classes")
         self.metadata = Metadata(c, client_id=self.client_id)
         self._network = NetworkClient(self.metadata, c, client_id=self.client_id,
                                       max_in_flight=5)
-        self._assignment: dict[tuple[str, int], _PartitionState] = {}
+        self._subscriptions = SubscriptionState(c.get_str("auto.offset.reset"))
+        self._assignment_id = self._subscriptions.assignment_id
+        """The assignment ``_completed`` was last checked against."""
         self._fetching: set[int] = set()
         """Brokers with a Fetch in flight."""
         self._completed: deque[_Completed] = deque()
@@ -172,11 +161,9 @@ class Consumer:
         self._started = time.monotonic()
         self._stats = {"fetch-total": 0, "bytes-consumed-total": 0,
                        "records-consumed-total": 0}
-        self._coordinator: Any = None
-        if self.group_id is not None:
-            from kafkaclone.clients.group import ConsumerCoordinator
-
-            self._coordinator = ConsumerCoordinator(self, c)
+        self._coordinator = None if self.group_id is None else ConsumerCoordinator(
+            self._subscriptions, self.metadata, c, client_id=self.client_id,
+            interceptors=self.interceptors)
 
     def __enter__(self) -> Consumer:
         return self
@@ -192,57 +179,46 @@ class Consumer:
         OFFSET_END (-1), or OFFSET_STORED/OFFSET_INVALID (the committed offset, else
         ``auto.offset.reset``)."""
         self._check_open()
-        if self._coordinator is not None and self._coordinator.subscribed:
+        if self._subscriptions.subscribed:
             raise RuntimeError("assign() cannot be used together with subscribe()")
         self._set_assignment(_tps(partitions))
 
     def _set_assignment(self, tps: list[TopicPartition]) -> None:
-        new: dict[tuple[str, int], _PartitionState] = {}
-        for tp in tps:
-            key = (tp.topic, tp.partition)
-            state = self._assignment.get(key) or _PartitionState()
-            self._apply_offset(state, tp.offset)
-            new[key] = state
-        self._assignment = new
-        self._completed = deque(c for c in self._completed if c.tp in new)
-        self.metadata.add_topics({t for t, _ in new})
+        self._subscriptions.assign(tps)
+        self._on_assignment_change()
+        self.metadata.add_topics({tp.topic for tp in tps})
 
-    def _apply_offset(self, state: _PartitionState, offset: int) -> None:
-        state.buffer = None
-        if offset >= 0:
-            state.position = offset
-            state.reset_to = None
-        elif offset == OFFSET_BEGINNING:
-            state.position, state.reset_to = None, EARLIEST
-        elif offset == OFFSET_END:
-            state.position, state.reset_to = None, LATEST
-        elif offset in (OFFSET_STORED, OFFSET_INVALID):
-            state.position, state.reset_to = None, None
-        else:
-            raise ValueError(f"Invalid offset {offset}")
+    def _on_assignment_change(self) -> None:
+        """Drop what was fetched for partitions no longer assigned (or assigned anew)."""
+        if self._assignment_id == self._subscriptions.assignment_id:
+            return
+        self._assignment_id = self._subscriptions.assignment_id
+        assignment = self._subscriptions.assignment
+        self._completed = deque(c for c in self._completed
+                                if assignment.get(c.tp) is c.state)
 
     def unassign(self) -> None:
         self._set_assignment([])
 
     def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition(t, p) for t, p in self._assignment]
+        return self._subscriptions.assigned()
 
     def incremental_assign(self, partitions: Iterable[Any]) -> None:
-        current = [TopicPartition(t, p, OFFSET_INVALID if s.position is None else s.position)
-                   for (t, p), s in self._assignment.items()]
-        self._set_assignment(current + [tp for tp in _tps(partitions)
-                                        if (tp.topic, tp.partition) not in self._assignment])
+        assignment = self._subscriptions.assignment
+        self._set_assignment(self._subscriptions.assigned_with_positions() + [
+            tp for tp in _tps(partitions) if (tp.topic, tp.partition) not in assignment])
 
     def incremental_unassign(self, partitions: Iterable[Any]) -> None:
         gone = {(tp.topic, tp.partition) for tp in _tps(partitions)}
-        self._set_assignment([
-            TopicPartition(t, p, OFFSET_INVALID if s.position is None else s.position)
-            for (t, p), s in self._assignment.items() if (t, p) not in gone])
+        self._set_assignment([tp for tp in self._subscriptions.assigned_with_positions()
+                              if (tp.topic, tp.partition) not in gone])
 
     def subscribe(self, topics: str | Sequence[str] | re.Pattern[str],
-                  listener: Any = None, *, on_assign: Callable[..., None] | None = None,
-                  on_revoke: Callable[..., None] | None = None,
-                  on_lost: Callable[..., None] | None = None) -> None:
+                  listener: object | None = None, *,
+                  on_assign: Callable[[Consumer, list[TopicPartition]], None] | None = None,
+                  on_revoke: Callable[[Consumer, list[TopicPartition]], None] | None = None,
+                  on_lost: Callable[[Consumer, list[TopicPartition]], None] | None = None
+                  ) -> None:
         """Join ``group.id`` for ``topics`` (names, or a regex: a compiled pattern or a name
         starting with ``^``). ``listener``: an object with ``on_partitions_revoked`` /
         ``on_partitions_assigned`` (/ ``on_partitions_lost``), Kafka's
@@ -251,9 +227,16 @@ class Consumer:
         self._check_open()
         if self._coordinator is None:
             raise ConfigException("subscribe() needs a group.id")
-        if self._assignment and not self._coordinator.subscribed:
+        if self._subscriptions.assignment and not self._subscriptions.subscribed:
             self.unassign()
-        self._coordinator.subscribe(topics, listener, on_assign, on_revoke, on_lost)
+
+        def bound(callback: Callable[[Consumer, list[TopicPartition]], None] | None
+                  ) -> Callable[[list[TopicPartition]], None] | None:
+            return None if callback is None else functools.partial(callback, self)
+
+        self._coordinator.subscribe(topics, RebalanceListener(
+            listener, on_assign=bound(on_assign), on_revoke=bound(on_revoke),
+            on_lost=bound(on_lost)))
 
     def unsubscribe(self) -> None:
         if self._coordinator is not None:
@@ -265,18 +248,9 @@ class Consumer:
 
     # --- positions ----------------------------------------------------------------------------
 
-    def _state(self, tp: TopicPartition) -> _PartitionState:
-        state = self._assignment.get((tp.topic, tp.partition))
-        if state is None:
-            raise ValueError(f"No current assignment for partition {tp.topic}-{tp.partition}")
-        return state
-
     def seek(self, partition: TopicPartition, offset: int | None = None) -> None:
         """The next ``poll`` returns records from ``partition.offset`` (or ``offset``)."""
-        state = self._state(partition)
-        self._apply_offset(state, partition.offset if offset is None else offset)
-        if state.reset_to is None and state.position is None:
-            state.reset_to = self._reset_target()
+        self._subscriptions.seek(partition, partition.offset if offset is None else offset)
         self._completed = deque(c for c in self._completed
                                 if c.tp != (partition.topic, partition.partition))
 
@@ -297,11 +271,11 @@ class Consumer:
         deadline = time.monotonic() + (self.default_api_timeout_s if timeout is None
                                        else timeout)
         for tp in tps:
-            self._state(tp)
+            self._subscriptions.state(tp)
         self._update_positions(deadline, wait=True)
         out = []
         for tp in tps:
-            state = self._state(tp)
+            state = self._subscriptions.state(tp)
             out.append(TopicPartition(tp.topic, tp.partition,
                                       OFFSET_INVALID if state.position is None
                                       else state.position))
@@ -309,29 +283,22 @@ class Consumer:
 
     def pause(self, partitions: Iterable[Any]) -> None:
         for tp in _tps(partitions):
-            self._state(tp).paused = True
+            self._subscriptions.pause(tp)
             self._completed = deque(c for c in self._completed
                                     if c.tp != (tp.topic, tp.partition))
-            self._state(tp).buffer = None
 
     def resume(self, partitions: Iterable[Any]) -> None:
         for tp in _tps(partitions):
-            self._state(tp).paused = False
+            self._subscriptions.resume(tp)
 
     def paused(self) -> list[TopicPartition]:
-        return [TopicPartition(t, p) for (t, p), s in self._assignment.items() if s.paused]
-
-    def _reset_target(self) -> int | None:
-        if self.reset_policy == "earliest":
-            return EARLIEST
-        if self.reset_policy == "latest":
-            return LATEST
-        return None
+        return self._subscriptions.paused()
 
     def _update_positions(self, deadline: float, *, wait: bool) -> None:
         """Give every assigned partition a position: the committed offset (with a group),
         else the reset policy's ListOffsets answer."""
-        missing = [(k, s) for k, s in self._assignment.items() if s.position is None]
+        assignment = self._subscriptions.assignment
+        missing = [(k, s) for k, s in assignment.items() if s.position is None]
         if not missing:
             return
         if self._coordinator is not None:
@@ -348,16 +315,16 @@ class Consumer:
                 for key in need_committed:
                     offset = committed.get(key)
                     if offset is not None and offset >= 0:
-                        self._assignment[key].position = offset
+                        assignment[key].position = offset
         for key, state in missing:
             if state.position is None and state.reset_to is None:
-                target = self._reset_target()
+                target = self._subscriptions.reset_target()
                 if target is None:
                     raise OffsetOutOfRangeError(
                         f"No committed offset and auto.offset.reset=none for "
                         f"{key[0]}-{key[1]}")
                 state.reset_to = target
-        to_list = {k: s.reset_to for k, s in self._assignment.items()
+        to_list = {k: s.reset_to for k, s in assignment.items()
                    if s.position is None and s.reset_to is not None}
         if not to_list:
             return
@@ -368,7 +335,7 @@ class Consumer:
                 raise
             return
         for key, offset in found.items():
-            found_state = self._assignment.get(key)
+            found_state = self._subscriptions.assignment.get(key)
             if found_state is not None and found_state.position is None and offset >= 0:
                 found_state.position = offset
                 found_state.reset_to = None
@@ -479,7 +446,7 @@ class Consumer:
         last stable offset)."""
         key = (partition.topic, partition.partition)
         if cached:
-            state = self._assignment.get(key)
+            state = self._subscriptions.assignment.get(key)
             if state is None:
                 return (-1001, -1001)
             return (state.log_start_offset, state.high_watermark)
@@ -544,20 +511,17 @@ class Consumer:
         elif offsets is not None:
             to_commit = {(tp.topic, tp.partition): tp.offset for tp in _tps(offsets)}
         else:
-            to_commit = self.current_positions()
+            to_commit = self._subscriptions.all_consumed()
         committed: list[TopicPartition] | None = self._coordinator.commit(to_commit,
                                                                            asynchronous)
         return committed
-
-    def current_positions(self) -> dict[tuple[str, int], int]:
-        return {k: s.position for k, s in self._assignment.items() if s.position is not None}
 
     # --- fetching -----------------------------------------------------------------------------
 
     def _fetchable(self) -> dict[int, list[tuple[str, int]]]:
         buffered = {c.tp for c in self._completed}
         by_node: dict[int, list[tuple[str, int]]] = {}
-        for key, state in self._assignment.items():
+        for key, state in self._subscriptions.assignment.items():
             if state.paused or state.position is None or key in buffered:
                 continue
             leader = self.metadata.leader(*key)
@@ -572,7 +536,7 @@ class Consumer:
     def _send_fetches(self, deadline: float | None = None) -> None:
         """A Fetch to each leader of fetchable partitions without one in flight (connecting
         within ``deadline``, the caller's poll timeout, where a connection is missing)."""
-        c = self.config
+        assignment = self._subscriptions.assignment
         request_cls = api.APIS[ApiKey.FETCH].request
         s = request_cls.structs
         for node_id, keys in self._fetchable().items():
@@ -582,19 +546,19 @@ class Consumer:
             by_topic: dict[str, list[Any]] = {}
             positions: dict[tuple[str, int], int] = {}
             for key in keys:
-                position = self._assignment[key].position
+                position = assignment[key].position
                 assert position is not None
                 positions[key] = position
                 by_topic.setdefault(key[0], []).append(s["FetchPartition"](
                     partition=key[1], current_leader_epoch=-1, fetch_offset=position,
                     last_fetched_epoch=-1, log_start_offset=-1,
-                    partition_max_bytes=c["max.partition.fetch.bytes"]))
+                    partition_max_bytes=self.max_partition_fetch_bytes))
             body = request_cls(
-                cluster_id=None, replica_id=-1, max_wait_ms=c["fetch.max.wait.ms"],
-                min_bytes=c["fetch.min.bytes"], max_bytes=c["fetch.max.bytes"],
+                cluster_id=None, replica_id=-1, max_wait_ms=self.fetch_max_wait_ms,
+                min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
                 isolation_level=self.isolation_level, session_id=0, session_epoch=-1,
                 topics=[s["FetchTopic"](topic=t, partitions=p) for t, p in by_topic.items()],
-                forgotten_topics_data=[], rack_id=c["client.rack"])
+                forgotten_topics_data=[], rack_id=self.client_rack)
             self._fetching.add(node_id)
 
             def on_response(response: Any, error: KafkaError | None, node_id: int = node_id,
@@ -603,7 +567,7 @@ class Consumer:
                 self._handle_fetch(response, error, positions)
 
             self._network.send(node_id, ApiKey.FETCH, body, on_response,
-                               timeout_ms=self.request_timeout_ms + c["fetch.max.wait.ms"])
+                               timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms)
 
     def _handle_fetch(self, response: Any, error: KafkaError | None,
                       positions: dict[tuple[str, int], int]) -> None:
@@ -619,7 +583,7 @@ class Consumer:
         for topic in response.responses:
             for p in topic.partitions:
                 key = (topic.topic, p.partition_index)
-                state = self._assignment.get(key)
+                state = self._subscriptions.assignment.get(key)
                 fetch_offset = positions.get(key)
                 if state is None or state.paused or state.position != fetch_offset:
                     continue  # reassigned, paused or sought meanwhile
@@ -632,15 +596,15 @@ class Consumer:
                     view, next_offset = _scan_next_offset(view)
                     self._stats["bytes-consumed-total"] += len(view)
                     assert fetch_offset is not None
-                    self._completed.append(_Completed(key, fetch_offset, view, next_offset))
+                    self._completed.append(_Completed(key, state, fetch_offset, view,
+                                                      next_offset))
                     if len(view):
                         # As Kafka's consumer: a partition that returned data goes last in
                         # the next requests, so every partition gets to be first (the one
                         # a broker answers with a whole batch even above its byte limits).
-                        self._assignment[key] = self._assignment.pop(key)
-                    state.buffer = None
+                        self._subscriptions.move_partition_to_end(key)
                 elif p.error_code == OffsetOutOfRangeError.code:
-                    target = self._reset_target()
+                    target = self._subscriptions.reset_target()
                     if target is None or self._raw_mode:
                         self._pending_error = OffsetOutOfRangeError(
                             f"Fetch position {fetch_offset} is out of range for partition "
@@ -687,6 +651,7 @@ class Consumer:
         self._check_open()
         if self._coordinator is not None:
             self._coordinator.poll()
+            self._on_assignment_change()
         self._raise_pending()
 
     def poll(self, timeout: float | None = None) -> list[ConsumerRecord]:
@@ -737,7 +702,7 @@ class Consumer:
 
     def _columns_of(self, completed: _Completed) -> RecordColumns:
         if completed.columns is None:
-            state = self._assignment[completed.tp]
+            state = self._subscriptions.assignment[completed.tp]
             completed.columns = decode_columns(
                 completed.raw, state.position or 0, check_crcs=self.check_crcs)
             completed.row = 0
@@ -747,7 +712,7 @@ class Consumer:
         out: list[ConsumerRecord] = []
         while self._completed and len(out) < max_records:
             completed = self._completed[0]
-            state = self._assignment.get(completed.tp)
+            state = self._subscriptions.assignment.get(completed.tp)
             if state is None or state.paused:
                 self._completed.popleft()
                 continue
@@ -768,9 +733,10 @@ class Consumer:
             append = out.append
             for i in range(take):
                 length = key_lengths[i]
-                key = None if length < 0 else data[key_starts[i]:key_starts[i] + length]
+                key: object = None if length < 0 else \
+                    data[key_starts[i]:key_starts[i] + length]
                 length = value_lengths[i]
-                value = None if length < 0 else \
+                value: object = None if length < 0 else \
                     data[value_starts[i]:value_starts[i] + length]
                 if kd is not None and key is not None:
                     key = kd(key)
@@ -799,7 +765,7 @@ class Consumer:
             out = []
             while self._completed:
                 completed = self._completed.popleft()
-                state = self._assignment.get(completed.tp)
+                state = self._subscriptions.assignment.get(completed.tp)
                 if state is None or state.paused:
                     continue
                 columns = self._columns_of(completed)
@@ -832,7 +798,7 @@ class Consumer:
             out = []
             while self._completed:
                 completed = self._completed.popleft()
-                state = self._assignment.get(completed.tp)
+                state = self._subscriptions.assignment.get(completed.tp)
                 if state is None or state.paused or state.position != completed.fetch_offset:
                     continue
                 if completed.next_offset is not None and completed.next_offset > \

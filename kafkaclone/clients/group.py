@@ -20,8 +20,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from kafkaclone.clients.assignors import (
     ASSIGNORS,
@@ -31,7 +31,10 @@ from kafkaclone.clients.assignors import (
     encode_sticky_user_data,
 )
 from kafkaclone.clients.common import OFFSET_INVALID, TopicPartition
+from kafkaclone.clients.config import ConfigException, ConsumerConfig
 from kafkaclone.clients.connection import BrokerConnection
+from kafkaclone.clients.network import Metadata
+from kafkaclone.clients.subscription_state import RebalanceListener, SubscriptionState
 from kafkaclone.common.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -47,9 +50,6 @@ from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.messages import consumer_protocol
 
-if TYPE_CHECKING:
-    from kafkaclone.clients.consumer import Consumer
-
 logger = logging.getLogger(__name__)
 
 _COORDINATOR_ERRORS = (NotCoordinatorError.code, CoordinatorNotAvailableError.code)
@@ -58,35 +58,36 @@ _REJOIN_ERRORS = (RebalanceInProgressError.code, IllegalGenerationError.code,
 
 
 class ConsumerCoordinator:
-    def __init__(self, consumer: Consumer, conf: dict[str, Any]) -> None:
-        self.consumer = consumer
-        self.group_id: str = conf["group.id"]
-        self.group_instance_id: str | None = conf["group.instance.id"] or None
-        self.session_timeout_ms: int = conf["session.timeout.ms"]
-        self.heartbeat_interval_s: float = conf["heartbeat.interval.ms"] / 1000.0
-        self.rebalance_timeout_ms: int = conf["max.poll.interval.ms"]
-        self.auto_commit: bool = conf["enable.auto.commit"]
-        self.auto_commit_interval_s: float = conf["auto.commit.interval.ms"] / 1000.0
-        self.retry_backoff_s: float = conf["retry.backoff.ms"] / 1000.0
-        self.request_timeout_ms: int = conf["request.timeout.ms"]
-        self.exclude_internal: bool = conf["exclude.internal.topics"]
-        self.assignors = assignor_names(conf["partition.assignment.strategy"])
-        if self.heartbeat_interval_s * 1000 >= self.session_timeout_ms:
-            from kafkaclone.clients.config import ConfigException
+    """The group side of a consumer whose ``group.id`` is set; it shares the consumer's
+    SubscriptionState (the subscription, the assignment it sets after each rebalance, the
+    positions it commits) and Metadata."""
 
+    def __init__(self, subscriptions: SubscriptionState, metadata: Metadata,
+                 conf: ConsumerConfig, *, client_id: str,
+                 interceptors: Sequence[object]) -> None:
+        self.subscriptions = subscriptions
+        self.metadata = metadata
+        self.client_id = client_id
+        self.interceptors = interceptors
+        self.group_id = conf.get_str("group.id")
+        self.group_instance_id = conf.get_optional_str("group.instance.id") or None
+        self.session_timeout_ms = conf.get_int("session.timeout.ms")
+        self.heartbeat_interval_s = conf.get_int("heartbeat.interval.ms") / 1000.0
+        self.rebalance_timeout_ms = conf.get_int("max.poll.interval.ms")
+        self.auto_commit = conf.get_bool("enable.auto.commit")
+        self.auto_commit_interval_s = conf.get_int("auto.commit.interval.ms") / 1000.0
+        self.retry_backoff_s = conf.get_int("retry.backoff.ms") / 1000.0
+        self.request_timeout_ms = conf.get_int("request.timeout.ms")
+        self.default_api_timeout_s = conf.get_int("default.api.timeout.ms") / 1000.0
+        self.exclude_internal = conf.get_bool("exclude.internal.topics")
+        self.assignors = assignor_names(conf.get_list("partition.assignment.strategy"))
+        if self.heartbeat_interval_s * 1000 >= self.session_timeout_ms:
             raise ConfigException("heartbeat.interval.ms must be lower than "
                                   "session.timeout.ms")
         self.member_id = ""
         self.generation = -1
         self.protocol: str | None = None
         self.leader_id: str | None = None
-        self.subscribed = False
-        self._topics: list[str] = []
-        self._pattern: re.Pattern[str] | None = None
-        self._listener: Any = None
-        self._on_assign: Callable[..., None] | None = None
-        self._on_revoke: Callable[..., None] | None = None
-        self._on_lost: Callable[..., None] | None = None
         self._need_rejoin = False
         self._joined_with: dict[str, int] = {}
         """The topics and partition counts the current assignment was computed from (what
@@ -124,7 +125,7 @@ class ConsumerCoordinator:
 
     def _find_coordinator(self, deadline: float) -> BrokerConnection:
         request_cls = api.APIS[ApiKey.FIND_COORDINATOR].request
-        response = self.consumer.metadata.request_any(
+        response = self.metadata.request_any(
             ApiKey.FIND_COORDINATOR, request_cls(key=self.group_id, key_type=0),
             timeout_s=max(0.001, deadline - time.monotonic()))
         if response.error_code != NONE:
@@ -132,7 +133,7 @@ class ConsumerCoordinator:
                 getattr(response, "error_message", None) or
                 f"FindCoordinator for group {self.group_id}")
         conn = BrokerConnection(response.host, response.port, node_id=response.node_id,
-                                client_id=self.consumer.client_id,
+                                client_id=self.client_id,
                                 request_timeout_ms=self.request_timeout_ms)
         conn.connect()
         if self._coordinator is not None:
@@ -203,11 +204,11 @@ class ConsumerCoordinator:
                     1, thread_name_prefix=f"kafkaclone-commit | {self.group_id}")
             self._async_commits.submit(self._commit_logged, dict(offsets))
             return None
-        return self._commit_sync(offsets, self.consumer.default_api_timeout_s)
+        return self._commit_sync(offsets, self.default_api_timeout_s)
 
     def _commit_logged(self, offsets: dict[tuple[str, int], int]) -> None:
         try:
-            self._commit_sync(offsets, self.consumer.default_api_timeout_s)
+            self._commit_sync(offsets, self.default_api_timeout_s)
         except KafkaError as exc:
             logger.warning("Asynchronous commit of %s failed: %s", offsets, exc)
 
@@ -225,11 +226,11 @@ class ConsumerCoordinator:
                 commit_timestamp=-1, committed_metadata=""))
         error: KafkaError | None = None
         while True:
-            generation, member = (self.generation, self.member_id) if self.subscribed \
-                else (-1, "")
+            subscribed = self.subscriptions.subscribed
+            generation, member = (self.generation, self.member_id) if subscribed else (-1, "")
             body = request_cls(
                 group_id=self.group_id, generation_id=generation, member_id=member,
-                group_instance_id=self.group_instance_id if self.subscribed else None,
+                group_instance_id=self.group_instance_id if subscribed else None,
                 retention_time_ms=-1,
                 topics=[s["OffsetCommitRequestTopic"](name=t, partitions=p)
                         for t, p in by_topic.items()])
@@ -246,7 +247,7 @@ class ConsumerCoordinator:
                     raise error
                 break
             except KafkaError as exc:
-                if exc.code in _REJOIN_ERRORS and self.subscribed:
+                if exc.code in _REJOIN_ERRORS and self.subscriptions.subscribed:
                     self._need_rejoin = True
                     if exc.code != RebalanceInProgressError.code:
                         # Kafka's CommitFailedException: this member's generation is gone.
@@ -262,7 +263,7 @@ class ConsumerCoordinator:
 
     def _on_commit(self, offsets: dict[tuple[str, int], int], error: KafkaError | None) -> None:
         tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        for interceptor in self.consumer.interceptors:
+        for interceptor in self.interceptors:
             hook = getattr(interceptor, "on_commit", None)
             if hook is not None:
                 try:
@@ -272,69 +273,49 @@ class ConsumerCoordinator:
 
     # --- membership ------------------------------------------------------------------------
 
-    def subscribe(self, topics: Any, listener: Any, on_assign: Callable[..., None] | None,
-                  on_revoke: Callable[..., None] | None,
-                  on_lost: Callable[..., None] | None) -> None:
-        if isinstance(topics, re.Pattern):
-            self._pattern, self._topics = topics, []
-        elif isinstance(topics, str):
-            if topics.startswith("^"):
-                self._pattern, self._topics = re.compile(topics), []
-            else:
-                self._pattern, self._topics = None, [topics]
-        else:
-            names = list(topics)
-            patterns = [t for t in names if t.startswith("^")]
-            if patterns:
-                self._pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
-                self._topics = [t for t in names if not t.startswith("^")]
-            else:
-                self._pattern, self._topics = None, names
-        if not self._topics and self._pattern is None:
-            raise ValueError("subscribe() needs at least one topic")
-        self._listener, self._on_assign, self._on_revoke, self._on_lost = \
-            listener, on_assign, on_revoke, on_lost
-        self.subscribed = True
+    def subscribe(self, topics: str | Sequence[str] | re.Pattern[str],
+                  listener: RebalanceListener) -> None:
+        self.subscriptions.subscribe(topics, listener)
         self._need_rejoin = True
-        if self._topics:
-            self.consumer.metadata.add_topics(self._topics)
+        if self.subscriptions.topics:
+            self.metadata.add_topics(self.subscriptions.topics)
 
     def subscription(self) -> list[str]:
         return sorted(self._subscribed_topics())
 
     def _subscribed_topics(self) -> list[str]:
-        topics = set(self._topics)
-        if self._pattern is not None:
-            for name, meta in self.consumer.metadata.topics.items():
-                if meta.error is None and self._pattern.fullmatch(name) and not (
+        topics = set(self.subscriptions.topics)
+        pattern = self.subscriptions.pattern
+        if pattern is not None:
+            for name, meta in self.metadata.topics.items():
+                if meta.error is None and pattern.fullmatch(name) and not (
                         self.exclude_internal and meta.is_internal):
                     topics.add(name)
         return sorted(topics)
 
     def unsubscribe(self) -> None:
-        if self.subscribed:
+        if self.subscriptions.subscribed:
             self._revoke()
             self._leave("the consumer unsubscribed")
-        self.subscribed = False
-        self._topics, self._pattern = [], None
+        self.subscriptions.unsubscribe()
 
     def poll(self) -> None:
         """The consumer's poll: rejoin when needed, auto-commit when due."""
         now = time.monotonic()
         self._last_poll = now
-        if self.subscribed:
+        if self.subscriptions.subscribed:
             self._check_metadata()
             if self._need_rejoin or self.generation < 0:
                 self._rejoin()
         if self.auto_commit and now >= self._next_auto_commit:
             self._next_auto_commit = now + self.auto_commit_interval_s
-            positions = self.consumer.current_positions()
+            positions = self.subscriptions.all_consumed()
             if positions:
                 self.commit(positions, asynchronous=True)
 
     def _check_metadata(self) -> None:
-        metadata = self.consumer.metadata
-        if self._pattern is not None and metadata.stale():
+        metadata = self.metadata
+        if self.subscriptions.pattern is not None and metadata.stale():
             try:
                 metadata.update(None, timeout_s=self.request_timeout_ms / 1000.0)
             except KafkaError as exc:
@@ -349,23 +330,6 @@ class ConsumerCoordinator:
                         self.group_id)
             self._need_rejoin = True
 
-    def _call_listener(self, kind: str, partitions: list[TopicPartition]) -> None:
-        method = {"assign": "on_partitions_assigned", "revoke": "on_partitions_revoked",
-                  "lost": "on_partitions_lost"}[kind]
-        callback = {"assign": self._on_assign, "revoke": self._on_revoke,
-                    "lost": self._on_lost}[kind]
-        if kind == "lost" and callback is None and not (
-                self._listener is not None and hasattr(self._listener, method)):
-            # Kafka's default onPartitionsLost is onPartitionsRevoked.
-            method, callback = "on_partitions_revoked", self._on_revoke
-        try:
-            if self._listener is not None and hasattr(self._listener, method):
-                getattr(self._listener, method)(partitions)
-            elif callback is not None:
-                callback(self.consumer, partitions)
-        except Exception:
-            logger.exception("The rebalance listener's %s failed", method)
-
     def _revoke(self) -> None:
         """Give up the current assignment before a rejoin (eager rebalancing): auto-commit
         and ``on_partitions_revoked``; when the membership was lost (the coordinator no
@@ -373,14 +337,18 @@ class ConsumerCoordinator:
         owned = [TopicPartition(t, p) for t, parts in self._owned.items() for p in parts]
         lost = self.generation < 0
         if self.auto_commit and not lost:
-            positions = self.consumer.current_positions()
+            positions = self.subscriptions.all_consumed()
             if positions:
                 try:
-                    self._commit_sync(positions, self.consumer.default_api_timeout_s)
+                    self._commit_sync(positions, self.default_api_timeout_s)
                 except KafkaError as exc:
                     logger.warning("Auto-commit before the rebalance failed: %s", exc)
-        self._call_listener("lost" if lost else "revoke", owned)
-        self.consumer._set_assignment([])
+        listener = self.subscriptions.listener
+        if lost:
+            listener.on_partitions_lost(owned)
+        else:
+            listener.on_partitions_revoked(owned)
+        self.subscriptions.assign([])
         self._owned = {}
 
     def _rejoin(self) -> None:
@@ -393,7 +361,7 @@ class ConsumerCoordinator:
     def _rejoin_now(self) -> None:
         if self._owned:
             self._revoke()
-        deadline = time.monotonic() + max(self.consumer.default_api_timeout_s,
+        deadline = time.monotonic() + max(self.default_api_timeout_s,
                                           self.rebalance_timeout_ms / 1000.0)
         while True:
             try:
@@ -414,8 +382,9 @@ class ConsumerCoordinator:
         self._owned = assignment
         tps = [TopicPartition(t, p, OFFSET_INVALID) for t in sorted(assignment)
                for p in assignment[t]]
-        self.consumer._set_assignment(tps)
-        self._call_listener("assign", tps)
+        self.subscriptions.assign(tps)
+        self.metadata.add_topics(set(assignment))
+        self.subscriptions.listener.on_partitions_assigned(tps)
         self._start_heartbeat()
 
     def _metadata_bytes(self, name: str, topics: list[str]) -> bytes:
@@ -430,10 +399,11 @@ class ConsumerCoordinator:
                               for t, p in sorted(self._last_owned.items())]), 1)
 
     def _join_and_sync(self, deadline: float) -> dict[str, list[int]]:
-        metadata = self.consumer.metadata
+        metadata = self.metadata
         topics = self._subscribed_topics()
-        if self._topics:
-            metadata.update(self._topics, timeout_s=max(0.001, deadline - time.monotonic()))
+        if self.subscriptions.topics:
+            metadata.update(self.subscriptions.topics,
+                            timeout_s=max(0.001, deadline - time.monotonic()))
             topics = self._subscribed_topics()
         join_cls = api.APIS[ApiKey.JOIN_GROUP].request
         body = join_cls(
@@ -493,7 +463,7 @@ class ConsumerCoordinator:
                 owned = sticky_owned or owned
             subscriptions[member.member_id] = Subscription(list(sub.topics), owned, generation)
         wanted = sorted({t for s in subscriptions.values() for t in s.topics})
-        metadata = self.consumer.metadata
+        metadata = self.metadata
         metadata.update(wanted, timeout_s=self.request_timeout_ms / 1000.0)
         counts = {t: n for t in wanted
                   if (n := metadata.partition_count(t) or 0) > 0}
@@ -524,7 +494,7 @@ class ConsumerCoordinator:
             # As Kafka's heartbeat thread: quiet while the caller's poll joins the group,
             # but a member told to rejoin keeps heartbeating (and being checked against
             # max.poll.interval.ms) until its poll does so.
-            if not self.subscribed or self.generation < 0 or self._joining:
+            if not self.subscriptions.subscribed or self.generation < 0 or self._joining:
                 continue
             if time.monotonic() - self._last_poll > self.rebalance_timeout_ms / 1000.0:
                 logger.warning(
@@ -573,16 +543,16 @@ class ConsumerCoordinator:
 
     def close(self, autocommit: bool) -> None:
         try:
-            if self.subscribed and self.generation >= 0:
+            if self.subscriptions.subscribed and self.generation >= 0:
                 if autocommit and self.auto_commit:
-                    positions = self.consumer.current_positions()
+                    positions = self.subscriptions.all_consumed()
                     if positions:
                         try:
-                            self._commit_sync(positions, self.consumer.default_api_timeout_s)
+                            self._commit_sync(positions, self.default_api_timeout_s)
                         except KafkaError as exc:
                             logger.warning("Auto-commit on close failed: %s", exc)
                 if self._owned:
-                    self._call_listener("revoke", [
+                    self.subscriptions.listener.on_partitions_revoked([
                         TopicPartition(t, p) for t, parts in self._owned.items()
                         for p in parts])
                     self._owned = {}

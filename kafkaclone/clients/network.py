@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkaclone.clients.config import ClientConfig, ConfigException
 from kafkaclone.clients.connection import BrokerConnection, parse_bootstrap
 from kafkaclone.common.errors import (
     NONE,
@@ -87,26 +88,19 @@ class ClusterMetadata:
     orig_broker_id: int = -1
 
 
-def _client_id(conf: dict[str, Any], default: str) -> str:
-    return str(conf.get("client.id") or default)
-
-
 class Metadata:
     """Brokers and topic partitions, refreshed on demand (thread-safe)."""
 
-    def __init__(self, conf: dict[str, Any], *, client_id: str) -> None:
-        servers = conf["bootstrap.servers"]
+    def __init__(self, conf: ClientConfig, *, client_id: str) -> None:
         try:
-            self.bootstrap = parse_bootstrap(servers)
+            self.bootstrap = parse_bootstrap(conf.get_list("bootstrap.servers"))
         except ValueError as exc:
-            from kafkaclone.clients.config import ConfigException
-
             raise ConfigException(str(exc)) from None
         self.client_id = client_id
-        self.request_timeout_ms: int = conf["request.timeout.ms"]
-        self.retry_backoff_ms: int = conf["retry.backoff.ms"]
-        self.max_age_ms: int = conf["metadata.max.age.ms"]
-        self.allow_auto_create: bool = conf.get("allow.auto.create.topics", True)
+        self.request_timeout_ms = conf.get_int("request.timeout.ms")
+        self.retry_backoff_ms = conf.get_int("retry.backoff.ms")
+        self.max_age_ms = conf.get_int("metadata.max.age.ms")
+        self.allow_auto_create = conf.get_bool("allow.auto.create.topics")
         self.brokers: dict[int, BrokerMetadata] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self.cluster_id: str | None = None
@@ -302,14 +296,14 @@ class NetworkClient:
     """Pipelined requests to brokers by id (see the module docstring). One thread uses it
     (``wakeup`` may be called from any)."""
 
-    def __init__(self, metadata: Metadata, conf: dict[str, Any], *, client_id: str,
+    def __init__(self, metadata: Metadata, conf: ClientConfig, *, client_id: str,
                  max_in_flight: int = 5) -> None:
         self.metadata = metadata
         self.client_id = client_id
-        self.request_timeout_ms: int = conf["request.timeout.ms"]
-        self.reconnect_backoff_ms: int = conf["reconnect.backoff.ms"]
-        self.connect_timeout_ms: int = conf["socket.connection.setup.timeout.ms"]
-        self.reconnect_backoff_max_ms: int = conf["reconnect.backoff.max.ms"]
+        self.request_timeout_ms = conf.get_int("request.timeout.ms")
+        self.reconnect_backoff_ms = conf.get_int("reconnect.backoff.ms")
+        self.connect_timeout_ms = conf.get_int("socket.connection.setup.timeout.ms")
+        self.reconnect_backoff_max_ms = conf.get_int("reconnect.backoff.max.ms")
         self.max_in_flight = max_in_flight
         self._nodes: dict[int, _Node] = {}
         self._selector = selectors.DefaultSelector()

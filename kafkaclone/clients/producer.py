@@ -20,7 +20,6 @@ decides what a sequence error means.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -28,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from kafkaclone.clients.config import PRODUCER_CONFIG, ConfigException, parse_config
+from kafkaclone.clients.config import ConfigException, ProducerConfig
 from kafkaclone.clients.network import Metadata, NetworkClient
 from kafkaclone.clients.partitioner import DefaultPartitioner, Partitioner, make_partitioner
 from kafkaclone.clients.records import (
@@ -41,7 +40,6 @@ from kafkaclone.clients.records import (
     varint,
 )
 from kafkaclone.clients.transaction_manager import (
-    NO_SEQUENCE,
     ProducerIdAndEpoch,
     State,
     TransactionManager,
@@ -67,6 +65,12 @@ from kafkaclone.common.errors import (
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec
+from kafkaclone.protocol.records.batch import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+)
 
 logger = logging.getLogger(__name__)
 _monotonic = time.monotonic
@@ -74,7 +78,6 @@ _time_ns = time.time_ns
 
 RECORD_OVERHEAD: Final = 22
 """A v2 record's varint fields at most (Kafka's DefaultRecord.MAX_RECORD_OVERHEAD is 21)."""
-BATCH_OVERHEAD: Final = 61
 REQUEST_OVERHEAD: Final = 100
 CODECS: Final = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY,
                  "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
@@ -142,8 +145,8 @@ class ProducerBatch:
         self.max_timestamp = timestamp
         self.callbacks: dict[int, Any] = {}
         """``on_delivery`` by record index, for the records sent with one."""
-        self.size = BATCH_OVERHEAD
-        """Bytes counted for ``batch.size``; all but BATCH_OVERHEAD are reserved in
+        self.size = RECORD_BATCH_OVERHEAD
+        """Bytes counted for ``batch.size``; all but RECORD_BATCH_OVERHEAD are reserved in
         ``buffer.memory``."""
         self.created = now
         self.drained_at = 0.0
@@ -153,8 +156,8 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: KafkaError | None = None
-        self.producer_id = -1
-        self.producer_epoch = -1
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
         """Set when the idempotent producer drains the batch; kept across retries."""
         self.sequence_has_been_reset = False
@@ -260,19 +263,6 @@ class _BufferPool:
             self._cond.notify_all()
 
 
-def _load(spec: Any) -> Any:
-    """An object from a config value: an instance, a class (instantiated) or a dotted name."""
-    if isinstance(spec, str):
-        module_name, _, attr = spec.rpartition(".")
-        try:
-            spec = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError, ValueError):
-            raise ConfigException(f"Cannot load {spec!r}") from None
-    if isinstance(spec, type):
-        return spec()
-    return spec
-
-
 def _to_bytes(value: Any, what: str) -> bytes | None:
     if value is None or isinstance(value, bytes):
         return value
@@ -303,45 +293,47 @@ class Producer:
     def __init__(self, conf: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         merged = dict(conf or {})
         merged.update({k.replace("_", "."): v for k, v in kwargs.items()})
-        self.config = parse_config(merged, PRODUCER_CONFIG, what="producer")
-        c = self.config
-        acks = c["acks"]
+        self.config = c = ProducerConfig(merged)
+        acks = c.get_str("acks")
         self.acks = -1 if acks in ("all", "-1") else int(acks)
-        self.codec = CODECS[c["compression.type"]]
+        self.codec = CODECS[c.get_str("compression.type")]
+        self.enable_idempotence = resolve_idempotence(c)
+        """``enable.idempotence`` after Kafka 3.x's rules (off when left at its default
+        with a conflicting setting)."""
         self._transaction_manager: TransactionManager | None = None
         """Kafka's TransactionManager when idempotent (None otherwise)."""
-        if resolve_idempotence(merged, c):
+        if self.enable_idempotence:
             self._transaction_manager = TransactionManager(
-                retry_backoff_s=c["retry.backoff.ms"] / 1000.0)
-        if c["transactional.id"]:
+                retry_backoff_s=c.get_int("retry.backoff.ms") / 1000.0)
+        if c.get_optional_str("transactional.id"):
             raise ConfigException("transactional.id is not supported by this client")
-        if c["delivery.timeout.ms"] < c["linger.ms"] + c["request.timeout.ms"]:
+        if c.get_int("delivery.timeout.ms") < c.get_int("linger.ms") + \
+                c.get_int("request.timeout.ms"):
             raise ConfigException(
                 "delivery.timeout.ms should be equal to or larger than linger.ms + "
                 "request.timeout.ms")
-        self.batch_size: int = c["batch.size"]
-        self.linger_s: float = c["linger.ms"] / 1000.0
-        self.max_block_s: float = c["max.block.ms"] / 1000.0
-        self.max_request_size: int = c["max.request.size"]
-        self.retries: int = c["retries"]
-        self.delivery_timeout_s: float = c["delivery.timeout.ms"] / 1000.0
-        self.retry_backoff_s: float = c["retry.backoff.ms"] / 1000.0
-        self.max_in_flight: int = c["max.in.flight.requests.per.connection"]
-        self.request_timeout_ms: int = c["request.timeout.ms"]
+        self.batch_size = c.get_int("batch.size")
+        self.linger_s = c.get_int("linger.ms") / 1000.0
+        self.max_block_s = c.get_int("max.block.ms") / 1000.0
+        self.max_request_size = c.get_int("max.request.size")
+        self.retries = c.get_int("retries")
+        self.delivery_timeout_s = c.get_int("delivery.timeout.ms") / 1000.0
+        self.retry_backoff_s = c.get_int("retry.backoff.ms") / 1000.0
+        self.max_in_flight = c.get_int("max.in.flight.requests.per.connection")
+        self.request_timeout_ms = c.get_int("request.timeout.ms")
         self.partitioner: Partitioner = make_partitioner(
-            c["partitioner.class"] if c["partitioner.class"] is not None else c["partitioner"])
-        self.key_serializer = _load(c["key.serializer"]) if c["key.serializer"] else None
-        self.value_serializer = _load(c["value.serializer"]) if c["value.serializer"] else None
-        self.interceptors = [_load(i) for i in c["interceptor.classes"]]
-        self.client_id = c["client.id"] or f"producer-{id(self) & 0xFFFF}"
+            (c.get_classes("partitioner.class") or c.get_classes("partitioner") or [None])[0])
+        self.key_serializer = c.get_callable("key.serializer")
+        self.value_serializer = c.get_callable("value.serializer")
+        self.interceptors = c.get_configured_instances("interceptor.classes")
+        self.client_id = c.get_str("client.id") or f"producer-{id(self) & 0xFFFF}"
         self.metadata = Metadata(c, client_id=self.client_id)
-        self.metadata.allow_auto_create = c["allow.auto.create.topics"]
         self._network = NetworkClient(self.metadata, c, client_id=self.client_id,
                                       max_in_flight=self.max_in_flight)
         self._lock = threading.Lock()
-        self._pool = _BufferPool(c["buffer.memory"], self._lock)
-        self._max_record_size = min(self.max_request_size - BATCH_OVERHEAD - REQUEST_OVERHEAD,
-                                    self._pool.total)
+        self._pool = _BufferPool(c.get_int("buffer.memory"), self._lock)
+        self._max_record_size = min(
+            self.max_request_size - RECORD_BATCH_OVERHEAD - REQUEST_OVERHEAD, self._pool.total)
         """A record up to this size (RECORD_OVERHEAD included) fits both limits."""
         partitioner = self.partitioner
         self._sticky: dict[str, int] | None = (
@@ -511,11 +503,11 @@ class Producer:
         return topic, value, key, partition, headers, timestamp
 
     def _check_record_size(self, size: int) -> None:
-        if size + BATCH_OVERHEAD + REQUEST_OVERHEAD > self.max_request_size:
+        if size + RECORD_BATCH_OVERHEAD + REQUEST_OVERHEAD > self.max_request_size:
             raise MessageTooLargeError(
-                f"The message is {size + BATCH_OVERHEAD} bytes when serialized which is larger "
-                f"than {self.max_request_size}, which is the value of the max.request.size "
-                f"configuration.")
+                f"The message is {size + RECORD_BATCH_OVERHEAD} bytes when serialized which is "
+                f"larger than {self.max_request_size}, which is the value of the "
+                f"max.request.size configuration.")
         if size > self._pool.total:
             raise MessageTooLargeError(
                 f"The message is {size} bytes when serialized which is larger than the total "
@@ -862,7 +854,7 @@ class Producer:
         self._stats["record-error-total" if error is not None else "record-send-total"] += \
             len(batch.records)
         with self._lock:  # one acquisition: the send() path contends for this lock
-            self._pool.release_locked(batch.size - BATCH_OVERHEAD)
+            self._pool.release_locked(batch.size - RECORD_BATCH_OVERHEAD)
             self._muted.discard((batch.topic, batch.partition))
         callbacks = batch.callbacks
         if callbacks or self.interceptors:

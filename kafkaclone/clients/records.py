@@ -14,12 +14,21 @@ from typing import Final
 from crc32c import crc32c
 
 from kafkaclone.protocol import types
-from kafkaclone.protocol.records import HEADER, RECORD_BATCH_OVERHEAD, Codec, compress
-from kafkaclone.protocol.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET
+from kafkaclone.protocol.records import Codec, compress
+from kafkaclone.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+)
+from kafkaclone.protocol.records.common import LOG_OVERHEAD
 
 _TABLE_SIZE: Final = 1 << 14
-_LOG_OVERHEAD: Final = 12
-_MAGIC_V2: Final = 2
 
 
 def _encode(n: int) -> bytes:
@@ -86,16 +95,16 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
 
 def finish_batch(records: bytes | bytearray, count: int, base_timestamp: int,
                  max_timestamp: int, codec: Codec, *, base_offset: int = 0,
-                 producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1) -> bytes:
+                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                 base_sequence: int = NO_SEQUENCE) -> bytes:
     """The v2 batch around ``count`` encoded records: header (with the idempotent
-    producer's id, epoch and base sequence, or -1), compression, CRC32C."""
+    producer's id, epoch and base sequence, if any), compression, CRC32C."""
     body = compress(codec, records) if codec is not Codec.NONE else records
     out = bytearray(RECORD_BATCH_OVERHEAD + len(body))
     out[RECORD_BATCH_OVERHEAD:] = body
-    HEADER.pack_into(out, 0, base_offset, len(out) - _LOG_OVERHEAD, -1, _MAGIC_V2, 0,
-                     codec.value, count - 1, base_timestamp, max_timestamp, producer_id,
-                     producer_epoch, base_sequence, count)
+    HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH,
+                     MAGIC_V2, 0, codec.value, count - 1, base_timestamp, max_timestamp,
+                     producer_id, producer_epoch, base_sequence, count)
     crc = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:])
     out[CRC_OFFSET:CRC_OFFSET + 4] = crc.to_bytes(4, "big")
     return bytes(out)

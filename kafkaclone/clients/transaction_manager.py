@@ -32,11 +32,12 @@ from __future__ import annotations
 import enum
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from kafkaclone.clients.config import MAX_INT, ConfigException
+from kafkaclone.clients.config import ConfigException, ProducerConfig
+from kafkaclone.common.config_def import INT_MAX
 from kafkaclone.common.errors import (
     NONE,
     ClusterAuthorizationFailedError,
@@ -52,6 +53,7 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.records.batch import NO_SEQUENCE
 
 if TYPE_CHECKING:
     from kafkaclone.clients.producer import ProducerBatch
@@ -59,7 +61,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE: Final = 5
-NO_SEQUENCE: Final = -1
 NO_LAST_ACKED_SEQUENCE_NUMBER: Final = -1
 MAX_EPOCH: Final = 2**15 - 1
 
@@ -70,40 +71,40 @@ PartitionKey = tuple[str, int]
 def increment_sequence(sequence: int, increment: int) -> int:
     """``sequence + increment``, wrapping past 2^31 - 1 to 0 (DefaultRecordBatch's
     incrementSequence)."""
-    if sequence > MAX_INT - increment:
-        return increment - (MAX_INT - sequence) - 1
+    if sequence > INT_MAX - increment:
+        return increment - (INT_MAX - sequence) - 1
     return sequence + increment
 
 
-def resolve_idempotence(originals: Mapping[str, Any], config: dict[str, Any]) -> bool:
+def resolve_idempotence(config: ProducerConfig) -> bool:
     """Whether the producer is idempotent, with Kafka 3.x's rules (ProducerConfig's
     postProcessAndValidateIdempotenceConfigs, Kafka 3.2 and later).
 
     Idempotence needs acks=all, retries > 0 and max.in.flight.requests.per.connection <= 5.
     When the user set ``enable.idempotence=true`` a conflicting value raises
     ConfigException; when idempotence is on only by default, a conflicting value turns it
-    off (logged). ``config["enable.idempotence"]`` is updated to the outcome."""
-    explicit = "enable.idempotence" in originals
-    enabled = bool(config["enable.idempotence"])
-    if not enabled:
+    off (logged)."""
+    if not config.get_bool("enable.idempotence"):
         return False
-    disable = False
-    if config["retries"] == 0:
+    explicit = "enable.idempotence" in config.originals
+    enabled = True
+    if config.get_int("retries") == 0:
         if explicit:
             raise ConfigException(
                 "Must set retries to non-zero when using the idempotent producer.")
         logger.info("Idempotence will be disabled because retries is set to 0.")
-        disable = True
-    if config["acks"] not in ("all", "-1"):
+        enabled = False
+    acks = config.get_str("acks")
+    if acks not in ("all", "-1"):
         if explicit:
             raise ConfigException(
                 "Must set acks to all in order to use the idempotent producer. Otherwise we "
                 "cannot guarantee idempotence.")
         logger.info("Idempotence will be disabled because acks is set to %s, not set to "
-                    "'all'.", config["acks"])
-        disable = True
-    in_flight = config["max.in.flight.requests.per.connection"]
-    if in_flight > MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE:
+                    "'all'.", acks)
+        enabled = False
+    if config.get_int("max.in.flight.requests.per.connection") > \
+            MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE:
         if explicit:
             raise ConfigException(
                 "Must set max.in.flight.requests.per.connection to at most "
@@ -112,10 +113,8 @@ def resolve_idempotence(originals: Mapping[str, Any], config: dict[str, Any]) ->
         logger.warning("Idempotence will be disabled because "
                        "max.in.flight.requests.per.connection is set higher than %d.",
                        MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE)
-        disable = True
-    if disable:
-        config["enable.idempotence"] = False
-    return not disable
+        enabled = False
+    return enabled
 
 
 @dataclass(frozen=True)
@@ -246,7 +245,7 @@ class TransactionManager:
     def init_producer_id_request(self) -> Any:
         """The InitProducerId body of an idempotent producer (no transactional id)."""
         return api.APIS[ApiKey.INIT_PRODUCER_ID].request(
-            transactional_id=None, transaction_timeout_ms=MAX_INT, producer_id=-1,
+            transactional_id=None, transaction_timeout_ms=INT_MAX, producer_id=-1,
             producer_epoch=-1)
 
     def handle_init_producer_id_response(self, response: Any, error: KafkaError | None,

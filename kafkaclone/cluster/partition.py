@@ -32,7 +32,7 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Protocol, cast
+from typing import Any, Final, NamedTuple, Protocol
 
 from twisted.internet.defer import Deferred
 
@@ -71,7 +71,6 @@ NO_LEADER: Final = -1
 NO_LEADER_EPOCH: Final = -1
 """A partition the controller has not described yet: any leader epoch (>= 0) is newer."""
 UNKNOWN_OFFSET: Final = -1
-DEFAULT_REPLICA_LAG_TIME_MAX_MS: Final = 30_000
 
 
 class FetchIsolation(enum.Enum):
@@ -146,7 +145,7 @@ class Replica:
 
 
 @dataclass(frozen=True)
-class PartitionState:
+class LeaderAndIsrPartitionState:
     """One partition of a LeaderAndIsr request (Kafka's LeaderAndIsrPartitionState)."""
 
     topic: str
@@ -175,20 +174,16 @@ class Partition:
         local_broker_id: int,
         log_manager: LogManager,
         *,
-        clock: Scheduler | None = None,
+        replica_lag_time_max_ms: int,
+        clock: Scheduler,
         isr_manager: IsrManager | None = None,
-        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         on_high_watermark_change: Callable[[TopicPartition], None] | None = None,
         is_broker_alive: Callable[[int], bool] | None = None,
     ) -> None:
         self.topic_partition = tp
         self.local_broker_id = local_broker_id
         self._log_manager = log_manager
-        if clock is None:
-            from twisted.internet import reactor
-
-            clock = cast(Scheduler, reactor)
-        self._clock: Scheduler = clock
+        self._clock = clock
         self._isr_manager = isr_manager
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._on_high_watermark_change = on_high_watermark_change
@@ -253,7 +248,7 @@ class Partition:
                 self.topic_partition, config, is_new=is_new)
         return self.log
 
-    def _update_assignment_and_isr(self, state: PartitionState) -> None:
+    def _update_assignment_and_isr(self, state: LeaderAndIsrPartitionState) -> None:
         self.replicas = tuple(state.replicas)
         self.adding_replicas = tuple(state.adding_replicas)
         self.removing_replicas = tuple(state.removing_replicas)
@@ -264,7 +259,8 @@ class Partition:
 
     # -- leadership ------------------------------------------------------------------------
 
-    def make_leader(self, state: PartitionState, config: LogConfig | None = None) -> bool:
+    def make_leader(self, state: LeaderAndIsrPartitionState,
+                    config: LogConfig | None = None) -> bool:
         """Become the leader as ``state`` says; whether this replica was not the leader
         before. The new leader epoch starts at the log end offset, recorded in the log's
         leader-epoch cache (Kafka's ``maybeAssignEpochStartOffset``). The followers' fetch
@@ -295,7 +291,8 @@ class Partition:
         self._maybe_increment_leader_hw(log)
         return not was_leader
 
-    def make_follower(self, state: PartitionState, config: LogConfig | None = None) -> bool:
+    def make_follower(self, state: LeaderAndIsrPartitionState,
+                      config: LogConfig | None = None) -> bool:
         """Become a follower of ``state.leader``; whether the leader or the leader epoch
         changed (Kafka 2.8: the fetcher then restarts the partition, truncation included,
         against the new leader or at the new epoch)."""
@@ -725,10 +722,10 @@ class Partition:
         self._follower_log().truncate_fully_and_start_at(offset)
 
 
-def partition_state_of(topic: str, state: Any) -> PartitionState:
-    """A decoded LeaderAndIsrPartitionState struct as a PartitionState (fields a version
-    does not carry have their defaults)."""
-    return PartitionState(
+def partition_state_of(topic: str, state: Any) -> LeaderAndIsrPartitionState:
+    """A decoded LeaderAndIsr request partition state as a LeaderAndIsrPartitionState
+    (fields a version does not carry have their defaults)."""
+    return LeaderAndIsrPartitionState(
         topic=topic,
         partition=state.partition_index,
         controller_epoch=state.controller_epoch,

@@ -8,4 +8,5 @@ use and which imports no other kafkaclone package.
 - ``jvm``: Java's String.hashCode and Kafka's Utils.abs, for placement rules
 - ``properties``: the Java properties-file parser
 - ``config_def``: config tables (ConfigDef, ConfigKey, validators)
+- ``endpoint``: listener endpoints (EndPoint, SecurityProtocol, listener-list parsing)
 """

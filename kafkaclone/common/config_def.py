@@ -6,8 +6,10 @@ file (or an already typed value) into the typed value and validates it; anything
 is a ``ConfigError`` naming the key, a subclass of the protocol's INVALID_CONFIG error so
 that a handler validating configs (CreateTopics, AlterConfigs) can answer with its code.
 
-The broker's table is ``kafkaclone.server.config.BROKER_CONFIG``; the topic-level one is
-``kafkaclone.log.config.LOG_CONFIG_KEYS``.
+``AbstractConfig`` holds a table's parsed values behind typed getters. The broker's table
+is ``kafkaclone.server.config.BROKER_CONFIG``; the topic-level one is
+``kafkaclone.log.config.LOG_CONFIG_KEYS``; the clients' are
+``kafkaclone.clients.config.PRODUCER_CONFIG`` and ``CONSUMER_CONFIG``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 from kafkaclone.common.errors import InvalidConfigError
@@ -28,8 +31,21 @@ INT_MAX: Final = 2**31 - 1
 LONG_MIN: Final = -(2**63)
 LONG_MAX: Final = 2**63 - 1
 
-ConfigValue = bool | int | float | str | tuple[str, ...] | None
-"""A parsed value: LIST values are tuples of strings; None where the default is null."""
+
+
+@dataclass(frozen=True, eq=False)
+class PluginObjects:
+    """A CLASS value, or a LIST value of classes, given as Python objects (a class, a
+    function, an instance) rather than by name, as a Python client's config dict allows
+    (Kafka's Java ConfigDef likewise takes a ``Class`` for a CLASS key). ``items``: the one
+    object of a CLASS value; every item of a LIST (names stay strings)."""
+
+    items: tuple[object, ...]
+
+
+ConfigValue = bool | int | float | str | tuple[str, ...] | PluginObjects | None
+"""A parsed value: LIST values are tuples of strings (PluginObjects where a list of classes
+holds objects); None where the default is null."""
 
 
 class ConfigError(InvalidConfigError):
@@ -183,6 +199,9 @@ class ConfigKey:
     server_default_config: str | None = None
     """For a topic-level key: the broker config (server.properties) supplying its default
     (Kafka's ``LogConfig`` server default property)."""
+    item_type: ConfigType = ConfigType.STRING
+    """For a LIST key: STRING (names), or CLASS (class names or Python objects, Kafka's
+    ``getConfiguredInstances`` lists such as ``interceptor.classes``)."""
 
     @property
     def attribute(self) -> str:
@@ -193,16 +212,20 @@ class ConfigKey:
     def sensitive(self) -> bool:
         return self.type is ConfigType.PASSWORD
 
-    def parse(self, raw: object) -> ConfigValue:
+    def parse(self, raw: object, *, strings_from_numbers: bool = False) -> ConfigValue:
         """The typed value of ``raw`` (a string from a file, or an already typed value),
         validated; ConfigError naming this key otherwise. None is accepted only where the
-        default is None."""
+        default is None. ``strings_from_numbers``: a STRING value may be given as an int
+        (its decimal text), as in a Python client's dict (``{"acks": 1}``)."""
         if raw is None:
             if self.default is None:
                 return None
             raise ConfigError(self.name, None, f"a value of type {self.type.name} is required")
+        if strings_from_numbers and self.type is ConfigType.STRING and \
+                isinstance(raw, int) and not isinstance(raw, bool):
+            raw = str(raw)
         try:
-            value = parse_typed(self.type, raw)
+            value = parse_typed(self.type, raw, item_type=self.item_type)
         except ValueError as exc:
             raise ConfigError(self.name, self._loggable(raw), str(exc)) from None
         if self.validator is not None:
@@ -219,12 +242,22 @@ class ConfigKey:
             return "true" if value else "false"
         if isinstance(value, tuple):
             return ",".join(value)
+        if isinstance(value, PluginObjects):
+            return ",".join(_plugin_name(item) for item in value.items)
         if isinstance(value, float):
             return repr(value)
         return str(value)
 
     def _loggable(self, raw: object) -> object:
         return "[hidden]" if self.sensitive else raw
+
+
+def _plugin_name(item: object) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, type):
+        return f"{item.__module__}.{item.__qualname__}"
+    return repr(item)
 
 
 _INTEGER_RE: Final = re.compile(r"[+-]?[0-9]+")
@@ -248,9 +281,16 @@ def parse_csv_list(text: str) -> list[str]:
     return [item for item in re.split(r"\s*,\s*", text.strip()) if item]
 
 
-def parse_typed(config_type: ConfigType, raw: object) -> ConfigValue:
+def _is_plugin_object(raw: object) -> bool:
+    """A Python object that can stand for a class: not a string, number or container."""
+    return not isinstance(raw, str | bytes | int | float | list | tuple | dict | set)
+
+
+def parse_typed(config_type: ConfigType, raw: object,
+                item_type: ConfigType = ConfigType.STRING) -> ConfigValue:
     """Kafka's ``ConfigDef.parseType``: strings are trimmed, numbers must fit the type.
-    ValueError saying what was expected otherwise."""
+    A CLASS value (and a LIST item where ``item_type`` is CLASS) may also be the Python
+    object itself (PluginObjects). ValueError saying what was expected otherwise."""
     if config_type is ConfigType.BOOLEAN:
         if isinstance(raw, bool):
             return raw
@@ -283,17 +323,29 @@ def parse_typed(config_type: ConfigType, raw: object) -> ConfigValue:
             return tuple(parse_csv_list(raw))
         if isinstance(raw, list | tuple) and all(isinstance(item, str) for item in raw):
             return tuple(item.strip() for item in raw if item.strip())
+        if item_type is ConfigType.CLASS and isinstance(raw, list | tuple) and all(
+                isinstance(item, str) or _is_plugin_object(item) for item in raw):
+            return PluginObjects(tuple(item.strip() if isinstance(item, str) else item
+                                       for item in raw
+                                       if not isinstance(item, str) or item.strip()))
         raise ValueError("expected a comma-separated list")
     # STRING, CLASS, PASSWORD
     if isinstance(raw, str):
         return raw.strip()
+    if config_type is ConfigType.CLASS:
+        if _is_plugin_object(raw):
+            return PluginObjects((raw,))
+        raise ValueError("expected a class name, or a Python class, function or object")
     raise ValueError("expected a string")
 
 
 class ConfigDef:
-    """An ordered table of config keys (Kafka's ``ConfigDef``)."""
+    """An ordered table of config keys (Kafka's ``ConfigDef``). ``strings_from_numbers``:
+    STRING values may be given as ints (see ``ConfigKey.parse``)."""
 
-    def __init__(self, keys: Iterable[ConfigKey]) -> None:
+    def __init__(self, keys: Iterable[ConfigKey], *, strings_from_numbers: bool = False
+                 ) -> None:
+        self.strings_from_numbers = strings_from_numbers
         self._keys: dict[str, ConfigKey] = {}
         for key in keys:
             if key.name in self._keys:
@@ -340,5 +392,88 @@ class ConfigDef:
             if key is None:
                 unknown.append(name)
             else:
-                values[name] = key.parse(raw)
+                values[name] = key.parse(raw, strings_from_numbers=self.strings_from_numbers)
         return values, unknown
+
+
+class AbstractConfig:
+    """Parsed values of a ConfigDef with typed getters (Kafka's ``AbstractConfig``); a
+    getter asked for a value of another type raises TypeError (a programming error, not a
+    user's). ConfigError on an invalid value."""
+
+    def __init__(self, definition: ConfigDef, props: Mapping[str, object]) -> None:
+        self.definition = definition
+        self._originals: dict[str, object] = dict(props)
+        values, unknown = definition.parse(self._originals)
+        self._values: dict[str, ConfigValue] = values
+        self._unknown: tuple[str, ...] = tuple(unknown)
+
+    @property
+    def values(self) -> Mapping[str, ConfigValue]:
+        """Every declared key's typed value."""
+        return MappingProxyType(self._values)
+
+    @property
+    def originals(self) -> Mapping[str, object]:
+        """What was supplied, unknown keys included."""
+        return MappingProxyType(self._originals)
+
+    @property
+    def unknown_keys(self) -> tuple[str, ...]:
+        """The supplied names the table does not declare."""
+        return self._unknown
+
+    def get(self, name: str) -> ConfigValue:
+        """The typed value of a declared key (its default if not supplied); KeyError if the
+        table does not declare it."""
+        return self._values[name]
+
+    def get_int(self, name: str) -> int:
+        value = self._values[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} is {value!r}, not an integer")
+        return value
+
+    def get_bool(self, name: str) -> bool:
+        value = self._values[name]
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} is {value!r}, not a boolean")
+        return value
+
+    def get_float(self, name: str) -> float:
+        value = self._values[name]
+        if not isinstance(value, float):
+            raise TypeError(f"{name} is {value!r}, not a double")
+        return value
+
+    def get_optional_str(self, name: str) -> str | None:
+        value = self._values[name]
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} is {value!r}, not a string")
+        return value
+
+    def get_str(self, name: str) -> str:
+        value = self.get_optional_str(name)
+        if value is None:
+            raise TypeError(f"{name} is null")
+        return value
+
+    def get_list(self, name: str) -> list[str]:
+        value = self._values[name]
+        if not isinstance(value, tuple):
+            raise TypeError(f"{name} is {value!r}, not a list")
+        return list(value)
+
+    def get_classes(self, name: str) -> list[object]:
+        """A CLASS or class-LIST value's items: names (str) and Python objects; [] for
+        null or an empty name."""
+        value = self._values[name]
+        if value is None:
+            return []
+        if isinstance(value, PluginObjects):
+            return list(value.items)
+        if isinstance(value, str):
+            return [value] if value else []
+        if isinstance(value, tuple):
+            return list(value)
+        raise TypeError(f"{name} is {value!r}, not a class")

@@ -21,7 +21,6 @@ from typing import Any, Final, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
 
-from kafkaclone.cluster.endpoint import SecurityProtocol
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.context import ControllerContext
 from kafkaclone.network.client import KafkaClientConnection
@@ -382,15 +381,9 @@ class ControllerBrokerRequestBatch:
             by_topic.setdefault(tp.topic, []).append(state)
         live_brokers = []
         for broker_id, info in sorted(self.context.live_brokers.items()):
-            endpoints = []
-            for ep in info.endpoints:
-                try:
-                    protocol = int(SecurityProtocol.for_name(ep.security_protocol))
-                except ValueError:
-                    protocol = int(SecurityProtocol.PLAINTEXT)
-                endpoints.append(structs["UpdateMetadataEndpoint"](
-                    port=ep.port, host=ep.host or "", listener=ep.listener_name,
-                    security_protocol=protocol))
+            endpoints = [structs["UpdateMetadataEndpoint"](
+                port=ep.port, host=ep.host or "", listener=ep.listener_name,
+                security_protocol=int(ep.security_protocol)) for ep in info.endpoints]
             live_brokers.append(structs["UpdateMetadataBroker"](
                 id=broker_id, v0_host="", v0_port=0, endpoints=endpoints, rack=info.rack))
         topic_states = [structs["UpdateMetadataTopicState"](

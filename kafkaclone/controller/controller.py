@@ -63,12 +63,7 @@ from kafkaclone.controller.events import (
     TopicDeletionStopReplicaResponseReceived,
 )
 from kafkaclone.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
-from kafkaclone.zk.client import (
-    KafkaZkClient,
-    StateChangeHandler,
-    ZNodeChangeHandler,
-    ZNodeChildChangeHandler,
-)
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ControllerMovedError
 from kafkaclone.zk.znodes import (
     BrokerIdsZNode,
@@ -78,6 +73,11 @@ from kafkaclone.zk.znodes import (
     PreferredReplicaElectionZNode,
     TopicsZNode,
     TopicZNode,
+)
+from kafkaclone.zk.zookeeper_client import (
+    StateChangeHandler,
+    ZNodeChangeHandler,
+    ZNodeChildChangeHandler,
 )
 
 logger = logging.getLogger(__name__)
@@ -92,34 +92,17 @@ ChannelFactory = Callable[["KafkaController"], ControllerChannel]
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    """The broker settings the controller uses."""
+    """The broker settings the controller uses. The values (and their defaults) come from
+    the broker's config table: the broker builds this (kafkaclone.server.broker)."""
 
     broker_id: int
-    unclean_leader_election_enable: bool = False
-    delete_topic_enable: bool = True
-    controller_socket_timeout_ms: int = 30000
-    listener_name: str = "PLAINTEXT"
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_per_broker_percentage: int = 10
-    leader_imbalance_check_interval_seconds: int = 300
-
-    @classmethod
-    def from_kafka_config(cls, config: Any) -> ControllerConfig:
-        if isinstance(config, ControllerConfig):
-            return config
-        listener = config.control_plane_listener_name or config.inter_broker_listener_name
-        return cls(
-            broker_id=config.get_int("broker.id"),
-            unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
-            delete_topic_enable=config.get_bool("delete.topic.enable"),
-            controller_socket_timeout_ms=config.get_int("controller.socket.timeout.ms"),
-            listener_name=str(listener),
-            auto_leader_rebalance_enable=config.get_bool("auto.leader.rebalance.enable"),
-            leader_imbalance_per_broker_percentage=config.get_int(
-                "leader.imbalance.per.broker.percentage"),
-            leader_imbalance_check_interval_seconds=config.get_int(
-                "leader.imbalance.check.interval.seconds"),
-        )
+    unclean_leader_election_enable: bool
+    delete_topic_enable: bool
+    controller_socket_timeout_ms: int
+    listener_name: str
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_per_broker_percentage: int
+    leader_imbalance_check_interval_seconds: int
 
 
 # -- ZooKeeper handlers: they only queue events --------------------------------------------------
@@ -185,10 +168,10 @@ class _SessionHandler(StateChangeHandler):
 class KafkaController:
     """One broker's controller (active or standby); implements ControllerService."""
 
-    def __init__(self, config: Any, zk_client: KafkaZkClient, broker_id: int,
+    def __init__(self, config: ControllerConfig, zk_client: KafkaZkClient, broker_id: int,
                  broker_epoch: int, reactor: Any, *,
                  channel_factory: ChannelFactory | None = None) -> None:
-        self.config = ControllerConfig.from_kafka_config(config)
+        self.config = config
         self.zk_client = zk_client
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch

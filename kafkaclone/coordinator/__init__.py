@@ -1,2 +1,2 @@
-"""Coordinators: ``group`` (consumer groups and committed offsets, built) and
-``transaction`` (producer ids and transactions, not built yet)."""
+"""Coordinators: ``group`` (consumer groups and committed offsets) and ``transaction``
+(producer ids and transactions, empty so far)."""

@@ -267,6 +267,16 @@ class LogConfig:
         return config
 
     @classmethod
+    def from_topic_overrides(cls, overrides: Mapping[str, str],
+                             defaults: LogConfig) -> LogConfig:
+        """A topic's config: its overrides (``/config/topics/<t>``, CreateTopics' configs)
+        over the broker's topic defaults (``from_broker_props``), as Kafka's
+        ``LogConfig.fromProps(defaults, overrides)``. Unknown names are ignored: they were
+        refused when written, or belong to a newer broker. InvalidConfigError for an
+        invalid value."""
+        return cls.from_props(overrides, defaults=defaults, ignore_unknown=True)
+
+    @classmethod
     def from_broker_props(cls, props: Mapping[str, Any]) -> LogConfig:
         """The broker-wide defaults from server.properties names (``log.segment.bytes``,
         ``log.retention.hours`` ...), with Kafka's precedence between the ms / minutes /
@@ -375,6 +385,15 @@ LOG_MANAGER_CONFIG_KEYS: Final = ConfigDef([
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, HIGH,
               "How often the high watermarks (replication-offset-checkpoint) are "
               "written."),
+    ConfigKey("transactional.id.expiration.ms", INT, 7 * 24 * 60 * MINUTE_MS, HIGH,
+              "Forget a transactional id (and expire a producer id) after this long "
+              "without a transaction status update. A partition forgets an idempotent "
+              "producer that has not written to it for this long (Kafka 2.8).",
+              validator=at_least(1)),
+    ConfigKey("producer.id.expiration.check.interval.ms", INT, 10 * MINUTE_MS, LOW,
+              "How often partitions forget their expired producer ids.",
+              validator=at_least(1),
+              note="Kafka's internal setting (a constant in Kafka 2.8)."),
 ])  # fmt: skip
 
 
@@ -400,6 +419,10 @@ class LogManagerConfig:
     )
     num_recovery_threads_per_data_dir: int = _manager_default("num.recovery.threads.per.data.dir")
     broker_id: int = _manager_default("broker.id")
+    transactional_id_expiration_ms: int = _manager_default("transactional.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = _manager_default(
+        "producer.id.expiration.check.interval.ms"
+    )
     default_log_config: LogConfig = field(default_factory=LogConfig)
 
     @classmethod

@@ -15,8 +15,6 @@ The log holds magic 2 record batches only (``log.message.format.version`` is 2.8
 
 from __future__ import annotations
 
-from typing import Final
-
 from kafkaclone.common.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -35,10 +33,8 @@ from kafkaclone.protocol.records import (
     iter_batches,
     iter_legacy_entries,
 )
-
-MAGIC_V0: Final = 0
-MAGIC_V1: Final = 1
-MAGIC_V2: Final = 2
+from kafkaclone.protocol.records.batch import MAGIC_V2
+from kafkaclone.protocol.records.legacy import MAGIC_V0, MAGIC_V1
 
 
 def fetch_magic(fetch_version: int) -> int:

@@ -57,8 +57,17 @@ from kafkaclone.log.common import (
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.epoch_cache import LeaderEpochFileCache
 from kafkaclone.log.index import CorruptIndexError
+from kafkaclone.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    NO_PRODUCER_ID,
+    ProducerAppendInfo,
+    ProducerBatch,
+    ProducerStateManager,
+    has_producer_id,
+)
 from kafkaclone.log.segment import LogSegment, log_file
 from kafkaclone.log.validator import (
+    AnalyzedRecords,
     IndexEntry,
     OffsetsOutOfOrderError,
     UnexpectedAppendOffsetError,
@@ -66,6 +75,7 @@ from kafkaclone.log.validator import (
     follower_append_info,
     validate_and_assign_offsets,
 )
+from kafkaclone.protocol.records.batch import BatchHeader
 
 logger = logging.getLogger(__name__)
 
@@ -106,9 +116,11 @@ class Log:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
         topic_partition: TopicPartition | None = None,
+        max_producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         """Open the log in ``directory`` (created if missing), recovering it from
-        ``recovery_point`` unless ``had_clean_shutdown``."""
+        ``recovery_point`` unless ``had_clean_shutdown``; its producer state from the
+        latest snapshot and the log past it."""
         self.dir = Path(directory)
         self.config = config
         self._clock = clock
@@ -124,6 +136,9 @@ class Log:
         self._closed = False
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
+            self.producer_state_manager = ProducerStateManager(
+                self.topic_partition, self.dir,
+                max_producer_id_expiration_ms=max_producer_id_expiration_ms)
             self.leader_epoch_cache = LeaderEpochFileCache(
                 self.topic_partition,
                 lambda: self.log_end_offset,
@@ -143,6 +158,11 @@ class Log:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._high_watermark = self._log_start_offset
+        try:
+            self._rebuild_producer_state(next_offset, had_clean_shutdown)
+        except OSError as exc:
+            self._abandon_segments()
+            raise KafkaStorageError(f"Error while loading log dir {self.dir}: {exc}") from exc
         if high_watermark is not None:
             self.update_high_watermark(high_watermark)
 
@@ -370,8 +390,11 @@ class Log:
             view, origin=origin, max_message_bytes=config.max_message_bytes,
             leader_config=config, now=now,
         )
-        if not analyzed.batches:
+        if not analyzed.batch_count:
             return self._empty_append_info()
+        updated_producers, duplicate = self._analyze_producer_state(analyzed, origin, now)
+        if duplicate is not None:
+            return duplicate
         view, info, entries = validate_and_assign_offsets(
             view,
             analyzed,
@@ -385,6 +408,7 @@ class Log:
         if leader_epoch >= 0:
             self._maybe_assign_epoch_start_offset(leader_epoch, info.first_offset)
         self._write(view, info, now, entries)
+        self._update_producer_state(updated_producers, info)
         return info
 
     @_storage_errors
@@ -397,19 +421,19 @@ class Log:
             view, origin=AppendOrigin.REPLICATION, max_message_bytes=None,
             allow_partial_tail=True,
         )
-        if not analyzed.batches:
+        if not analyzed.batch_count:
             return self._empty_append_info()
         if not analyzed.offsets_monotonic():
             raise OffsetsOutOfOrderError(
                 f"Out of order offsets found in append to {self.topic_partition}: "
-                f"{[header[0] for _, header in analyzed.batches]}"
+                f"{[header.base_offset for _, header in analyzed.batches]}"
             )
         if analyzed.first_offset < self.log_end_offset:
             raise UnexpectedAppendOffsetError(
                 f"Unexpected offset in append to {self.topic_partition}. First offset "
                 f"{analyzed.first_offset} is less than the next offset "
                 f"{self.log_end_offset}. First 10 offsets in append: "
-                f"{[header[0] for _, header in analyzed.batches[:10]]}, last offset in "
+                f"{[header.base_offset for _, header in analyzed.batches[:10]]}, last offset in "
                 f"append: {analyzed.last_offset}. Log start offset = "
                 f"{self._log_start_offset}",
                 analyzed.first_offset,
@@ -418,11 +442,54 @@ class Log:
         view = view[: analyzed.valid_bytes]
         info = follower_append_info(analyzed, self._log_start_offset)
         self._check_append_size(len(view))
-        for _, header in analyzed.batches:
-            if header[2] >= 0:
-                self._maybe_assign_epoch_start_offset(header[2], header[0])
+        producer_batches: list[ProducerBatch] = []
+        for _, fields in analyzed.header_fields:
+            # Named locals from the plain header tuple (see AnalyzedRecords): a follower
+            # runs this for every batch it replicates.
+            (base_offset, _batch_length, partition_leader_epoch, _magic, _crc, _attributes,
+             _last_offset_delta, _base_timestamp, _max_timestamp, producer_id,
+             _producer_epoch, _base_sequence, _records_count) = fields
+            if partition_leader_epoch >= 0:
+                self._maybe_assign_epoch_start_offset(partition_leader_epoch, base_offset)
+            if producer_id > NO_PRODUCER_ID:
+                producer_batches.append(ProducerBatch.from_header(BatchHeader._make(fields)))
+        updated_producers, _ = self.producer_state_manager.analyze_and_validate(
+            producer_batches, AppendOrigin.REPLICATION)
         self._write(view, info, now_ms(self._clock))
+        self._update_producer_state(updated_producers, info)
         return info
+
+    def _analyze_producer_state(
+        self, analyzed: AnalyzedRecords, origin: AppendOrigin, now: int
+    ) -> tuple[dict[int, ProducerAppendInfo], LogAppendInfo | None]:
+        """Check a leader's append against the producer state before offsets are assigned
+        (Kafka's analyzeAndValidateProducerState): the producers' updates, or the append
+        info of the batch this one duplicates (nothing is to be written then).
+        OutOfOrderSequenceNumberError, InvalidProducerEpochError, UnknownProducerIdError."""
+        offset = self._next_offset_metadata.message_offset
+        max_timestamp = now if self.config.log_append_time else None
+        batches = []
+        for _, header in analyzed.batches:
+            if has_producer_id(header):
+                batches.append(ProducerBatch.from_header(header, offset, max_timestamp))
+            offset += header.last_offset_delta + 1
+        if not batches:
+            return {}, None
+        updated, duplicate = self.producer_state_manager.analyze_and_validate(batches, origin)
+        if duplicate is None:
+            return updated, None
+        logger.debug("%s: duplicate batch at offsets [%d, %d]", self.name,
+                     duplicate.first_offset, duplicate.last_offset)
+        return updated, LogAppendInfo(
+            duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+            duplicate.last_offset, duplicate.timestamp, self._log_start_offset, 0, 0, 0, -1)
+
+    def _update_producer_state(self, updated: dict[int, ProducerAppendInfo],
+                               info: LogAppendInfo) -> None:
+        producer_state = self.producer_state_manager
+        for append_info in updated.values():
+            producer_state.update(append_info)
+        producer_state.update_map_end_offset(info.last_offset + 1)
 
     def _empty_append_info(self) -> LogAppendInfo:
         offset = self.log_end_offset
@@ -505,6 +572,9 @@ class Log:
                 f"offset {new_offset} while its file already exists."
             )
         active.on_become_inactive_segment()
+        # A snapshot at the new segment's base: recovery can start from it.
+        self.producer_state_manager.update_map_end_offset(new_offset)
+        self.producer_state_manager.take_snapshot()
         segment = LogSegment.open(self.dir, new_offset, self.config, self._clock)
         self._add_segment(segment)
         self._next_offset_metadata = LogOffsetMetadata(self.log_end_offset, new_offset, 0)
@@ -531,6 +601,65 @@ class Log:
             segment.flush()
         self._recovery_point = offset
         self._last_flush_ms = now_ms(self._clock)
+
+    # -- producer state ------------------------------------------------------------------
+
+    def _rebuild_producer_state(self, last_offset: int, reload_from_clean_shutdown: bool
+                                ) -> None:
+        """Bring the producer state to ``last_offset``: from the latest snapshot not past
+        it, then the batches of the log after it (Kafka's rebuildProducerState). A log
+        with no snapshot after a clean shutdown never had producers (it predates them):
+        empty snapshots at the last two segment bases and ``last_offset`` save the scan."""
+        producer_state = self.producer_state_manager
+        bases = self._base_offsets[-2:]
+        offsets_to_snapshot = sorted({*bases, last_offset})
+        if producer_state.latest_snapshot_offset is None and reload_from_clean_shutdown:
+            for offset in offsets_to_snapshot:
+                producer_state.update_map_end_offset(offset)
+                producer_state.take_snapshot()
+            return
+        was_empty = producer_state.is_empty and producer_state.map_end_offset >= last_offset
+        producer_state.truncate_and_reload(self._log_start_offset, last_offset,
+                                           now_ms(self._clock))
+        if last_offset > producer_state.map_end_offset and not was_empty:
+            logger.info("%s: rebuilding producer state from offset %d to %d", self.name,
+                        producer_state.map_end_offset, last_offset)
+            for segment in self._segments_in_range(producer_state.map_end_offset, last_offset):
+                start = max(segment.base_offset, producer_state.map_end_offset,
+                            self._log_start_offset)
+                producer_state.update_map_end_offset(start)
+                if segment.base_offset in offsets_to_snapshot:
+                    producer_state.take_snapshot()
+                found = segment.translate_offset(start)
+                if found is None:
+                    continue
+                producer_state.load_batches(
+                    ProducerBatch.from_header(header)
+                    for _, header in segment.log.iter_headers(found.position)
+                    if header.base_offset < last_offset and has_producer_id(header)
+                )
+        producer_state.update_map_end_offset(last_offset)
+        producer_state.take_snapshot()
+
+    @_storage_errors
+    def remove_expired_producers(self) -> int:
+        """Forget producers silent for longer than the expiration (Kafka's
+        PeriodicProducerExpirationCheck); how many were forgotten."""
+        return self.producer_state_manager.remove_expired_producers(now_ms(self._clock))
+
+    @_storage_errors
+    def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
+        """Delete the producer snapshots below both the recovery point's segment and the
+        second-to-last segment (Kafka's minSnapshotsOffsetToRetain); that offset."""
+        active_base = self.active_segment.base_offset
+        index = self._floor_index(active_base - 1)
+        two_segments_min = self._segments[index].base_offset if index >= 0 else active_base
+        index = self._floor_index(self._recovery_point - 1)
+        recovery_base = (self._segments[index].base_offset if index >= 0
+                         else self._recovery_point)
+        min_offset = min(recovery_base, two_segments_min)
+        self.producer_state_manager.delete_snapshots_before(min_offset)
+        return min_offset
 
     # -- read ----------------------------------------------------------------------------
 
@@ -637,6 +766,7 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, end_offset)
         self._recovery_point = min(self._recovery_point, end_offset)
         self._high_watermark = min(self._high_watermark, end_offset)
+        self._rebuild_producer_state(end_offset, reload_from_clean_shutdown=False)
         return True
 
     @_storage_errors
@@ -650,6 +780,7 @@ class Log:
         self._add_segment(LogSegment.open(self.dir, new_offset, self.config, self._clock))
         self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
         self.leader_epoch_cache.clear_and_flush()
+        self.producer_state_manager.truncate_fully_and_start_at(new_offset)
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
         self._high_watermark = new_offset
@@ -675,6 +806,7 @@ class Log:
                     new_log_start_offset)
         self._log_start_offset = new_log_start_offset
         self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+        self.producer_state_manager.on_log_start_offset_incremented(new_log_start_offset)
         if self._high_watermark < new_log_start_offset:
             self._high_watermark = new_log_start_offset
         if self._recovery_point < new_log_start_offset:
@@ -762,6 +894,10 @@ class Log:
             segment.close_handlers()
             if not segment.has_suffix(DELETED_FILE_SUFFIX):
                 segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            snapshot = self.producer_state_manager.remove_and_mark_snapshot_for_deletion(
+                segment.base_offset)
+            if snapshot is not None:
+                self._schedule(self.config.file_delete_delay_ms / 1000.0, _unlink, snapshot)
         if not segments:
             return
         if async_delete:
@@ -819,6 +955,10 @@ class Log:
             return
         self._closed = True
         self._cancel_scheduled()
+        try:  # the state at the log end: no log scan at the next start
+            self.producer_state_manager.take_snapshot()
+        except OSError as exc:
+            logger.error("%s: could not write the producer snapshot: %s", self.name, exc)
         self._close_segments()
 
     @_storage_errors
@@ -829,6 +969,7 @@ class Log:
         self.dir = target
         for segment in self._segments:
             segment.update_dir(target)
+        self.producer_state_manager.update_log_dir(target)
         self.leader_epoch_cache.set_checkpoint(
             LeaderEpochCheckpointFile(target / LEADER_EPOCH_CHECKPOINT)
         )
@@ -843,6 +984,13 @@ class Log:
         self._segments = []
         self._base_offsets = []
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        logger.warning("Could not delete %s: %s", path, exc)
 
 
 def _is_segment_name(name: str) -> bool:

@@ -281,6 +281,7 @@ class LogManager:
                 high_watermark=high_watermarks.get(tp),
                 had_clean_shutdown=had_clean_shutdown,
                 topic_partition=tp,
+                max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms,
             )
         if had_clean_shutdown:
             clean_marker.unlink()
@@ -304,6 +305,8 @@ class LogManager:
              config.log_flush_start_offset_checkpoint_interval_ms),
             ("highwatermark-checkpoint", self.checkpoint_high_watermarks,
              config.replica_high_watermark_checkpoint_interval_ms),
+            ("PeriodicProducerExpirationCheck", self.remove_expired_producers,
+             config.producer_id_expiration_check_interval_ms),
         ]
         for name, function, period_ms in tasks:
             if 0 < period_ms < LONG_MAX:
@@ -392,7 +395,8 @@ class LogManager:
         if config is not None:
             self._topic_configs[tp.topic] = config
         directory = self.next_log_dir() / log_dir_name(tp)
-        log = Log(directory, self.config_for(tp.topic), clock=self._clock, topic_partition=tp)
+        log = Log(directory, self.config_for(tp.topic), clock=self._clock, topic_partition=tp,
+                  max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
         self._logs[tp] = log
         logger.info("Created log for partition %s in %s with properties %s", tp,
                     directory.parent, self.config_for(tp.topic).overridden)
@@ -480,8 +484,17 @@ class LogManager:
                 log.flush()
 
     def checkpoint_recovery_offsets(self) -> None:
+        """Write the recovery points, then delete the producer snapshots they make
+        unnecessary (Kafka's checkpointRecoveryOffsetsAndCleanSnapshotsInDir)."""
         for directory in self._live_dirs:
-            self._write_recovery_points(directory, self._logs_in_dir(directory))
+            logs = self._logs_in_dir(directory)
+            self._write_recovery_points(directory, logs)
+            for log in logs.values():
+                log.delete_snapshots_after_recovery_point_checkpoint()
+
+    def remove_expired_producers(self) -> None:
+        for log in list(self._logs.values()):
+            log.remove_expired_producers()
 
     def checkpoint_log_start_offsets(self) -> None:
         for directory in self._live_dirs:

@@ -10,10 +10,9 @@ the batch that carried it.
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 from crc32c import crc32c
 
@@ -31,33 +30,30 @@ from kafkaclone.log.common import (
 )
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.epoch_cache import LeaderEpochFileCache
-from kafkaclone.log.file_records import BatchHeader, FileRecords, whole_batches_length
+from kafkaclone.log.file_records import FileRecords, LogOffsetPosition, whole_batches_length
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from kafkaclone.protocol.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
+from kafkaclone.protocol.records import RecordBatch
+from kafkaclone.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    NO_PARTITION_LEADER_EPOCH,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+)
+from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+)
 from kafkaclone.protocol.records.record import read_varint, read_varlong
 
 logger = logging.getLogger(__name__)
 
 _INT32_MAX: Final = 2**31 - 1
-_CRC_START: Final = 21
-_NO_PARTITION_LEADER_EPOCH: Final = -1
-
-# baseOffset, batchLength, lastOffsetDelta, maxTimestamp: what indexing needs of a header.
-_INDEX_FIELDS: Final = struct.Struct(">qi11xi8xq")
 _EMPTY: Final = memoryview(b"")
-_COMPRESSION_CODEC_MASK: Final = 0x07
-_TIMESTAMP_TYPE_MASK: Final = 0x08
 _FIRST_RECORD_PREFIX: Final = 21
 """Enough bytes for a record's length (varint), attributes, timestamp delta (varlong) and
 offset delta (varint)."""
-
-
-class LogOffsetPosition(NamedTuple):
-    """Where the batch holding an offset is: its last offset, position and size."""
-
-    offset: int
-    position: int
-    size: int
 
 
 def log_file(directory: Path, base_offset: int, suffix: str = "") -> Path:
@@ -177,7 +173,7 @@ class LogSegment:
             start = self.offset_index.last_entry.position
             next_offset = self.base_offset
             for _, header in self.log.iter_headers(start):
-                next_offset = header[0] + header[6] + 1
+                next_offset = header.next_offset
             self._next_offset = next_offset
         return self._next_offset
 
@@ -205,11 +201,15 @@ class LogSegment:
             batches = []
             position = 0
             end = len(records)
-            unpack = _INDEX_FIELDS.unpack_from
+            unpack = HEADER.unpack_from
             while position < end:
-                base_offset, length, last_offset_delta, max_timestamp = unpack(records,
-                                                                               position)
-                size = length + LOG_OVERHEAD
+                # Named locals, not a BatchHeader: a follower indexes every batch it
+                # replicates here, and building the header object would triple the cost.
+                (base_offset, batch_length, _partition_leader_epoch, _magic, _crc,
+                 _attributes, last_offset_delta, _base_timestamp, max_timestamp,
+                 _producer_id, _producer_epoch, _base_sequence,
+                 _records_count) = unpack(records, position)
+                size = batch_length + LOG_OVERHEAD
                 batches.append((position, size, base_offset + last_offset_delta,
                                 max_timestamp))
                 position += size
@@ -243,12 +243,8 @@ class LogSegment:
         """The batch holding ``offset`` or the first after it: the first batch, from the
         index's position on, whose last offset is >= ``offset``; None past the end."""
         mapping = self.offset_index.lookup(offset)
-        start = max(mapping.position, starting_position)
-        for position, header in self.log.iter_headers(start):
-            last_offset = header[0] + header[6]
-            if last_offset >= offset:
-                return LogOffsetPosition(last_offset, position, header[1] + LOG_OVERHEAD)
-        return None
+        return self.log.search_for_offset_with_size(offset,
+                                                    max(mapping.position, starting_position))
 
     def read(
         self,
@@ -295,13 +291,15 @@ class LogSegment:
         entry = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
         for batch_position, header in self.log.iter_headers(position):
-            if header[8] < timestamp or header[0] + header[6] < starting_offset:
+            base_offset = header.base_offset
+            if (header.max_timestamp < timestamp
+                    or base_offset + header.last_offset_delta < starting_offset):
                 continue
-            if header[0] >= starting_offset and not header[5] & _COMPRESSION_CODEC_MASK:
+            if base_offset >= starting_offset and not header.attributes & COMPRESSION_CODEC_MASK:
                 found = self._first_record_if_at_or_after(batch_position, header, timestamp)
                 if found is not None:
                     return found
-            batch = RecordBatch(self.log.read(batch_position, header[1] + LOG_OVERHEAD))
+            batch = RecordBatch(self.log.read(batch_position, header.size_in_bytes))
             for record in batch.records():
                 record_timestamp = batch.timestamp_of(record)
                 offset = batch.offset_of(record)
@@ -310,7 +308,7 @@ class LogSegment:
                     return TimestampAndOffset(
                         record_timestamp,
                         offset,
-                        None if epoch == _NO_PARTITION_LEADER_EPOCH else epoch,
+                        None if epoch == NO_PARTITION_LEADER_EPOCH else epoch,
                     )
         return None
 
@@ -341,15 +339,15 @@ class LogSegment:
             offset_delta = (b >> 1) ^ -(b & 1) if b < 0x80 else read_varint(head, pos)[0]
         except (InvalidRecordError, IndexError):
             return None
-        if header[5] & _TIMESTAMP_TYPE_MASK:
-            record_timestamp = header[8]  # LogAppendTime: every record has the batch's
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            record_timestamp = header.max_timestamp  # LogAppendTime: the batch's for all
         else:
-            record_timestamp = header[7] + timestamp_delta
+            record_timestamp = header.base_timestamp + timestamp_delta
         if record_timestamp < timestamp or offset_delta != 0:
             return None
-        epoch = header[2]
-        return TimestampAndOffset(record_timestamp, header[0],
-                                  None if epoch == _NO_PARTITION_LEADER_EPOCH else epoch)
+        epoch = header.partition_leader_epoch
+        return TimestampAndOffset(record_timestamp, header.base_offset,
+                                  None if epoch == NO_PARTITION_LEADER_EPOCH else epoch)
 
     # -- rolling --
 
@@ -358,7 +356,7 @@ class LogSegment:
         one, else by the wall clock since the segment was created."""
         if self._rolling_based_timestamp is None and self.log.size > 0:
             for _, header in self.log.iter_headers(0):
-                self._rolling_based_timestamp = header[8]
+                self._rolling_based_timestamp = header.max_timestamp
                 break
         if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
             return message_timestamp - self._rolling_based_timestamp
@@ -425,8 +423,8 @@ class LogSegment:
         timestamp, offset = last.timestamp, last.offset
         start = self.offset_index.lookup(last.offset).position
         for _, header in self.log.iter_headers(start):
-            if header[8] > timestamp:
-                timestamp, offset = header[8], header[0] + header[6]
+            if header.max_timestamp > timestamp:
+                timestamp, offset = header.max_timestamp, header.last_offset
         return timestamp, offset
 
     def recover(self, leader_epoch_cache: LeaderEpochFileCache | None = None) -> int:
@@ -441,11 +439,11 @@ class LogSegment:
         next_offset = self.base_offset
         try:
             for position, header, batch in self.log.iter_batches(0):
-                base_offset, last_offset_delta = header[0], header[6]
+                base_offset, last_offset_delta = header.base_offset, header.last_offset_delta
                 last_offset = base_offset + last_offset_delta
-                if crc32c(batch[_CRC_START:]) != header[4]:
+                if crc32c(batch[ATTRIBUTES_OFFSET:]) != header.crc:
                     raise CorruptMessageError(
-                        f"Record is corrupt (stored crc = {header[4]}) at position {position}"
+                        f"Record is corrupt (stored crc = {header.crc}) at position {position}"
                     )
                 if last_offset_delta < 0 or base_offset < next_offset:
                     raise InvalidRecordError(
@@ -457,8 +455,8 @@ class LogSegment:
                         f"Batch at position {position} has last offset {last_offset}, "
                         f"outside the segment starting at {self.base_offset}"
                     )
-                if header[8] > self._max_timestamp_so_far:
-                    self._max_timestamp_so_far = header[8]
+                if header.max_timestamp > self._max_timestamp_so_far:
+                    self._max_timestamp_so_far = header.max_timestamp
                     self._offset_of_max_timestamp_so_far = last_offset
                 if (valid_bytes - last_index_entry > self.index_interval_bytes
                         and not self._indexes_full()):
@@ -469,7 +467,7 @@ class LogSegment:
                     last_index_entry = valid_bytes
                 valid_bytes += len(batch)
                 next_offset = last_offset + 1
-                epoch = header[2]
+                epoch = header.partition_leader_epoch
                 if leader_epoch_cache is not None and epoch >= 0:
                     latest = leader_epoch_cache.latest_epoch
                     if latest is None or epoch > latest:

@@ -15,7 +15,7 @@ type and maxTimestamp (recomputing the CRC).
 from __future__ import annotations
 
 import struct
-from typing import Final, NamedTuple
+from typing import Final
 
 from crc32c import crc32c
 
@@ -29,30 +29,30 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.log.common import AppendOrigin, LogAppendInfo
 from kafkaclone.log.config import LONG_MAX, LogConfig
-from kafkaclone.log.file_records import BatchHeader
-from kafkaclone.protocol.records import (
+from kafkaclone.protocol.records import Codec, RecordBatch, build_record_batch
+from kafkaclone.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
     HEADER,
-    LOG_OVERHEAD,
+    MAGIC_V2,
+    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    Codec,
-    RecordBatch,
-    build_record_batch,
+    BatchHeader,
 )
-
-MAGIC_V2: Final = 2
-NO_TIMESTAMP: Final = -1
-CREATE_TIME: Final = 0
-LOG_APPEND_TIME: Final = 1
-
-_ATTRIBUTES_OFFSET: Final = 21
-_TIMESTAMP_TYPE_MASK: Final = 0x08
-_CONTROL_FLAG_MASK: Final = 0x20
-_COMPRESSION_CODEC_MASK: Final = 0x07
-_MIN_LEGACY_SIZE: Final = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+from kafkaclone.protocol.records.common import (
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    NO_TIMESTAMP,
+    OFFSET_OFFSET,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
+from kafkaclone.protocol.records.legacy import LEGACY_RECORD_OVERHEAD_V0, MAGIC_V0, MAGIC_V1
 
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
-_unpack_header = HEADER.unpack_from
+_unpack_header_fields: Final = HEADER.unpack_from
 
 COMPRESSION_TYPE_CODECS: Final = {
     "uncompressed": Codec.NONE,
@@ -81,26 +81,54 @@ IndexEntry = tuple[int, int, int, int]
 timestamp)."""
 
 
-class AnalyzedRecords(NamedTuple):
-    """The framing of an append: each batch's position and header, and the valid bytes."""
+HeaderFields = tuple[int, ...]
+"""A batch header as ``HEADER.unpack_from`` returns it: a plain tuple, in BatchHeader's
+field order."""
 
-    batches: list[tuple[int, BatchHeader]]
-    valid_bytes: int
+
+class AnalyzedRecords:
+    """The framing of an append: each batch's position and header, and the valid bytes.
+
+    The headers stay the plain tuples ``HEADER.unpack_from`` returns (``header_fields``),
+    which the loops every append runs (here and in Log) read into named locals;
+    ``batches`` names them for the rest. A BatchHeader per batch would cost each append
+    ~0.3 us a batch: a tuple subclass is slower to make and to free than a tuple of ints,
+    and the garbage collector never stops tracking it.
+    """
+
+    __slots__ = ("header_fields", "valid_bytes")
+
+    def __init__(self, header_fields: list[tuple[int, HeaderFields]], valid_bytes: int
+                 ) -> None:
+        self.header_fields = header_fields
+        self.valid_bytes = valid_bytes
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.header_fields)
+
+    @property
+    def batches(self) -> list[tuple[int, BatchHeader]]:
+        """Each batch's position and header."""
+        make_header = BatchHeader._make
+        return [(position, make_header(fields)) for position, fields in self.header_fields]
 
     @property
     def first_offset(self) -> int:
-        return self.batches[0][1][0]
+        return BatchHeader._make(self.header_fields[0][1]).base_offset
 
     @property
     def last_offset(self) -> int:
-        header = self.batches[-1][1]
-        return header[0] + header[6]
+        return BatchHeader._make(self.header_fields[-1][1]).last_offset
 
     def offsets_monotonic(self) -> bool:
         last = -1
-        for _, header in self.batches:
-            batch_last = header[0] + header[6]
-            if header[6] < 0 or header[0] <= last or batch_last <= last:
+        for _, fields in self.header_fields:
+            (base_offset, _batch_length, _partition_leader_epoch, _magic, _crc, _attributes,
+             last_offset_delta, _base_timestamp, _max_timestamp, _producer_id,
+             _producer_epoch, _base_sequence, _records_count) = fields
+            batch_last = base_offset + last_offset_delta
+            if last_offset_delta < 0 or base_offset <= last or batch_last <= last:
                 return False
             last = batch_last
         return True
@@ -121,7 +149,7 @@ def analyze_records(
 
     With ``leader_config``, also make the leader's per-batch checks (LogValidator's
     validateBatch and the timestamp checks against ``now``) in the same pass."""
-    batches: list[tuple[int, BatchHeader]] = []
+    batches: list[tuple[int, HeaderFields]] = []
     # Decided once per append rather than once per batch.
     is_client = origin is AppendOrigin.CLIENT
     timestamp_difference = None if leader_config is None else _timestamp_difference(leader_config)
@@ -135,12 +163,12 @@ def analyze_records(
             raise CorruptMessageError(
                 f"The append ends with a partial batch of {remaining} bytes"
             )
-        (length,) = _INT32.unpack_from(view, position + 8)
+        (length,) = _INT32.unpack_from(view, position + SIZE_OFFSET)
         size = length + LOG_OVERHEAD
-        if length < _MIN_LEGACY_SIZE:
+        if length < LEGACY_RECORD_OVERHEAD_V0:
             raise CorruptMessageError(
                 f"Record size {length} is less than the minimum record overhead "
-                f"({_MIN_LEGACY_SIZE})"
+                f"({LEGACY_RECORD_OVERHEAD_V0})"
             )
         if size > remaining:
             if allow_partial_tail:
@@ -148,9 +176,9 @@ def analyze_records(
             raise CorruptMessageError(
                 f"The append ends with a partial batch: {remaining} of {size} bytes"
             )
-        magic = view[position + 16]
+        magic = view[position + MAGIC_OFFSET]
         if magic != MAGIC_V2:
-            if magic in (0, 1):
+            if magic in (MAGIC_V0, MAGIC_V1):
                 raise UnsupportedForMessageFormatError(
                     f"Message format v{magic} is not supported for append (only v2)"
                 )
@@ -160,31 +188,36 @@ def analyze_records(
                 f"Record batch is corrupt (the size {size} is smaller than the minimum "
                 f"allowed overhead {RECORD_BATCH_OVERHEAD})"
             )
-        header: BatchHeader = _unpack_header(view, position)
-        if is_client and header[0] != 0:
+        fields: HeaderFields = _unpack_header_fields(view, position)
+        (base_offset, _batch_length, _partition_leader_epoch, _magic, crc, attributes,
+         last_offset_delta, base_timestamp, max_timestamp, producer_id, _producer_epoch,
+         base_sequence, records_count) = fields
+        if is_client and base_offset != 0:
             raise InvalidRecordError(
                 f"The baseOffset of the record batch in the append should be 0, but it is "
-                f"{header[0]}"
+                f"{base_offset}"
             )
         if max_message_bytes is not None and size > max_message_bytes:
             raise MessageTooLargeError(
                 f"The record batch size in the append is {size} bytes which exceeds the "
                 f"maximum configured value of {max_message_bytes}."
             )
-        if crc32c(view[position + _ATTRIBUTES_OFFSET : position + size]) != header[4]:
-            raise CorruptMessageError(f"Record is corrupt (stored crc = {header[4]})")
+        if crc32c(view[position + ATTRIBUTES_OFFSET : position + size]) != crc:
+            raise CorruptMessageError(f"Record is corrupt (stored crc = {crc})")
         if leader_config is not None:
             if is_client:
-                _validate_batch(header)
-            _validate_batch_timestamps(header, now, timestamp_difference)
-        batches.append((position, header))
+                _validate_batch(base_offset, last_offset_delta, records_count, attributes,
+                                producer_id, base_sequence)
+            _validate_batch_timestamps(attributes, base_timestamp, max_timestamp, now,
+                                       timestamp_difference)
+        batches.append((position, fields))
         position += size
     return AnalyzedRecords(batches, position)
 
 
-def _validate_batch(header: BatchHeader) -> None:
+def _validate_batch(base_offset: int, last_offset_delta: int, count: int, attributes: int,
+                    producer_id: int, base_sequence: int) -> None:
     """Kafka's LogValidator.validateBatch for magic 2 (a client's batch)."""
-    base_offset, last_offset_delta, count = header[0], header[6], header[12]
     last_offset = base_offset + last_offset_delta
     if last_offset_delta + 1 <= 0:
         raise InvalidRecordError(
@@ -197,11 +230,12 @@ def _validate_batch(header: BatchHeader) -> None:
             f"Inconsistent batch offset range [{base_offset}, {last_offset}] and count of "
             f"records {count}"
         )
-    if header[5] & _CONTROL_FLAG_MASK:
+    if attributes & CONTROL_FLAG_MASK:
         raise InvalidRecordError("Clients are not allowed to write control records")
-    if header[9] >= 0 and header[11] < 0:
+    if producer_id >= 0 and base_sequence < 0:
         raise InvalidRecordError(
-            f"Invalid sequence number {header[11]} in record batch with producerId {header[9]}"
+            f"Invalid sequence number {base_sequence} in record batch with producerId "
+            f"{producer_id}"
         )
 
 
@@ -226,24 +260,24 @@ def _timestamp_difference(config: LogConfig) -> int | None:
     return config.message_timestamp_difference_max_ms
 
 
-def _validate_batch_timestamps(header: BatchHeader, now: int, max_difference: int | None
-                               ) -> None:
+def _validate_batch_timestamps(attributes: int, base_timestamp: int, max_timestamp: int,
+                               now: int, max_difference: int | None) -> None:
     """The per-record timestamp checks, made on the batch's base and max timestamps, if
     ``max_difference`` (from ``_timestamp_difference``) is not None."""
-    if header[5] & _TIMESTAMP_TYPE_MASK:
+    if attributes & TIMESTAMP_TYPE_MASK:
         raise InvalidTimestampError(
             "Invalid timestamp type in the record batch. Producer should not set timestamp "
             "type to LogAppendTime."
         )
     if max_difference is not None:
-        _check_timestamp(header[7], now, max_difference)
-        _check_timestamp(header[8], now, max_difference)
+        _check_timestamp(base_timestamp, now, max_difference)
+        _check_timestamp(max_timestamp, now, max_difference)
 
 
 def target_codec(config: LogConfig, header: BatchHeader) -> Codec:
     """The codec a batch is stored with: the producer's, unless compression.type says."""
     if config.compression_type == "producer":
-        return Codec(header[5] & _COMPRESSION_CODEC_MASK)
+        return Codec(header.compression_codec)
     return COMPRESSION_TYPE_CODECS[config.compression_type]
 
 
@@ -254,10 +288,9 @@ def _recompress(
     records are decoded, so their timestamps are checked one by one."""
     parts: list[bytes | memoryview] = []
     for position, header in analyzed.batches:
-        size = header[1] + LOG_OVERHEAD
-        raw = view[position : position + size]
+        raw = view[position : position + header.size_in_bytes]
         codec = target_codec(config, header)
-        if codec == header[5] & _COMPRESSION_CODEC_MASK:
+        if codec == header.compression_codec:
             parts.append(raw)
             continue
         batch = RecordBatch(raw)
@@ -278,9 +311,9 @@ def _recompress(
     rebuilt = memoryview(bytearray(b"".join(parts)))
     reanalyzed = analyze_records(rebuilt, origin=AppendOrigin.CLIENT, max_message_bytes=None)
     for _, header in reanalyzed.batches:
-        if header[1] + LOG_OVERHEAD > config.max_message_bytes:
+        if header.size_in_bytes > config.max_message_bytes:
             raise MessageTooLargeError(
-                f"The record batch size in the append is {header[1] + LOG_OVERHEAD} bytes "
+                f"The record batch size in the append is {header.size_in_bytes} bytes "
                 f"after recompression, which exceeds the maximum configured value of "
                 f"{config.max_message_bytes}."
             )
@@ -305,7 +338,7 @@ def validate_and_assign_offsets(
     (position, size, last offset, max timestamp) for the segment's indexes.
     """
     if config.compression_type != "producer" and any(
-        target_codec(config, header) != header[5] & _COMPRESSION_CODEC_MASK
+        target_codec(config, header) != header.compression_codec
         for _, header in analyzed.batches
     ):
         view, analyzed = _recompress(view, analyzed, config, now)
@@ -318,16 +351,18 @@ def validate_and_assign_offsets(
     add_entry = entries.append
     pack_offset = _INT64.pack_into
     pack_epoch = _INT32.pack_into
-    for position, header in analyzed.batches:
-        last_offset = offset + header[6]
-        size = header[1] + LOG_OVERHEAD
-        pack_offset(view, position, offset)
-        pack_epoch(view, position + 12, leader_epoch)
+    for position, fields in analyzed.header_fields:
+        (_base_offset, batch_length, _partition_leader_epoch, _magic, _crc, _attributes,
+         last_offset_delta, _base_timestamp, batch_max_timestamp, _producer_id,
+         _producer_epoch, _base_sequence, _records_count) = fields
+        last_offset = offset + last_offset_delta
+        size = batch_length + LOG_OVERHEAD
+        pack_offset(view, position + OFFSET_OFFSET, offset)
+        pack_epoch(view, position + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
         if log_append_time:
             RecordBatch(view[position : position + size]).set_max_timestamp(LOG_APPEND_TIME, now)
             add_entry((position, size, last_offset, now))
         else:
-            batch_max_timestamp = header[8]
             add_entry((position, size, last_offset, batch_max_timestamp))
             if batch_max_timestamp > max_timestamp:
                 max_timestamp = batch_max_timestamp
@@ -345,7 +380,7 @@ def validate_and_assign_offsets(
         now if log_append_time else NO_TIMESTAMP,  # log_append_time
         log_start_offset,
         offset - next_offset,  # record_count
-        len(analyzed.batches),  # batch_count
+        analyzed.batch_count,
         analyzed.valid_bytes,
         leader_epoch,  # last_leader_epoch
     )
@@ -357,11 +392,16 @@ def follower_append_info(analyzed: AnalyzedRecords, log_start_offset: int) -> Lo
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
     record_count = 0
-    for _, header in analyzed.batches:
-        if header[8] > max_timestamp:
-            max_timestamp = header[8]
-            offset_of_max_timestamp = header[0] + header[6]
-        record_count += header[12]
+    last_leader_epoch = -1
+    for _, fields in analyzed.header_fields:
+        (base_offset, _batch_length, partition_leader_epoch, _magic, _crc, _attributes,
+         last_offset_delta, _base_timestamp, batch_max_timestamp, _producer_id,
+         _producer_epoch, _base_sequence, records_count) = fields
+        if batch_max_timestamp > max_timestamp:
+            max_timestamp = batch_max_timestamp
+            offset_of_max_timestamp = base_offset + last_offset_delta
+        record_count += records_count
+        last_leader_epoch = partition_leader_epoch
     return LogAppendInfo(
         first_offset=analyzed.first_offset,
         last_offset=analyzed.last_offset,
@@ -370,7 +410,7 @@ def follower_append_info(analyzed: AnalyzedRecords, log_start_offset: int) -> Lo
         log_append_time=NO_TIMESTAMP,
         log_start_offset=log_start_offset,
         record_count=record_count,
-        batch_count=len(analyzed.batches),
+        batch_count=analyzed.batch_count,
         valid_bytes=analyzed.valid_bytes,
-        last_leader_epoch=analyzed.batches[-1][1][2],
+        last_leader_epoch=last_leader_epoch,
     )

@@ -1,1 +1,2 @@
-"""Twisted socket server: KafkaServerProtocol and RequestChannel (not built yet)."""
+"""Kafka connections on Twisted: the broker's socket server (KafkaServerProtocol,
+RequestChannel) and the client connection brokers use to talk to each other."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kafkaclone.common.errors import DecodeError, InvalidRequestError, UnsupportedVersionError
+from kafkaclone.protocol import message_types
 from kafkaclone.protocol import messages as _messages_pkg
 from kafkaclone.protocol import types as t
 from kafkaclone.protocol.api_keys import ApiKey
@@ -28,8 +29,8 @@ from kafkaclone.protocol.schema import Message, MessageSpec, compile_message
 @dataclass(frozen=True)
 class Api:
     key: ApiKey
-    request: Message
-    response: Message
+    request: Message[Any]
+    response: Message[Any]
 
     @property
     def name(self) -> str:
@@ -54,13 +55,13 @@ class Api:
         return 1 if self.response.is_flexible(version) else 0
 
 
-RequestHeader: Final = compile_message(REQUEST_HEADER)
-ResponseHeader: Final = compile_message(RESPONSE_HEADER)
+RequestHeader: Final[Message[message_types.RequestHeader]] = compile_message(REQUEST_HEADER)
+ResponseHeader: Final[Message[message_types.ResponseHeader]] = compile_message(RESPONSE_HEADER)
 
 
-def _load_apis() -> tuple[dict[int, Api], dict[str, Message]]:
+def _load_apis() -> tuple[dict[int, Api], dict[str, Message[Any]]]:
     apis: dict[int, Api] = {}
-    messages: dict[str, Message] = {}
+    messages: dict[str, Message[Any]] = {}
     for info in sorted(pkgutil.iter_modules(_messages_pkg.__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{_messages_pkg.__name__}.{info.name}")
         for spec in vars(module).values():
@@ -87,7 +88,7 @@ def _load_apis() -> tuple[dict[int, Api], dict[str, Message]]:
 _LOADED: Final = _load_apis()
 APIS: Final[dict[int, Api]] = _LOADED[0]
 """Every declared API by key."""
-MESSAGES: Final[dict[str, Message]] = _LOADED[1]
+MESSAGES: Final[dict[str, Message[Any]]] = _LOADED[1]
 """Every compiled message (request, response and embedded data) by name."""
 
 
@@ -103,7 +104,7 @@ def api(key: int) -> Api:
 class RequestFrame:
     """A decoded request: its header, its API and its body."""
 
-    header: Any
+    header: message_types.RequestHeader
     api: Api
     body: Any
 
@@ -126,7 +127,7 @@ def peek_request_header(frame: t.Buffer) -> tuple[int, int, int]:
     return key, version, correlation_id
 
 
-def decode_request_header(frame: t.Buffer) -> tuple[Any, Api, int]:
+def decode_request_header(frame: t.Buffer) -> tuple[message_types.RequestHeader, Api, int]:
     """Decode the header of a request frame (the bytes after the 4-byte length).
 
     Returns the header, the API and the position of the body. Raises InvalidRequestError for

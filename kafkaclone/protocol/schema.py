@@ -21,8 +21,15 @@ fields) its tag. For example::
 At import, :func:`compile_message` turns each (message, version) into one generated Python
 function for decoding and one for encoding: consecutive fixed-width fields become a single
 precompiled ``struct`` call, and no field list is interpreted at run time. Decoded messages
-are instances of a generated slotted dataclass; nested structs are classes reachable as
-attributes of their parent (``ProduceRequest.TopicProduceData``).
+are instances of a slotted dataclass; nested structs are classes reachable as attributes of
+their parent (``ProduceRequest.TopicProduceData``).
+
+The dataclasses of the messages kafkaclone declares are written out, typed, in
+:mod:`kafkaclone.protocol.message_types` (by ``python -m kafkaclone.tools.protocol_types
+--write``, from :func:`class_source`), so mypy checks every field a handler touches; the
+compiler decodes into those very classes after checking that their fields are the declared
+ones. A message declared elsewhere (a test's) gets its class from the same source, made at
+run time.
 
 Types: ``bool int8 int16 uint16 int32 uint32 int64 float64 string bytes records uuid``,
 ``[]T`` for arrays of any of those or of a struct, and a capitalised name for a struct.
@@ -32,11 +39,13 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from kafkaclone.common.errors import DecodeError, UnsupportedVersionError
+from kafkaclone.protocol import message_types
 from kafkaclone.protocol import types as t
 
 MAX_VERSION: Final = 0x7FFF
@@ -204,11 +213,13 @@ def data(name: str, *, valid: str, flexible: str, fields: Sequence[Field]) -> Me
 Decoder = Callable[[Any, int], tuple[Any, int]]
 Encoder = Callable[[Any, bytearray], None]
 
+MessageT = TypeVar("MessageT")
 
-class Message:
-    """A compiled message: its generated class and one encoder/decoder per version."""
 
-    def __init__(self, spec: MessageSpec, cls: type[Any], structs: dict[str, type[Any]],
+class Message(Generic[MessageT]):
+    """A compiled message: its class and one encoder/decoder per version."""
+
+    def __init__(self, spec: MessageSpec, cls: type[MessageT], structs: dict[str, type[Any]],
                  decoders: dict[int, Decoder], encoders: dict[int, Encoder]) -> None:
         self.spec = spec
         self.name = spec.name
@@ -220,13 +231,13 @@ class Message:
         self._decoders = decoders
         self._encoders = encoders
 
-    def __call__(self, **kwargs: Any) -> Any:
+    def __call__(self, **kwargs: Any) -> MessageT:
         return self.cls(**kwargs)
 
     def is_flexible(self, version: int) -> bool:
         return version in self.spec.flexible
 
-    def decode(self, buf: t.Buffer, version: int, pos: int = 0) -> tuple[Any, int]:
+    def decode(self, buf: t.Buffer, version: int, pos: int = 0) -> tuple[MessageT, int]:
         """Decode one message at ``pos``; returns it and the position after it."""
         decoder = self._decoders.get(version)
         if decoder is None:
@@ -238,19 +249,19 @@ class Message:
         except (struct.error, IndexError, ValueError, OverflowError, MemoryError) as exc:
             raise DecodeError(f"malformed {self.name} v{version}: {exc}") from None
 
-    def decode_exact(self, buf: t.Buffer, version: int) -> Any:
+    def decode_exact(self, buf: t.Buffer, version: int) -> MessageT:
         """Decode a buffer that must hold exactly one message and nothing after it."""
         value, end = self.decode(buf, version)
         if end != len(buf):
             raise DecodeError(f"{len(buf) - end} bytes left over after {self.name} v{version}")
         return value
 
-    def encode(self, value: Any, version: int) -> bytes:
+    def encode(self, value: MessageT, version: int) -> bytes:
         out = bytearray()
         self.encode_into(value, version, out)
         return bytes(out)
 
-    def encode_into(self, value: Any, version: int, out: bytearray) -> None:
+    def encode_into(self, value: MessageT, version: int, out: bytearray) -> None:
         encoder = self._encoders.get(version)
         if encoder is None:
             raise UnsupportedVersionError(f"{self.name} has no version {version}")
@@ -263,13 +274,149 @@ class Message:
         return f"<Message {self.name} v{self.spec.valid}>"
 
 
+# --- the typed classes ---------------------------------------------------------------------
+
+_PYTHON_TYPES: Final = {
+    "bool": "bool",
+    "int8": "int",
+    "int16": "int",
+    "uint16": "int",
+    "int32": "int",
+    "uint32": "int",
+    "int64": "int",
+    "float64": "float",
+    "string": "str",
+    "bytes": "bytes",
+    "records": "Buffer",
+    "uuid": "UUID",
+}
+CLASS_IMPORTS: Final = """\
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from kafkaclone.protocol.types import ZERO_UUID, Buffer
+"""
+"""What the source of :func:`class_source` needs imported."""
+_SOURCE_NAMES: Final = frozenset(
+    {"dataclass", "field", "UUID", "ZERO_UUID", "Buffer", *_PYTHON_TYPES.values(), "list",
+     "tuple", "unknown_tagged_fields"})
+"""Names a field of a message may not take: the class bodies use them."""
+
+
+def class_source(spec: MessageSpec) -> str:
+    """Python source of the dataclass of ``spec``, its structs as nested classes.
+
+    Every field of every version, with its Python type (``| None`` where some version may be
+    null or the default is null) and its default. A struct with several parents (Kafka's
+    commonStruct) is written once, where it first appears, and named by its path elsewhere;
+    the compiler makes it an attribute of its other parents too.
+    """
+    return "\n".join(_ClassWriter(spec).write()) + "\n"
+
+
+class _ClassWriter:
+    def __init__(self, spec: MessageSpec) -> None:
+        self.spec = spec
+        self.paths: dict[str, str] = {}
+        """Each struct class written so far, by name: its path from the module."""
+        self.lines: list[str] = []
+
+    def write(self) -> list[str]:
+        self._class(self.spec.name, self.spec.fields, self.spec.name, "")
+        return self.lines
+
+    def _class(self, name: str, fields: tuple[Field, ...], path: str, ind: str) -> None:
+        self.paths[name] = path
+        inner = ind + "    "
+        self.lines.append(f"{ind}@dataclass(slots=True)")
+        self.lines.append(f"{ind}class {name}:")
+        if path == self.spec.name:
+            spec = self.spec
+            kind = f"API key {spec.api_key}" if spec.api_key is not None else "data"
+            self.lines.append(f'{inner}"""{name} ({kind}): versions {spec.valid}, '
+                              f'flexible {spec.flexible}."""')
+            self.lines.append("")
+        for f in fields:
+            if f.is_struct and f.element_type not in self.paths:
+                assert f.fields is not None
+                self._class(f.element_type, f.fields, f"{path}.{f.element_type}", inner)
+                self.lines.append("")
+        for f in fields:
+            self._field(f, path, inner)
+        self.lines.append(f"{inner}unknown_tagged_fields: list[tuple[int, bytes]] = "
+                          f"field(default_factory=list)")
+
+    def _field(self, f: Field, path: str, ind: str) -> None:
+        if f.name in _SOURCE_NAMES:
+            raise ValueError(f"{self.spec.name}: a field may not be named {f.name!r}")
+        notes = []
+        if str(f.versions) != "0+":
+            notes.append(f"versions {f.versions}")
+        if f.nullable.low <= f.nullable.high:
+            notes.append(f"nullable {f.nullable}")
+        if f.tag is not None:
+            notes.append(f"tag {f.tag}")
+        if notes:
+            self.lines.append(f"{ind}# {', '.join(notes)}")
+        default = self._default(f, path)
+        element = (self._struct_ref(f.element_type, path) if f.is_struct
+                   else _PYTHON_TYPES[f.element_type])
+        annotation = f"list[{element}]" if f.is_array else element
+        if f.nullable.low <= f.nullable.high or default == "None":
+            annotation += " | None"
+        line = f"{ind}{f.name}: {annotation} = {default}"
+        if len(line) > 100:
+            line = f"{ind}{f.name}: {annotation} = (\n{ind}    {default})"
+        self.lines.append(line)
+
+    def _struct_ref(self, name: str, path: str) -> str:
+        """How the class body at ``path`` names the struct class ``name``."""
+        own = self.paths[name]
+        return name if own == f"{path}.{name}" else own
+
+    def _default(self, f: Field, path: str) -> str:
+        if f.is_array:
+            return "None" if f.default is None else "field(default_factory=list)"
+        if f.is_struct:
+            if f.default is None:
+                return "None"
+            ref = self._struct_ref(f.element_type, path)
+            if ref != f.element_type:
+                raise ValueError(f"{self.spec.name}.{f.name}: a shared struct must be an array")
+            return f"field(default_factory={ref})"
+        value = _ZERO_DEFAULTS[f.type] if f.default is _UNSET else f.default
+        if isinstance(value, uuid.UUID):
+            return "ZERO_UUID" if value == t.ZERO_UUID else f'UUID("{value}")'
+        if isinstance(value, str) and value.isprintable() and not {'"', '\\'} & set(value):
+            return f'"{value}"'
+        return repr(value)
+
+
+_TYPED_CLASSES: Final[dict[str, type[Any]]] = {
+    name: vars(message_types)[name] for name in message_types.__all__
+}
+
+
+def _message_class(spec: MessageSpec) -> type[Any]:
+    """The typed class of a message kafkaclone declares; for another one (a test's), a class
+    made at run time from the same source."""
+    typed = _TYPED_CLASSES.get(spec.name)
+    if typed is not None:
+        return typed
+    namespace: dict[str, Any] = {"__name__": __name__}
+    source = "from __future__ import annotations\n" + CLASS_IMPORTS + class_source(spec)
+    exec(compile(source, f"<kafkaclone class {spec.name}>", "exec"), namespace)
+    cls: type[Any] = namespace[spec.name]
+    return cls
+
+
 # --- compilation ---------------------------------------------------------------------------
 
 
-_COMPILED: dict[int, tuple[MessageSpec, Message]] = {}
+_COMPILED: dict[int, tuple[MessageSpec, Message[Any]]] = {}
 
 
-def compile_message(spec: MessageSpec) -> Message:
+def compile_message(spec: MessageSpec) -> Message[Any]:
     """The class and per-version codecs of one declared message, generated once per spec.
 
     Compiling the same declaration twice returns the same Message, so every module that
@@ -283,9 +430,9 @@ def compile_message(spec: MessageSpec) -> Message:
     return message
 
 
-def _compile(spec: MessageSpec) -> Message:
+def _compile(spec: MessageSpec) -> Message[Any]:
     compiler = _Compiler(spec)
-    cls = compiler.make_class(spec.name, spec.fields)
+    cls = compiler.adopt_classes(_message_class(spec))
     names = {
         version: compiler.make_codecs(spec.name, spec.fields, version)
         for version in range(spec.valid.low, spec.valid.high + 1)
@@ -330,39 +477,41 @@ class _Compiler:
 
     # classes
 
-    def make_class(self, name: str, fields: tuple[Field, ...]) -> type[Any]:
-        if name in self.classes:
-            if self.struct_fields[name] != fields:
-                raise ValueError(f"{self.spec.name}: struct {name} declared twice, differently")
-            return self.classes[name]
-        self.struct_fields[name] = fields
-        children: dict[str, type[Any]] = {}
-        for f in fields:
-            if f.is_struct:
-                assert f.fields is not None
-                children[f.element_type] = self.make_class(f.element_type, f.fields)
-        specs: list[tuple[str, Any, Any]] = [
-            (f.name, Any, dataclasses.field(default_factory=self._factory(f))) for f in fields
-        ]
-        specs.append(("unknown_tagged_fields", Any, dataclasses.field(default_factory=list)))
-        cls = dataclasses.make_dataclass(name, specs, slots=True)
-        cls.__module__ = __name__
-        for child_name, child in children.items():
-            setattr(cls, child_name, child)
-        cls.__qualname__ = name if name == self.spec.name else f"{self.spec.name}.{name}"
-        self.classes[name] = cls
-        self.namespace[f"_cls_{name}"] = cls
+    def adopt_classes(self, cls: type[Any]) -> type[Any]:
+        """Check the message's class and its nested structs against the declaration and
+        make them the classes the decoders build."""
+        self._adopt(self.spec.name, self.spec.fields, cls)
         return cls
 
-    def _factory(self, f: Field) -> Callable[[], Any]:
-        if f.is_array:
-            return (lambda: None) if f.default is None else list
-        if f.is_struct:
-            if f.default is None:
-                return lambda: None
-            return lambda: self.classes[f.element_type]()
-        value = _ZERO_DEFAULTS[f.type] if f.default is _UNSET else f.default
-        return lambda: value
+    def _adopt(self, name: str, fields: tuple[Field, ...], cls: type[Any]) -> None:
+        declared = [f.name for f in fields] + ["unknown_tagged_fields"]
+        actual = [f.name for f in dataclasses.fields(cls)]
+        if actual != declared:
+            raise ValueError(
+                f"{cls.__qualname__} has the fields {actual}, but {name} declares {declared} "
+                f"(run python -m kafkaclone.tools.protocol_types --write)")
+        self.struct_fields[name] = fields
+        self.classes[name] = cls
+        self.namespace[f"_cls_{name}"] = cls
+        for f in fields:
+            if not f.is_struct:
+                continue
+            assert f.fields is not None
+            known = self.classes.get(f.element_type)
+            if known is None:
+                child = vars(cls).get(f.element_type)
+                if child is None:
+                    raise ValueError(
+                        f"{cls.__qualname__} has no struct class {f.element_type} "
+                        f"(run python -m kafkaclone.tools.protocol_types --write)")
+                self._adopt(f.element_type, f.fields, child)
+            elif self.struct_fields[f.element_type] != f.fields:
+                raise ValueError(
+                    f"{self.spec.name}: struct {f.element_type} declared twice, differently")
+            else:
+                # Kafka's commonStruct: one class, written where it first appears and
+                # reachable as an attribute of every parent.
+                setattr(cls, f.element_type, known)
 
     # codecs
 
@@ -660,10 +809,12 @@ class _Compiler:
 
 
 __all__ = [
+    "CLASS_IMPORTS",
     "Field",
     "Message",
     "MessageSpec",
     "Versions",
+    "class_source",
     "compile_message",
     "data",
     "field",

@@ -15,7 +15,8 @@ in order and stopped in reverse:
    the bound port is what gets advertised);
 5. ``registration``: the ephemeral ``/brokers/ids/<id>`` with the advertised listeners; its
    czxid is the broker epoch. After a session expiry the broker registers again;
-6. ``controller``: the controller candidacy (``kafkaclone.controller.KafkaController``).
+6. ``controller``: the controller candidacy
+   (``kafkaclone.controller.controller.KafkaController``).
 
 ``shutdown`` first asks the controller to move this broker's leaders away (Kafka's
 controlled shutdown: ControlledShutdown v3, ``controlled.shutdown.max.retries`` attempts
@@ -30,19 +31,18 @@ start script prints it and exits non-zero).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from twisted.application.service import MultiService, Service
 from twisted.internet import error as twisted_error
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from kafkaclone.cluster.endpoint import EndPoint as ListenerEndPoint
+from kafkaclone.common.endpoint import EndPoint
 from kafkaclone.common.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -50,7 +50,6 @@ from kafkaclone.common.errors import (
     KafkaError,
     KafkaStorageError,
     LeaderNotAvailableError,
-    NotControllerError,
     TopicAlreadyExistsError,
     UnknownServerError,
 )
@@ -58,30 +57,35 @@ from kafkaclone.common.topic import (
     GROUP_METADATA_TOPIC_NAME,
     TRANSACTION_STATE_TOPIC_NAME,
 )
-from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.controller.controller import ControllerConfig, KafkaController
 from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kafkaclone.coordinator.group.store import ZkGroupStore
+from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.socket_server import KafkaServerFactory
+from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
+from kafkaclone.server.delayed.admin import DelayedElectLeader
+from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.dynamic_config import DynamicConfigManager
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.server.services import ControllerService
-from kafkaclone.zk.admin import AdminZkClient
-from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler
+from kafkaclone.zk.admin import AdminZkClient, RackAwareMode
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import BrokerIdAlreadyRegisteredError, ZooKeeperClientError
 from kafkaclone.zk.znodes import BrokerId, BrokerIdZNode, BrokerInfo, ClusterIdZNode
-from kafkaclone.zk.znodes import EndPoint as RegisteredEndPoint
+from kafkaclone.zk.zookeeper_client import StateChangeHandler
 
 logger = logging.getLogger(__name__)
 
 BROKER_INFO_HANDLER: Final = "broker-info"
+_T = TypeVar("_T")
 
 
 class BrokerStartupError(Exception):
@@ -91,53 +95,17 @@ class BrokerStartupError(Exception):
 class ControllerLike(ControllerService, Protocol):
     """What the broker needs of its controller besides the handlers' view."""
 
+    broker_epoch: int
+    """The broker epoch the controller registers under (renewed after a session expiry)."""
+
     async def startup(self) -> None: ...
 
     async def shutdown(self) -> None: ...
 
 
 ControllerFactory = Callable[[KafkaConfig, KafkaZkClient, int, int, Any], ControllerLike]
-"""(config, zk_client, broker_id, broker_epoch, reactor) -> a controller not started yet."""
-
-
-class _NoController:
-    """Stands in while kafkaclone.controller has no KafkaController: never active."""
-
-    is_active = False
-    epoch = -1
-
-    async def startup(self) -> None:
-        logger.warning("kafkaclone.controller.KafkaController is not available: this broker "
-                       "is no controller candidate")
-
-    async def shutdown(self) -> None:
-        return None
-
-    async def controlled_shutdown(self, broker_id: int,
-                                  broker_epoch: int) -> set[TopicPartition]:
-        raise NotControllerError("no controller on this broker")
-
-
-def default_controller_factory(config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
-                               broker_epoch: int, reactor: Any) -> ControllerLike:
-    """kafkaclone.controller.KafkaController, imported when first needed (a broker
-    without it still runs, as no controller candidate)."""
-    controller_class: Any = None
-    for module_name in ("kafkaclone.controller", "kafkaclone.controller.controller"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:  # the controller is there but broken: say so
-                raise
-            continue
-        controller_class = getattr(module, "KafkaController", None)
-        if controller_class is not None:
-            break
-    if controller_class is None:
-        return _NoController()
-    controller: ControllerLike = controller_class(config, zk_client, broker_id, broker_epoch,
-                                                  reactor)
-    return controller
+"""(config, zk_client, broker_id, broker_epoch, reactor) -> a controller not started yet:
+KafkaController, or a stand-in in tests of the broker alone."""
 
 
 class _Step(Service):
@@ -172,6 +140,44 @@ class _SessionHandler(StateChangeHandler):
             _log_failure, "re-registering the broker after a ZooKeeper session expiry")
 
 
+def controller_config(config: KafkaConfig) -> ControllerConfig:
+    """The controller's settings from the broker's config."""
+    listener = config.control_plane_listener_name or config.inter_broker_listener_name
+    return ControllerConfig(
+        broker_id=config.get_int("broker.id"),
+        unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
+        delete_topic_enable=config.get_bool("delete.topic.enable"),
+        controller_socket_timeout_ms=config.get_int("controller.socket.timeout.ms"),
+        listener_name=str(listener),
+        auto_leader_rebalance_enable=config.get_bool("auto.leader.rebalance.enable"),
+        leader_imbalance_per_broker_percentage=config.get_int(
+            "leader.imbalance.per.broker.percentage"),
+        leader_imbalance_check_interval_seconds=config.get_int(
+            "leader.imbalance.check.interval.seconds"),
+    )
+
+
+def group_config(config: KafkaConfig) -> GroupConfig:
+    """The group coordinator's settings from the broker's config."""
+    return GroupConfig(
+        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        group_max_size=config.group_max_size,
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+        offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
+    )
+
+
+def _new_controller(config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
+                    broker_epoch: int, reactor: Any) -> ControllerLike:
+    return KafkaController(controller_config(config), zk_client, broker_id, broker_epoch,
+                           reactor)
+
+
 class KafkaBroker(MultiService):
     """A broker (kafkaclone.server.services.BrokerServices for its handlers)."""
 
@@ -185,20 +191,26 @@ class KafkaBroker(MultiService):
         self.broker_epoch: int = -1
         self.auto_create_topics_enable: bool = config.auto_create_topics_enable
         self.metadata_cache = MetadataCache(self.broker_id)
+        self.topic_purgatory: DelayedOperationPurgatory[DelayedOperation] = (
+            DelayedOperationPurgatory("topic", reactor))
+        self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
+            DelayedOperationPurgatory("ElectLeader", reactor))
         self.request_handler = RequestHandler(broker=self)
-        self._controller_factory = controller_factory or default_controller_factory
+        self._controller_factory: ControllerFactory = controller_factory or _new_controller
         self._zk_client: KafkaZkClient | None = None
         self._admin_zk: AdminZkClient | None = None
-        self.log_manager: LogManager | None = None
-        self.replica_manager: ReplicaManager | None = None
+        self._log_manager: LogManager | None = None
+        self._replica_manager: ReplicaManager | None = None
         self.dynamic_config_manager: DynamicConfigManager | None = None
-        self.group_coordinator: GroupCoordinator | None = None
+        self.authorizer: AclAuthorizer | None = None
+        self._group_coordinator: GroupCoordinator | None = None
+        self._producer_id_manager: ProducerIdManager | None = None
         self._group_store: ZkGroupStore | None = None
         self._controller: ControllerLike | None = None
         self._controller_epoch = 0
         self._ports: dict[str, Any] = {}
         self._factories: list[KafkaServerFactory] = []
-        self.registered_endpoints: tuple[RegisteredEndPoint, ...] = ()
+        self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
         for step in (
@@ -206,8 +218,11 @@ class KafkaBroker(MultiService):
             _Step("log-manager", self._start_log_manager, self._stop_log_manager),
             _Step("replica-manager", self._start_replica_manager, self._stop_replica_manager),
             _Step("dynamic-config", self._start_dynamic_config, self._stop_dynamic_config),
+            _Step("authorizer", self._start_authorizer, self._stop_authorizer),
             _Step("group-coordinator", self._start_group_coordinator,
                   self._stop_group_coordinator),
+            _Step("producer-id-manager", self._start_producer_id_manager,
+                  self._stop_producer_id_manager),
             _Step("socket-server", self._start_socket_server, self._stop_socket_server),
             _Step("registration", self._register, self._deregister),
             _Step("controller", self._start_controller, self._stop_controller),
@@ -218,38 +233,51 @@ class KafkaBroker(MultiService):
 
     @property
     def zk_client(self) -> KafkaZkClient:
-        if self._zk_client is None:
-            raise RuntimeError("the broker's ZooKeeper session is not started")
-        return self._zk_client
+        return _started(self._zk_client, "ZooKeeper session")
 
     @property
     def admin_zk(self) -> AdminZkClient:
-        if self._admin_zk is None:
-            raise RuntimeError("the broker's ZooKeeper session is not started")
-        return self._admin_zk
+        return _started(self._admin_zk, "ZooKeeper session")
 
     @property
-    def controller(self) -> ControllerLike:
-        return self._controller if self._controller is not None else _NoController()
+    def log_manager(self) -> LogManager:
+        return _started(self._log_manager, "log manager")
+
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        return _started(self._replica_manager, "replica manager")
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        return _started(self._group_coordinator, "group coordinator")
+
+    @property
+    def producer_id_manager(self) -> ProducerIdManager:
+        return _started(self._producer_id_manager, "producer id manager")
+
+    @property
+    def controller(self) -> ControllerLike | None:
+        return self._controller
 
     @property
     def controller_epoch(self) -> int:
         """The highest controller epoch seen in a controller request (kept by the
         ReplicaManager, as in Kafka, once it exists)."""
-        if self.replica_manager is not None:
-            return self.replica_manager.controller_epoch
+        if self._replica_manager is not None:
+            return self._replica_manager.controller_epoch
         return self._controller_epoch
 
     @controller_epoch.setter
     def controller_epoch(self, epoch: int) -> None:
         self._controller_epoch = epoch
-        if self.replica_manager is not None:
-            self.replica_manager.controller_epoch = epoch
+        if self._replica_manager is not None:
+            self._replica_manager.controller_epoch = epoch
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         """Create topics a Metadata request named (Kafka's ``autoTopicCreation``): plain
         topics with ``num.partitions`` x ``default.replication.factor``, the internal ones
-        with their own settings. LEADER_NOT_AVAILABLE once creation is under way (or
+        with their own settings, placed rack-aware if every broker has a rack
+        (RackAwareMode.SAFE). LEADER_NOT_AVAILABLE once creation is under way (or
         another request created it first), the creation's error otherwise."""
         errors: dict[str, int] = {}
         for name in names:
@@ -284,7 +312,8 @@ class KafkaBroker(MultiService):
                  "unclean.leader.election.enable": "false"})
         else:
             await self.admin_zk.create_topic(name, config.num_partitions,
-                                             config.default_replication_factor)
+                                             config.default_replication_factor,
+                                             rack_aware_mode=RackAwareMode.SAFE)
 
     async def _create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                                      configs: dict[str, str]) -> None:
@@ -294,7 +323,8 @@ class KafkaBroker(MultiService):
             raise CoordinatorNotAvailableError(
                 f"Number of alive brokers '{live}' does not meet the required replication "
                 f"factor '{replication_factor}' for the internal topic {name}")
-        await self.admin_zk.create_topic(name, partitions, replication_factor, configs)
+        await self.admin_zk.create_topic(name, partitions, replication_factor, configs,
+                                         rack_aware_mode=RackAwareMode.SAFE)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -393,8 +423,8 @@ class KafkaBroker(MultiService):
         for topic, props in overrides.items():
             if props:
                 try:
-                    topic_configs[topic] = LogConfig.from_props(
-                        props, defaults=manager_config.default_log_config, ignore_unknown=True)
+                    topic_configs[topic] = LogConfig.from_topic_overrides(
+                        props, manager_config.default_log_config)
                 except KafkaError as exc:
                     logger.error("Invalid config overrides of topic %s: %s", topic, exc)
         manager = LogManager(manager_config, clock=self.reactor, topic_configs=topic_configs,
@@ -405,7 +435,7 @@ class KafkaBroker(MultiService):
             raise BrokerStartupError(exc.message) from exc
         except KafkaStorageError as exc:
             raise BrokerStartupError(exc.message) from exc
-        self.log_manager = manager
+        self._log_manager = manager
 
     async def _generate_broker_id(self, manager_config: LogManagerConfig) -> int:
         """broker.id=-1: the id in meta.properties, else a new one above
@@ -420,11 +450,10 @@ class KafkaBroker(MultiService):
         return self.config.reserved_broker_max_id + sequence
 
     async def _stop_log_manager(self) -> None:
-        if self.log_manager is not None:
-            self.log_manager.shutdown()
+        if self._log_manager is not None:
+            self._log_manager.shutdown()
 
     async def _start_replica_manager(self) -> None:
-        assert self.log_manager is not None
         manager = ReplicaManager(self.broker_id, self.log_manager, self.zk_client,
                                  clock=self.reactor,
                                  config=ReplicaManagerConfig.from_kafka_config(self.config),
@@ -434,14 +463,13 @@ class KafkaBroker(MultiService):
                                      self.config))
         manager.controller_epoch = self._controller_epoch
         manager.startup()
-        self.replica_manager = manager
+        self._replica_manager = manager
 
     async def _stop_replica_manager(self) -> None:
-        if self.replica_manager is not None:
-            await _wait(self.replica_manager.shutdown())
+        if self._replica_manager is not None:
+            await _wait(self._replica_manager.shutdown())
 
     async def _start_dynamic_config(self) -> None:
-        assert self.log_manager is not None
         manager = DynamicConfigManager(self.broker_id, self.zk_client, self.log_manager,
                                        self.config.originals, self.reactor)
         await manager.startup()
@@ -452,28 +480,51 @@ class KafkaBroker(MultiService):
             self.dynamic_config_manager.shutdown()
             self.dynamic_config_manager = None
 
+    async def _start_authorizer(self) -> None:
+        """Kafka's ``authorizer.class.name``: none (everyone may do everything) or the
+        AclAuthorizer, whose ACLs are loaded before the socket server accepts a request."""
+        config = self.config
+        if not config.authorizer_class_name:
+            return
+        authorizer = AclAuthorizer(
+            self.zk_client, self.reactor, super_users=parse_super_users(config.super_users),
+            allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
+        await authorizer.startup()
+        self.authorizer = authorizer
+
+    async def _stop_authorizer(self) -> None:
+        if self.authorizer is not None:
+            self.authorizer.shutdown()
+            self.authorizer = None
+
     async def _start_group_coordinator(self) -> None:
-        assert self.replica_manager is not None
         if self.config.offsets_storage != "zookeeper":
             raise BrokerStartupError(
                 f"offsets.storage={self.config.offsets_storage} is not supported: committed "
                 "offsets are kept in ZooKeeper only (offsets.storage=zookeeper)")
         self._group_store = ZkGroupStore(self.zk_client)
-        coordinator = GroupCoordinator(self.broker_id, GroupConfig.from_kafka_config(self.config),
+        coordinator = GroupCoordinator(self.broker_id, group_config(self.config),
                                        self._group_store, self.reactor)
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
         coordinator.startup()
-        self.group_coordinator = coordinator
+        self._group_coordinator = coordinator
 
     async def _stop_group_coordinator(self) -> None:
-        if self.group_coordinator is not None:
-            if self.replica_manager is not None:
-                listeners = self.replica_manager.leadership_listeners
-                if self.group_coordinator.on_leadership_change in listeners:
-                    listeners.remove(self.group_coordinator.on_leadership_change)
-            self.group_coordinator.shutdown()
+        coordinator = self._group_coordinator
+        if coordinator is not None:
+            if self._replica_manager is not None:
+                listeners = self._replica_manager.leadership_listeners
+                if coordinator.on_leadership_change in listeners:
+                    listeners.remove(coordinator.on_leadership_change)
+            coordinator.shutdown()
         if self._group_store is not None:
             self._group_store.close()
+
+    async def _start_producer_id_manager(self) -> None:
+        self._producer_id_manager = ProducerIdManager(self.broker_id, self.zk_client)
+
+    async def _stop_producer_id_manager(self) -> None:
+        self._producer_id_manager = None
 
     async def _start_socket_server(self) -> None:
         config = self.config
@@ -509,18 +560,17 @@ class KafkaBroker(MultiService):
         """The port a listener is bound to (what port 0 became)."""
         return int(self._ports[listener_name.upper()].getHost().port)
 
-    def advertised_endpoints(self) -> tuple[RegisteredEndPoint, ...]:
+    def advertised_endpoints(self) -> tuple[EndPoint, ...]:
         """``advertised.listeners`` with port 0 replaced by the bound port and an empty host
         by this machine's name, as Kafka registers them."""
         return tuple(self._advertised(endpoint) for endpoint in self.config.advertised_listeners)
 
-    def _advertised(self, endpoint: ListenerEndPoint) -> RegisteredEndPoint:
+    def _advertised(self, endpoint: EndPoint) -> EndPoint:
         port = endpoint.port
         if port == 0 and endpoint.listener_name in self._ports:
             port = self.bound_port(endpoint.listener_name)
         host = endpoint.host if endpoint.host is not None else socket.getfqdn()
-        return RegisteredEndPoint(host, port, endpoint.listener_name,
-                                  endpoint.security_protocol.name)
+        return EndPoint(endpoint.listener_name, endpoint.security_protocol, host, port)
 
     async def _register(self) -> None:
         zk = self.zk_client
@@ -540,7 +590,7 @@ class KafkaBroker(MultiService):
         """After a session expiry: register again (a new broker epoch), check the cluster id."""
         zk = self.zk_client
         self.broker_epoch = await zk.register_broker(self._broker_info())
-        if self._controller is not None and hasattr(self._controller, "broker_epoch"):
+        if self._controller is not None:
             self._controller.broker_epoch = self.broker_epoch  # its own registration, now
         cluster_id = await zk.get_cluster_id()
         if cluster_id != self.cluster_id:
@@ -625,6 +675,13 @@ def _bind_reason(exc: twisted_error.CannotListenError) -> str:
     if isinstance(cause, OSError) and cause.strerror:
         return cause.strerror
     return str(cause)
+
+
+def _started(part: _T | None, what: str) -> _T:
+    """A part of the broker that exists once its step has started."""
+    if part is None:
+        raise RuntimeError(f"the broker's {what} is not started")
+    return part
 
 
 async def _sleep(reactor: Any, seconds: float) -> None:

@@ -40,18 +40,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, ClassVar, Final, Generic, TypeVar, overload
 
-from kafkaclone.cluster.endpoint import (
-    EndPoint,
-    SecurityProtocol,
-    normalise_listener_name,
-    parse_listeners,
-    parse_security_protocol_map,
-)
 from kafkaclone.common.config_def import (
     INT_MAX,
+    AbstractConfig,
     EachOneOf,
     OneOf,
     Validator,
@@ -68,6 +61,13 @@ from kafkaclone.common.config_def import ConfigValue as ConfigValue
 from kafkaclone.common.config_def import Importance as Importance
 from kafkaclone.common.config_def import at_least as at_least
 from kafkaclone.common.config_def import between as between
+from kafkaclone.common.endpoint import (
+    EndPoint,
+    SecurityProtocol,
+    normalise_listener_name,
+    parse_listeners,
+    parse_security_protocol_map,
+)
 from kafkaclone.common.properties import parse_properties
 from kafkaclone.log.config import (
     BROKER_COMPRESSION_TYPES,
@@ -80,6 +80,8 @@ from kafkaclone.log.config import (
     LOG_MANAGER_CONFIG_KEYS,
 )
 from kafkaclone.log.config import TOPIC_CONFIG_SYNONYMS as TOPIC_CONFIG_SYNONYMS
+from kafkaclone.server.authorizer import ACL_AUTHORIZER_CLASS_NAMES
+from kafkaclone.server.replica_selector import REPLICA_SELECTORS
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +141,39 @@ class KafkaVersion(Validator):
 
     def describe(self) -> str:
         return f"[{KAFKA_VERSIONS[0]},...,{LATEST_KAFKA_VERSION}]"
+
+
+class AuthorizerClassName(Validator):
+    """``authorizer.class.name``: empty or one of Kafka's ACL authorizer classes."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        if value in ("", None, *ACL_AUTHORIZER_CLASS_NAMES):
+            return None
+        return (f"kafkaclone cannot load {value}: the only authorizer it provides is "
+                f"{ACL_AUTHORIZER_CLASS_NAMES[0]} (empty for none)")
+
+    def describe(self) -> str:
+        return f"[\"\", {', '.join(ACL_AUTHORIZER_CLASS_NAMES)}]"
+
+
+class PrincipalList(Validator):
+    """``super.users``: principals ``type:name`` separated by semicolons."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        items = [item.strip() for item in str(value).split(";") if item.strip()]
+        bad = [item for item in items if not _is_principal(item)]
+        if bad:
+            return (f"expected principals as type:name separated by semicolons "
+                    f"(User:admin;User:broker), not {', '.join(bad)}")
+        return None
+
+    def describe(self) -> str:
+        return "User:name;User:other"
+
+
+def _is_principal(text: str) -> bool:
+    principal_type, sep, name = text.partition(":")
+    return bool(sep and principal_type and name)
 
 
 # --- the table ----------------------------------------------------------------------------
@@ -488,6 +523,14 @@ BROKER_CONFIG: Final = ConfigDef([
                        "on the reactor thread; a partition goes to fetcher abs(31 * "
                        "topic hash + partition) % n, as Kafka. Read at startup: a dynamic "
                        "change applies at the next restart."),
+        ConfigKey("replica.selector.class", STRING, None, MEDIUM,
+                  "The fully qualified class name that implements ReplicaSelector. This is "
+                  "used by the broker to find the preferred read replica. By default, we use "
+                  "an implementation that returns the leader.",
+                  validator=OneOf(tuple(REPLICA_SELECTORS)),
+                  note="Only Kafka's org.apache.kafka.common.replica.RackAwareReplicaSelector "
+                       "(consumers with client.rack read from a replica in their rack); any "
+                       "other class name stops the broker at startup."),
         LOG_MANAGER_CONFIG_KEYS["replica.high.watermark.checkpoint.interval.ms"],
         ConfigKey("fetch.purgatory.purge.interval.requests", INT, 1000, MEDIUM,
                   "Purge completed delayed fetches every this many requests."),
@@ -573,10 +616,8 @@ BROKER_CONFIG: Final = ConfigDef([
     ),
     *_section(
         "Transactions",
-        ConfigKey("transactional.id.expiration.ms", INT, 7 * 24 * _HOUR_MS, HIGH,
-                  "Forget a transactional id (and expire a producer id) after this long "
-                  "without a transaction status update.",
-                  validator=at_least(1)),
+        LOG_MANAGER_CONFIG_KEYS["transactional.id.expiration.ms"],
+        LOG_MANAGER_CONFIG_KEYS["producer.id.expiration.check.interval.ms"],
         ConfigKey("transaction.max.timeout.ms", INT, 15 * _MINUTE_MS, HIGH,
                   "The longest transaction timeout a producer may ask for in InitProducerId.",
                   validator=at_least(1)),
@@ -607,6 +648,23 @@ BROKER_CONFIG: Final = ConfigDef([
                   validator=at_least(1)),
     ),
     *_section(
+        "Authorizer",
+        ConfigKey("authorizer.class.name", STRING, "", LOW,
+                  "The authorizer: empty (no authorization, every request is allowed) or "
+                  "kafka.security.authorizer.AclAuthorizer (kafka.security.auth."
+                  "SimpleAclAuthorizer is the same), Kafka's ACLs stored in ZooKeeper. Any "
+                  "other class stops the broker at start.",
+                  validator=AuthorizerClassName()),
+        ConfigKey("super.users", STRING, None, LOW,
+                  "Principals the AclAuthorizer allows everything, separated by semicolons "
+                  "(User:admin;User:broker). With a PLAINTEXT inter-broker listener the "
+                  "brokers are User:ANONYMOUS, which must then be listed here.",
+                  validator=PrincipalList()),
+        ConfigKey("allow.everyone.if.no.acl.found", BOOLEAN, False, LOW,
+                  "Whether the AclAuthorizer allows a request on a resource that has no ACL "
+                  "at all."),
+    ),
+    *_section(
         "Fetch",
         ConfigKey("fetch.max.bytes", INT, 55 * 1024 * 1024, MEDIUM,
                   "The most bytes the broker returns for one fetch request.",
@@ -616,6 +674,22 @@ BROKER_CONFIG: Final = ConfigDef([
                   validator=at_least(0)),
     ),
 ])  # fmt: skip
+
+
+def default_int(name: str) -> int:
+    """The table's default of an INT or LONG broker config: what the config dataclasses of
+    the broker's parts (ReplicaManagerConfig, ReplicaFetcherConfig, ...) default to, so
+    that each default is declared once."""
+    default = BROKER_CONFIG[name].default
+    assert isinstance(default, int) and not isinstance(default, bool), name
+    return default
+
+
+def default_str(name: str) -> str:
+    """The table's default of a STRING broker config that has one (see ``default_int``)."""
+    default = BROKER_CONFIG[name].default
+    assert isinstance(default, str), name
+    return default
 
 
 # --- topic-level synonyms -----------------------------------------------------------------
@@ -772,18 +846,15 @@ class _Listeners:
     control_plane_name: str | None
 
 
-class KafkaConfig:
+class KafkaConfig(AbstractConfig):
     """A broker's configuration: BROKER_CONFIG's defaults overridden by the supplied keys,
     parsed and validated. Read-only; build a new one to change it."""
 
     def __init__(self, props: Mapping[str, object]) -> None:
         """``props``: config name -> string (or typed) value. ConfigError on a bad value;
         unknown names are logged as warnings."""
-        self._originals: dict[str, object] = dict(props)
-        values, unknown = BROKER_CONFIG.parse(self._originals)
-        self._values: dict[str, ConfigValue] = values
-        self._unknown: tuple[str, ...] = tuple(unknown)
-        for name in unknown:
+        super().__init__(BROKER_CONFIG, props)
+        for name in self.unknown_keys:
             logger.warning("Ignoring unknown configuration %s: kafkaclone does not know it", name)
         for key in BROKER_CONFIG:
             if key.deprecated and key.name in self._originals:
@@ -806,48 +877,7 @@ class KafkaConfig:
         props.update(parse_overrides(overrides))
         return cls(props)
 
-    # --- generic access ---
-
-    def get(self, name: str) -> ConfigValue:
-        """The typed value of a declared key (its default if not supplied); KeyError if the
-        table does not declare it."""
-        return self._values[name]
-
-    def get_int(self, name: str) -> int:
-        value = self._values[name]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} is {value!r}, not an integer")
-        return value
-
-    def get_bool(self, name: str) -> bool:
-        value = self._values[name]
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} is {value!r}, not a boolean")
-        return value
-
-    def get_float(self, name: str) -> float:
-        value = self._values[name]
-        if not isinstance(value, float):
-            raise TypeError(f"{name} is {value!r}, not a double")
-        return value
-
-    def get_optional_str(self, name: str) -> str | None:
-        value = self._values[name]
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"{name} is {value!r}, not a string")
-        return value
-
-    def get_str(self, name: str) -> str:
-        value = self.get_optional_str(name)
-        if value is None:
-            raise TypeError(f"{name} is null")
-        return value
-
-    def get_list(self, name: str) -> list[str]:
-        value = self._values[name]
-        if not isinstance(value, tuple):
-            raise TypeError(f"{name} is {value!r}, not a list")
-        return list(value)
+    # --- generic access (the typed getters are AbstractConfig's) ---
 
     def string_value(self, name: str) -> str | None:
         """The value as a config entry carries it (``"true"``, ``"compact,delete"``); None
@@ -857,20 +887,6 @@ class KafkaConfig:
     def is_set(self, name: str) -> bool:
         """Whether ``name`` was supplied (STATIC_BROKER_CONFIG) rather than defaulted."""
         return name in self._originals
-
-    @property
-    def values(self) -> Mapping[str, ConfigValue]:
-        """Every declared key's typed value."""
-        return MappingProxyType(self._values)
-
-    @property
-    def originals(self) -> Mapping[str, object]:
-        """What was supplied, unknown keys included."""
-        return MappingProxyType(self._originals)
-
-    @property
-    def unknown_keys(self) -> tuple[str, ...]:
-        return self._unknown
 
     def __repr__(self) -> str:
         supplied = ", ".join(
@@ -913,6 +929,9 @@ class KafkaConfig:
     request_timeout_ms = _Int("request.timeout.ms")
     delete_topic_enable = _Bool("delete.topic.enable")
     auto_create_topics_enable = _Bool("auto.create.topics.enable")
+    authorizer_class_name = _Str("authorizer.class.name")
+    super_users = _OptionalStr("super.users")
+    allow_everyone_if_no_acl_found = _Bool("allow.everyone.if.no.acl.found")
     compression_type = _Str("compression.type")
 
     # --- socket server ---
@@ -1050,6 +1069,7 @@ class KafkaConfig:
     replica_fetch_response_max_bytes = _Int("replica.fetch.response.max.bytes")
     replica_fetch_backoff_ms = _Int("replica.fetch.backoff.ms")
     num_replica_fetchers = _Int("num.replica.fetchers")
+    replica_selector_class = _OptionalStr("replica.selector.class")
     replica_high_watermark_checkpoint_interval_ms = _Int(
         "replica.high.watermark.checkpoint.interval.ms"
     )

@@ -31,14 +31,15 @@ from twisted.internet.defer import Deferred
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
-from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler, ZNodeChildChangeHandler
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ZNodeDecodeError
 from kafkaclone.zk.znodes import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
+    ConfigEntityType,
     ConfigEntityZNode,
-    ConfigType,
 )
+from kafkaclone.zk.zookeeper_client import StateChangeHandler, ZNodeChildChangeHandler
 
 logger = logging.getLogger(__name__)
 
@@ -140,9 +141,9 @@ class DynamicConfigManager:
 
     async def _process(self, entity_path: str) -> None:
         entity_type, _, entity_name = entity_path.partition("/")
-        if entity_type == ConfigType.TOPIC:
+        if entity_type == ConfigEntityType.TOPIC:
             await self._apply_topic_configs([entity_name])
-        elif entity_type == ConfigType.BROKER and entity_name in (
+        elif entity_type == ConfigEntityType.BROKER and entity_name in (
                 str(self.broker_id), ConfigEntityZNode.DEFAULT_ENTITY_NAME):
             await self._reload_broker_configs()
         else:
@@ -156,8 +157,8 @@ class DynamicConfigManager:
                 **self.dynamic_broker_configs}
 
     async def _reload_broker_configs(self) -> None:
-        broker = await self._zk.get_entity_configs(ConfigType.BROKER, str(self.broker_id))
-        default = await self._zk.get_entity_configs(ConfigType.BROKER,
+        broker = await self._zk.get_entity_configs(ConfigEntityType.BROKER, str(self.broker_id))
+        default = await self._zk.get_entity_configs(ConfigEntityType.BROKER,
                                                     ConfigEntityZNode.DEFAULT_ENTITY_NAME)
         if broker == self.dynamic_broker_configs and default == self.dynamic_default_configs:
             return
@@ -182,8 +183,7 @@ class DynamicConfigManager:
         for topic in topics:
             props = overrides.get(topic, {})
             try:
-                config = (LogConfig.from_props(props, defaults=defaults, ignore_unknown=True)
-                          if props else defaults)
+                config = LogConfig.from_topic_overrides(props, defaults)
             except KafkaError as exc:
                 logger.error("Invalid config overrides of topic %s, keeping the current "
                              "ones: %s", topic, exc)

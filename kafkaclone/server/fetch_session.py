@@ -50,6 +50,7 @@ class CachedPartition:
         """Whether an incremental answer includes this partition; remembers what it says."""
         changed = (result.error_code != NONE or result.size > 0
                    or result.diverging_epoch is not None
+                   or result.preferred_read_replica >= 0
                    or result.high_watermark != self.high_watermark
                    or result.last_stable_offset != self.last_stable_offset
                    or result.log_start_offset != self.log_start_offset)

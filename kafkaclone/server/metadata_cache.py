@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import (
     NONE,
     LeaderNotAvailableError,
@@ -26,26 +27,20 @@ NO_LEADER: Final = -1
 LEADER_DURING_DELETE: Final = -2
 """The leader id the controller sends for a partition of a topic being deleted."""
 
-SECURITY_PROTOCOLS: Final = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
-
-
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    listener: str
-    host: str
-    port: int
-    security_protocol: int
 
 
 @dataclass(frozen=True)
 class LiveBroker:
+    """A live broker as UpdateMetadata describes it (Kafka's kafka.cluster.Broker): its
+    endpoints by listener name."""
+
     id: int
     rack: str | None
-    endpoints: dict[str, BrokerEndpoint]
+    endpoints: dict[str, EndPoint]
 
 
 @dataclass(frozen=True)
-class PartitionState:
+class UpdateMetadataPartitionState:
     topic: str
     partition: int
     controller_epoch: int
@@ -80,7 +75,7 @@ class TopicMetadata:
 class _Snapshot:
     controller_id: int | None = None
     brokers: dict[int, LiveBroker] = field(default_factory=dict)
-    partitions: dict[str, dict[int, PartitionState]] = field(default_factory=dict)
+    partitions: dict[str, dict[int, UpdateMetadataPartitionState]] = field(default_factory=dict)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
 
 
@@ -98,7 +93,7 @@ class MetadataCache:
         partitions = {topic: dict(states) for topic, states in old.partitions.items()}
         topic_ids = dict(old.topic_ids)
         deleted: list[tuple[str, int]] = []
-        for topic_name, topic_id, state in _partition_states(request, version):
+        for topic_name, topic_id, state in update_metadata_partition_states(request, version):
             if state.leader == LEADER_DURING_DELETE:
                 topic_partitions = partitions.get(topic_name)
                 if topic_partitions is not None and topic_partitions.pop(state.partition_index,
@@ -108,7 +103,8 @@ class MetadataCache:
                     del partitions[topic_name]
                     topic_ids.pop(topic_name, None)
                 continue
-            partitions.setdefault(topic_name, {})[state.partition_index] = PartitionState(
+            topic_partitions = partitions.setdefault(topic_name, {})
+            topic_partitions[state.partition_index] = UpdateMetadataPartitionState(
                 topic=topic_name,
                 partition=state.partition_index,
                 controller_epoch=state.controller_epoch,
@@ -134,7 +130,7 @@ class MetadataCache:
     def alive_brokers(self) -> list[LiveBroker]:
         return [b for _, b in sorted(self._snapshot.brokers.items())]
 
-    def alive_endpoints(self, listener: str) -> list[tuple[LiveBroker, BrokerEndpoint]]:
+    def alive_endpoints(self, listener: str) -> list[tuple[LiveBroker, EndPoint]]:
         return [(b, b.endpoints[listener]) for b in self.alive_brokers()
                 if listener in b.endpoints]
 
@@ -150,7 +146,7 @@ class MetadataCache:
     def topic_id(self, topic: str) -> uuid.UUID:
         return self._snapshot.topic_ids.get(topic, uuid.UUID(int=0))
 
-    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+    def partition_state(self, topic: str, partition: int) -> UpdateMetadataPartitionState | None:
         return self._snapshot.partitions.get(topic, {}).get(partition)
 
     def partition_count(self, topic: str) -> int | None:
@@ -158,12 +154,24 @@ class MetadataCache:
         return None if states is None else len(states)
 
     def leader_endpoint(self, topic: str, partition: int,
-                        listener: str) -> BrokerEndpoint | None:
+                        listener: str) -> EndPoint | None:
         state = self.partition_state(topic, partition)
         if state is None:
             return None
         broker = self._snapshot.brokers.get(state.leader)
         return None if broker is None else broker.endpoints.get(listener)
+
+    def partition_replica_endpoints(self, topic: str, partition: int,
+                                    listener: str) -> dict[int, LiveBroker]:
+        """The partition's replicas that are alive with an endpoint on ``listener``, by
+        broker id (Kafka's getPartitionReplicaEndpoints: their nodes carry the racks
+        follower fetching selects by)."""
+        state = self.partition_state(topic, partition)
+        if state is None:
+            return {}
+        brokers = self._snapshot.brokers
+        return {r: brokers[r] for r in state.replicas
+                if r in brokers and listener in brokers[r].endpoints}
 
     def topic_metadata(self, topics: Iterable[str], listener: str, *,
                        error_unavailable_endpoints: bool,
@@ -192,7 +200,7 @@ class MetadataCache:
         return result
 
     @staticmethod
-    def _partition_metadata(snapshot: _Snapshot, state: PartitionState, listener: str,
+    def _partition_metadata(snapshot: _Snapshot, state: UpdateMetadataPartitionState, listener: str,
                             error_unavailable_endpoints: bool,
                             error_unavailable_listeners: bool) -> PartitionMetadata:
         def reachable(broker_id: int) -> bool:
@@ -222,18 +230,22 @@ class MetadataCache:
 
 def _live_broker(broker: Any, version: int) -> LiveBroker:
     if version == 0:
-        endpoints = {"PLAINTEXT": BrokerEndpoint("PLAINTEXT", broker.v0_host, broker.v0_port, 0)}
+        endpoints = {"PLAINTEXT": EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, broker.v0_host,
+                                           broker.v0_port)}
     else:
         endpoints = {}
         for ep in broker.endpoints:
+            protocol = SecurityProtocol(ep.security_protocol)
             # Before v3 an endpoint has no listener name: it is its security protocol's name.
-            listener = ep.listener if version >= 3 else SECURITY_PROTOCOLS.get(
-                ep.security_protocol, str(ep.security_protocol))
-            endpoints[listener] = BrokerEndpoint(listener, ep.host, ep.port, ep.security_protocol)
+            listener = ep.listener if version >= 3 else protocol.name
+            endpoints[listener] = EndPoint(listener, protocol, ep.host, ep.port)
     return LiveBroker(broker.id, broker.rack, endpoints)
 
 
-def _partition_states(request: Any, version: int) -> Iterable[tuple[str, uuid.UUID | None, Any]]:
+def update_metadata_partition_states(request: Any, version: int,
+                                     ) -> Iterable[tuple[str, uuid.UUID | None, Any]]:
+    """An UpdateMetadata request's partition states with their topic's name and id (None
+    before v7), whichever layout its version has."""
     if version <= 4:
         for state in request.ungrouped_partition_states:
             yield state.topic_name, None, state

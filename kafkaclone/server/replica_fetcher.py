@@ -80,6 +80,7 @@ from kafkaclone.log.common import (
 from kafkaclone.network.client import KafkaClientConnection
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.config import default_int, default_str
 
 logger = logging.getLogger(__name__)
 
@@ -114,18 +115,19 @@ def _ibp_at_least(version: str, major: int, minor: int, iv: int = 0) -> bool:
 
 @dataclass(frozen=True)
 class ReplicaFetcherConfig:
-    """The broker settings the fetchers use (Kafka's names and defaults)."""
+    """The broker settings the fetchers use (Kafka's names; the defaults are the broker
+    config table's, the inter-broker listener's that of security.inter.broker.protocol)."""
 
     broker_id: int
-    num_replica_fetchers: int = 1
-    replica_fetch_max_bytes: int = 1_048_576
-    replica_fetch_min_bytes: int = 1
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_response_max_bytes: int = 10_485_760
-    replica_fetch_backoff_ms: int = 1000
-    replica_socket_timeout_ms: int = 30_000
-    inter_broker_listener_name: str = "PLAINTEXT"
-    inter_broker_protocol_version: str = "2.8-IV1"
+    num_replica_fetchers: int = default_int("num.replica.fetchers")
+    replica_fetch_max_bytes: int = default_int("replica.fetch.max.bytes")
+    replica_fetch_min_bytes: int = default_int("replica.fetch.min.bytes")
+    replica_fetch_wait_max_ms: int = default_int("replica.fetch.wait.max.ms")
+    replica_fetch_response_max_bytes: int = default_int("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = default_int("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = default_int("replica.socket.timeout.ms")
+    inter_broker_listener_name: str = default_str("security.inter.broker.protocol")
+    inter_broker_protocol_version: str = default_str("inter.broker.protocol.version")
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ReplicaFetcherConfig:
@@ -172,7 +174,10 @@ class BrokerEndPoint:
     port: int
 
 
-class ReplicaState(enum.Enum):
+class ReplicaFetchState(enum.Enum):
+    """Whether a fetcher truncates or fetches a partition (Kafka's AbstractFetcherThread
+    ReplicaState: Truncating, Fetching; not the controller's ReplicaState)."""
+
     TRUNCATING = "Truncating"
     FETCHING = "Fetching"
 
@@ -184,7 +189,7 @@ class PartitionFetchState:
     fetch_offset: int
     lag: int | None
     current_leader_epoch: int
-    state: ReplicaState
+    state: ReplicaFetchState
     last_fetched_epoch: int | None = None
     delayed_until: float = 0.0
     """Reactor seconds before which the partition is backing off after an error."""
@@ -193,10 +198,10 @@ class PartitionFetchState:
         return now < self.delayed_until
 
     def is_ready_for_fetch(self, now: float) -> bool:
-        return self.state is ReplicaState.FETCHING and not self.is_delayed(now)
+        return self.state is ReplicaFetchState.FETCHING and not self.is_delayed(now)
 
     def is_truncating(self, now: float) -> bool:
-        return self.state is ReplicaState.TRUNCATING and not self.is_delayed(now)
+        return self.state is ReplicaFetchState.TRUNCATING and not self.is_delayed(now)
 
 
 @dataclass(frozen=True)
@@ -469,12 +474,12 @@ class ReplicaFetcher:
             if current is not None and current.current_leader_epoch == initial.current_leader_epoch:
                 continue
             last_fetched_epoch = self._latest_epoch(tp)
-            state = (ReplicaState.FETCHING
+            state = (ReplicaFetchState.FETCHING
                      if self.config.truncation_on_fetch and last_fetched_epoch is not None
-                     else ReplicaState.TRUNCATING)
+                     else ReplicaFetchState.TRUNCATING)
             self.partition_states[tp] = PartitionFetchState(
                 initial.init_offset, None, initial.current_leader_epoch, state,
-                last_fetched_epoch if state is ReplicaState.FETCHING else None)
+                last_fetched_epoch if state is ReplicaFetchState.FETCHING else None)
             logger.info("[%s] Added %s at offset %d, leader epoch %d (%s)", self.name, tp,
                         initial.init_offset, initial.current_leader_epoch, state.value)
         self._wake()
@@ -567,7 +572,7 @@ class ReplicaFetcher:
                 logger.error("[%s] Failed to truncate %s: %s", self.name, tp, exc)
                 self._mark_partition_failed(tp)
                 continue
-            self.partition_states[tp] = replace(state, state=ReplicaState.FETCHING,
+            self.partition_states[tp] = replace(state, state=ReplicaFetchState.FETCHING,
                                                 last_fetched_epoch=self._latest_epoch(tp))
 
     async def _truncate_to_epoch_end_offsets(
@@ -630,7 +635,7 @@ class ReplicaFetcher:
         done = truncation.truncation_completed
         self.partition_states[tp] = replace(
             state, fetch_offset=truncation.offset,
-            state=ReplicaState.FETCHING if done else ReplicaState.TRUNCATING,
+            state=ReplicaFetchState.FETCHING if done else ReplicaFetchState.TRUNCATING,
             last_fetched_epoch=self._latest_epoch(tp) if done else None)
 
     def _truncation_offset(self, tp: TopicPartition, state: PartitionFetchState,
@@ -865,7 +870,7 @@ class ReplicaFetcher:
                                replica_end_offset, self.source.id, leader_end_offset)
                 self._truncate(tp, OffsetTruncationState(leader_end_offset, True))
                 self.partition_states[tp] = PartitionFetchState(
-                    leader_end_offset, 0, epoch, ReplicaState.FETCHING, self._latest_epoch(tp))
+                    leader_end_offset, 0, epoch, ReplicaFetchState.FETCHING, self._latest_epoch(tp))
                 return True
             leader_start_offset = await self._leader_offset(tp, epoch, EARLIEST_TIMESTAMP)
             current = self.partition_states.get(tp)
@@ -880,7 +885,7 @@ class ReplicaFetcher:
                 partition.truncate_fully_and_start_at(leader_start_offset)
             self.partition_states[tp] = PartitionFetchState(
                 offset_to_fetch, leader_end_offset - offset_to_fetch, epoch,
-                ReplicaState.FETCHING, self._latest_epoch(tp))
+                ReplicaFetchState.FETCHING, self._latest_epoch(tp))
             return True
         except FencedLeaderEpochError:
             self._on_partition_fenced(tp, epoch)
@@ -1039,10 +1044,10 @@ __all__ = [
     "BrokerEndPoint",
     "InitialFetchState",
     "PartitionFetchState",
+    "ReplicaFetchState",
     "ReplicaFetcher",
     "ReplicaFetcherConfig",
     "ReplicaFetcherManager",
-    "ReplicaState",
     "fetcher_id_for",
     "initial_fetch_offset",
 ]

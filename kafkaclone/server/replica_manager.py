@@ -24,6 +24,9 @@ The data path, leader side (Kafka's appendRecords / fetchMessages and their purg
 - :meth:`ReplicaManager.fetch_messages` reads (KIP-74 byte limits), records a follower's
   fetch position on the leader (ISR expand, high watermark), and waits in a
   :class:`DelayedFetch` for ``min_bytes`` up to ``max_wait_ms``;
+- :meth:`ReplicaManager.find_preferred_read_replica` (KIP-392): with a
+  ``replica.selector.class``, a leader asked by a consumer that sent its rack (Fetch v11+)
+  may answer, instead of records, a follower to read from (``preferred_read_replica``);
 - every append and high watermark move retries the delayed operations of its partition;
 - a periodic ``isr-expiration`` task (every replica.lag.time.max.ms / 2) shrinks the ISR
   of lagging followers, written through :class:`ZkIsrManager` (a conditional update of the
@@ -51,10 +54,9 @@ from typing import Any, Final, Protocol
 from twisted.internet.defer import Deferred, DeferredLock
 
 from kafkaclone.cluster.partition import (
-    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     FetchIsolation,
+    LeaderAndIsrPartitionState,
     Partition,
-    PartitionState,
 )
 from kafkaclone.common.clock import Scheduler, now_ms
 from kafkaclone.common.errors import (
@@ -74,6 +76,7 @@ from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import AppendOrigin, TimestampAndOffset
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
+from kafkaclone.server.config import default_int
 from kafkaclone.server.delayed.delete_records import (
     DelayedDeleteRecords,
     DeleteRecordsPartitionStatus,
@@ -92,6 +95,7 @@ from kafkaclone.server.delayed.produce import (
 )
 from kafkaclone.server.delayed.purgatory import DelayedOperationPurgatory
 from kafkaclone.server.fetch_session import FetchSessionCache
+from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_fetcher import (
     BrokerEndPoint,
     ConnectionFactory,
@@ -99,6 +103,12 @@ from kafkaclone.server.replica_fetcher import (
     ReplicaFetcherConfig,
     ReplicaFetcherManager,
     initial_fetch_offset,
+)
+from kafkaclone.server.replica_selector import (
+    ClientMetadata,
+    PartitionView,
+    ReplicaView,
+    create_replica_selector,
 )
 
 logger = logging.getLogger(__name__)
@@ -143,14 +153,19 @@ once no change came for 5 s, or at the latest 60 s after the last announcement."
 
 @dataclass(frozen=True)
 class ReplicaManagerConfig:
-    """The broker settings the data path uses (Kafka's names, Kafka's defaults)."""
+    """The broker settings the data path uses (Kafka's names; the defaults are the broker
+    config table's)."""
 
-    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
-    fetch_max_bytes: int = 57_671_680
-    replica_fetch_response_max_bytes: int = 10_485_760
-    producer_purgatory_purge_interval_requests: int = 1000
-    fetch_purgatory_purge_interval_requests: int = 1000
-    max_incremental_fetch_session_cache_slots: int = 1000
+    replica_lag_time_max_ms: int = default_int("replica.lag.time.max.ms")
+    fetch_max_bytes: int = default_int("fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = default_int("replica.fetch.response.max.bytes")
+    producer_purgatory_purge_interval_requests: int = (
+        default_int("producer.purgatory.purge.interval.requests"))
+    fetch_purgatory_purge_interval_requests: int = (
+        default_int("fetch.purgatory.purge.interval.requests"))
+    max_incremental_fetch_session_cache_slots: int = (
+        default_int("max.incremental.fetch.session.cache.slots"))
+    replica_selector_class: str | None = None
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ReplicaManagerConfig:
@@ -164,6 +179,7 @@ class ReplicaManagerConfig:
                 config.fetch_purgatory_purge_interval_requests),
             max_incremental_fetch_session_cache_slots=(
                 config.max_incremental_fetch_session_cache_slots),
+            replica_selector_class=config.replica_selector_class,
         )
 
 
@@ -236,10 +252,10 @@ class ReplicaManager:
         log_manager: LogManager,
         topic_configs: TopicConfigSource | None = None,
         *,
-        clock: Scheduler | None = None,
+        clock: Scheduler,
         config: ReplicaManagerConfig | None = None,
         isr_zk_client: IsrZkClient | None = None,
-        metadata_cache: Any = None,
+        metadata_cache: MetadataCache | None = None,
         fetcher_config: ReplicaFetcherConfig | None = None,
         fetcher_connection_factory: ConnectionFactory | None = None,
     ) -> None:
@@ -253,14 +269,10 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._topic_configs = topic_configs
-        if clock is None:
-            from twisted.internet import reactor
-
-            clock = reactor
-        assert clock is not None
-        self.clock: Scheduler = clock
+        self.clock = clock
         self.config = config or ReplicaManagerConfig()
         self.metadata_cache = metadata_cache
+        self.replica_selector = create_replica_selector(self.config.replica_selector_class)
         self.isr_manager = (ZkIsrManager(isr_zk_client, clock) if isr_zk_client is not None
                             else None)
         self.delayed_produce: DelayedOperationPurgatory[DelayedProduce] = (
@@ -349,7 +361,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        partition_states: Sequence[PartitionState],
+        partition_states: Sequence[LeaderAndIsrPartitionState],
         topic_ids: Mapping[str, uuid.UUID] | None = None,
     ) -> ReplicaManagerResult:
         await self._state_change_lock.acquire()
@@ -363,7 +375,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        partition_states: Sequence[PartitionState],
+        partition_states: Sequence[LeaderAndIsrPartitionState],
         topic_ids: Mapping[str, uuid.UUID],
     ) -> ReplicaManagerResult:
         if controller_epoch < self.controller_epoch:
@@ -376,7 +388,7 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
 
         errors: dict[TopicPartition, int] = {}
-        accepted: list[tuple[Partition, PartitionState]] = []
+        accepted: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         for state in partition_states:
             tp = state.topic_partition
             partition = self.all_partitions.get(tp)
@@ -443,8 +455,8 @@ class ReplicaManager:
         configs: dict[str, LogConfig] = {}
         for topic in topics:
             try:
-                configs[topic] = LogConfig.from_props(overrides.get(topic, {}), defaults=defaults,
-                                                      ignore_unknown=True)
+                configs[topic] = LogConfig.from_topic_overrides(overrides.get(topic, {}),
+                                                                defaults)
             except KafkaError as exc:
                 logger.error("Invalid config overrides of topic %s, using the defaults: %s",
                              topic, exc)
@@ -455,7 +467,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        states: Sequence[tuple[Partition, PartitionState]],
+        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
@@ -483,7 +495,7 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        states: Sequence[tuple[Partition, PartitionState]],
+        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
@@ -541,7 +553,7 @@ class ReplicaManager:
             return None
         listener = self.replica_fetcher_manager.config.inter_broker_listener_name
         for broker, endpoint in cache.alive_endpoints(listener):
-            if broker.id == leader_id:
+            if broker.id == leader_id and endpoint.host is not None:
                 return BrokerEndPoint(leader_id, endpoint.host, endpoint.port)
         return None
 
@@ -751,6 +763,23 @@ class ReplicaManager:
                         fetch_time: int) -> LogReadResult:
         try:
             partition = self.get_partition_or_error(tp)
+            preferred = (None if params.client_metadata is None else
+                         self.find_preferred_read_replica(partition, params.client_metadata,
+                                                          params.replica_id, info.fetch_offset,
+                                                          fetch_time))
+            if preferred is not None:
+                # The consumer is sent to the follower: no read here, only the offsets
+                # (Kafka's fetchOffsetSnapshot, not restricted to the leader).
+                partition.check_current_leader_epoch(info.current_leader_epoch)
+                log = partition.log
+                if log is None:
+                    raise NotLeaderOrFollowerError(
+                        f"Replica of partition {tp} is not available on broker "
+                        f"{self.broker_id}")
+                return LogReadResult(NONE, None, UNKNOWN_OFFSET_METADATA, log.high_watermark,
+                                     log.log_start_offset, log.log_end_offset,
+                                     log.high_watermark, info.log_start_offset, -1,
+                                     preferred_read_replica=preferred)
             read = partition.read_records(
                 info.fetch_offset, info.current_leader_epoch, max_bytes, params.isolation,
                 params.fetch_only_from_leader, min_one_message,
@@ -771,6 +800,41 @@ class ReplicaManager:
                              read.high_watermark, read.log_start_offset, read.log_end_offset,
                              read.last_stable_offset, info.log_start_offset, fetch_time,
                              read.diverging_epoch)
+
+    def find_preferred_read_replica(self, partition: Partition, client_metadata: ClientMetadata,
+                                    replica_id: int, fetch_offset: int,
+                                    current_time_ms: int) -> int | None:
+        """The follower ``replica.selector.class`` sends this consumer to, or None: the
+        leader serves (Kafka 2.8's findPreferredReadReplica). Only on the leader, only for
+        consumers; the candidates are the followers whose log holds ``fetch_offset``
+        (in the ISR or not), on the client's listener."""
+        selector = self.replica_selector
+        if selector is None or not partition.is_leader or replica_id >= 0:
+            return None
+        log = partition.log
+        cache = self.metadata_cache
+        if log is None or cache is None:
+            return None
+        tp = partition.topic_partition
+        endpoints = cache.partition_replica_endpoints(tp.topic, tp.partition,
+                                                      client_metadata.listener_name)
+
+        def rack_of(broker_id: int) -> str | None:
+            broker = endpoints.get(broker_id)
+            return None if broker is None else broker.rack
+
+        followers = [
+            ReplicaView(r.broker_id, rack_of(r.broker_id), r.log_end_offset,
+                        current_time_ms - r.last_caught_up_time_ms)
+            for r in partition.remote_replicas.values()
+            if r.broker_id in endpoints
+            and r.log_start_offset <= fetch_offset <= r.log_end_offset
+        ]
+        leader = ReplicaView(self.broker_id, rack_of(self.broker_id), log.log_end_offset, 0)
+        selected = selector.select(tp, client_metadata, PartitionView([*followers, leader], leader))
+        if selected is None or selected == leader:
+            return None
+        return selected.broker_id
 
     def _update_follower_fetch_state(
         self, follower_id: int, results: list[tuple[TopicPartition, LogReadResult]]

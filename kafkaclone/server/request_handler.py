@@ -31,6 +31,7 @@ from kafkaclone.server.handlers.registry import (
     RequestContext,
     load_handlers,
 )
+from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 class RequestHandler:
     """The dispatcher the socket server calls for every request frame."""
 
-    def __init__(self, broker: Any = None,
+    def __init__(self, broker: BrokerServices,
                  handlers: dict[ApiKey, RegisteredHandler] | None = None) -> None:
         self.broker = broker
         self.handlers = load_handlers() if handlers is None else handlers
@@ -75,7 +76,8 @@ class RequestHandler:
             raise CloseConnection(
                 f"malformed {target.request.name} v{version}: {exc.message}") from exc
 
-        ctx = RequestContext(header, target, version, connection, self.broker)
+        client_id = None if header.client_id is None else str(header.client_id)
+        ctx = RequestContext(target, version, correlation_id, client_id, connection, self.broker)
         result: Deferred[Any] = Deferred.fromCoroutine(_call(registered, ctx, body))
         return result.addCallback(self._encode, key, version, correlation_id)
 

@@ -2,17 +2,28 @@
 
 Handlers receive the broker through ``RequestContext.broker``; these Protocols name the parts
 they rely on, so a handler can be tested with any object that provides them. ``KafkaBroker``
-(kafkaclone.server.broker) is the real implementation.
+(kafkaclone.server.broker) is the real implementation. Every part exists once the broker
+serves requests (its socket server starts after them); only the controller comes later.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
-
-from kafkaclone.server.metadata_cache import MetadataCache
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from kafkaclone.common.clock import Scheduler
+    from kafkaclone.common.errors import KafkaError
     from kafkaclone.common.topic_partition import TopicPartition
+    from kafkaclone.coordinator.group.coordinator import GroupCoordinator
+    from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from kafkaclone.log.manager import LogManager
+    from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer
+    from kafkaclone.server.config import KafkaConfig
+    from kafkaclone.server.delayed.admin import DelayedElectLeader
+    from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
+    from kafkaclone.server.metadata_cache import MetadataCache
+    from kafkaclone.server.replica_manager import ReplicaManager
     from kafkaclone.zk.admin import AdminZkClient
     from kafkaclone.zk.client import KafkaZkClient
 
@@ -35,29 +46,74 @@ class ControllerService(Protocol):
         Raises NotControllerError when not active, StaleBrokerEpochError for an old epoch."""
         ...
 
+    async def elect_leaders(self, partitions: Iterable[TopicPartition] | None,
+                            election_type: int) -> dict[TopicPartition, KafkaError | int]:
+        """ElectLeaders: each partition's outcome (the new leader's id when one was
+        elected); ``partitions`` None means every partition. Raises NotControllerError
+        when not active."""
+        ...
+
 
 class BrokerServices(Protocol):
     broker_id: int
     cluster_id: str | None
-    metadata_cache: MetadataCache
     controller_epoch: int
     """The highest controller epoch seen in a controller request (Kafka's ReplicaManager)."""
     broker_epoch: int
     """The czxid of this broker's /brokers/ids znode: its registration generation."""
     auto_create_topics_enable: bool
-    config: Any
-    """The broker's KafkaConfig (kafkaclone.server.config)."""
-    zk_client: KafkaZkClient
-    admin_zk: AdminZkClient
-    log_manager: Any
-    """The broker's LogManager (kafkaclone.log)."""
-    replica_manager: Any
-    """The broker's ReplicaManager (kafkaclone.server.replica_manager)."""
-    controller: ControllerService
-    group_coordinator: Any
-    """The broker's GroupCoordinator (kafkaclone.coordinator.group), None until started."""
-    reactor: Any
-    """The Twisted reactor the broker runs on (timers for delayed operations)."""
+    authorizer: AclAuthorizer | None
+    """None when no ``authorizer.class.name`` is configured: every request is allowed."""
+
+    @property
+    def config(self) -> KafkaConfig: ...
+
+    @property
+    def reactor(self) -> Scheduler:
+        """The clock the broker runs on (timestamps, timers for delayed operations)."""
+        ...
+
+    @property
+    def metadata_cache(self) -> MetadataCache: ...
+
+    @property
+    def zk_client(self) -> KafkaZkClient: ...
+
+    @property
+    def admin_zk(self) -> AdminZkClient: ...
+
+    @property
+    def log_manager(self) -> LogManager: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        """Answers COORDINATOR_NOT_AVAILABLE itself while it is not active."""
+        ...
+
+    @property
+    def producer_id_manager(self) -> ProducerIdManager:
+        """Hands out producer ids (InitProducerId)."""
+        ...
+
+    @property
+    def controller(self) -> ControllerService | None:
+        """None until the broker stands for controller (after it registered)."""
+        ...
+
+    @property
+    def topic_purgatory(self) -> DelayedOperationPurgatory[DelayedOperation]:
+        """CreateTopics, CreatePartitions and DeleteTopics waiting for UpdateMetadata, keyed
+        by topic name (Kafka's ZkAdminManager.topicPurgatory)."""
+        ...
+
+    @property
+    def elect_leader_purgatory(self) -> DelayedOperationPurgatory[DelayedElectLeader]:
+        """ElectLeaders waiting for UpdateMetadata, keyed by TopicPartition (Kafka's
+        ReplicaManager.delayedElectLeaderPurgatory)."""
+        ...
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         """Create topics a Metadata request named; the error code to report for each

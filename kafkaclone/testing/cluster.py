@@ -161,13 +161,15 @@ class LocalCluster:
 
     ``base_dir`` holds ZooKeeper's data, each broker's properties file, log dir and output
     (a temporary directory, removed at the end, if not given). ``overrides`` are broker
-    config keys on top of :data:`DEFAULT_BROKER_CONFIG`; ``chroot`` puts the cluster under
-    a ZooKeeper path.
+    config keys on top of :data:`DEFAULT_BROKER_CONFIG`, ``broker_overrides`` those of one
+    broker on top of them (``{1: {"broker.rack": "a"}}``); ``chroot`` puts the cluster
+    under a ZooKeeper path.
     """
 
     def __init__(self, num_brokers: int = 3, *, base_dir: str | os.PathLike[str] | None = None,
-                 overrides: Mapping[str, str] | None = None, chroot: str = "",
-                 startup_timeout: float = 60.0) -> None:
+                 overrides: Mapping[str, str] | None = None,
+                 broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
+                 chroot: str = "", startup_timeout: float = 60.0) -> None:
         if num_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.num_brokers = num_brokers
@@ -177,6 +179,7 @@ class LocalCluster:
             base_dir = self._temp.name
         self.base_dir = Path(base_dir)
         self.overrides = dict(overrides or {})
+        self.broker_overrides = {b: dict(o) for b, o in (broker_overrides or {}).items()}
         self.chroot = "/" + chroot.strip("/") if chroot.strip("/") else ""
         self.startup_timeout = startup_timeout
         self.zookeeper = ZooKeeperServer(data_dir=self.base_dir / "zookeeper")
@@ -222,6 +225,7 @@ class LocalCluster:
             "log.dirs": str(self.base_dir / f"broker-{broker_id}" / "data"),
             "zookeeper.connect": self.zookeeper_connect,
             **self.overrides,
+            **self.broker_overrides.get(broker_id, {}),
         }
         config_path = self.base_dir / f"server-{broker_id}.properties"
         config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -13,17 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from kafkaclone.clients.admin import AdminClient, Node
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{message}\n")
-        sys.exit(1)
+from kafkaclone.tools.command import CommandParser, run_tool
 
 
 def format_api(key: int, broker_range: tuple[int, int] | None) -> str:
@@ -51,25 +46,31 @@ def format_node(node: Node, versions: dict[int, tuple[int, int]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = CommandParser(prog="kafka-broker-api-versions.sh",
+                           description="Print the API versions each broker supports.")
+    parser.add_argument("--bootstrap-server", required=True,
+                        help="REQUIRED: The server to connect to.")
+    parser.add_argument("--command-config")
+    return parser.parse_args(argv)
+
+
+def run_command(opts: argparse.Namespace, out: TextIO) -> None:
+    with AdminClient(opts.bootstrap_server, client_id="kafka-broker-api-versions") as admin:
+        for node, versions in admin.api_versions().items():
+            out.write(format_node(node, versions))
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = _Parser(prog="kafka-broker-api-versions.sh",
-                     description="Print the API versions each broker supports.")
-    parser.add_argument("--bootstrap-server", required=True,
-                        help="REQUIRED: The server to connect to.")
-    parser.add_argument("--command-config")
-    opts = parser.parse_args(argv)
-    try:
-        with AdminClient(opts.bootstrap_server, client_id="kafka-broker-api-versions") as admin:
-            for node, versions in admin.api_versions().items():
-                out.write(format_node(node, versions))
-    except (KafkaError, ValueError) as exc:
+
+    def report(exc: Exception) -> None:
         err.write(f"Error while executing broker api versions command: {exc}\n")
-        return 1
-    out.flush()
-    return 0
+
+    return run_tool(argv, parse_options, lambda opts: run_command(opts, out), out=out, err=err,
+                    failures={(KafkaError, ValueError): report})
 
 
 if __name__ == "__main__":

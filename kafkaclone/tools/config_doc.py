@@ -11,7 +11,6 @@ cannot drift from the code.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from kafkaclone.server.config import (
     ConfigKey,
     topic_config_synonyms,
 )
+from kafkaclone.tools.generated import generated_file_main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -133,22 +133,9 @@ def render_document() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help=f"rewrite {DOC.name}")
-    mode.add_argument("--check", action="store_true", help=f"exit 1 if {DOC.name} is stale")
-    args = parser.parse_args(argv)
-    document = render_document()
-    if args.write:
-        DOC.write_text(document)
-        print(f"wrote {len(BROKER_CONFIG)} settings to {DOC}")
-    elif args.check:
-        if not DOC.exists() or DOC.read_text() != document:
-            print(f"{DOC} is stale: run python -m kafkaclone.tools.config_doc --write")
-            return 1
-    else:
-        sys.stdout.write(document)
-    return 0
+    return generated_file_main(argv, path=DOC, render=render_document,
+                               tool="kafkaclone.tools.config_doc",
+                               description=__doc__.splitlines()[0] if __doc__ else None)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from kafkaclone.clients.admin import (
     BROKER,
@@ -32,7 +32,13 @@ from kafkaclone.clients.admin import (
 )
 from kafkaclone.common.errors import InvalidConfigError, KafkaError
 from kafkaclone.common.topic import validate_topic_name
-from kafkaclone.tools.topic_command import CommandError, UsageError, ZkSession
+from kafkaclone.tools.command import (
+    CommandError,
+    CommandParser,
+    UsageError,
+    ZkSession,
+    run_tool,
+)
 
 ENTITY_TYPES = ("topics", "brokers")
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -41,14 +47,9 @@ SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONF
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="kafka-configs.sh",
-                description="Add/Remove entity config for a topic or broker.")
+    p = CommandParser(prog="kafka-configs.sh",
+                      description="Add/Remove entity config for a topic or broker.")
     p.add_argument("--bootstrap-server")
     p.add_argument("--zookeeper")
     p.add_argument("--command-config")
@@ -251,50 +252,52 @@ def alter_zk(session: ZkSession, entity_type: str, name: str, to_add: dict[str, 
 # --- main --------------------------------------------------------------------------------------
 
 
+def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
+    opts = build_parser().parse_args(argv)
+    check_args(opts)
+    return opts
+
+
+def run_command(opts: argparse.Namespace, out: TextIO) -> None:
+    entity_type, name = resolve_entity(opts)
+    to_add = parse_add_config(opts.add_config)
+    to_delete = parse_delete_config(opts.delete_config)
+    if opts.bootstrap_server:
+        with AdminClient(opts.bootstrap_server, client_id="kafka-configs") as admin:
+            if opts.describe:
+                describe_admin(admin, entity_type, name, opts.all, out)
+            else:
+                assert name is not None
+                alter_admin(admin, entity_type, name, to_add, to_delete, out)
+    else:
+        session = ZkSession(opts.zookeeper)
+        try:
+            if opts.describe:
+                describe_zk(session, entity_type, name, out)
+            else:
+                assert name is not None
+                alter_zk(session, entity_type, name, to_add, to_delete, out)
+        finally:
+            session.close()
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        opts = build_parser().parse_args(argv)
-        check_args(opts)
-    except UsageError as exc:
-        err.write(f"{exc}\n")
-        return 1
-    try:
-        entity_type, name = resolve_entity(opts)
-        to_add = parse_add_config(opts.add_config)
-        to_delete = parse_delete_config(opts.delete_config)
-        if opts.bootstrap_server:
-            with AdminClient(opts.bootstrap_server, client_id="kafka-configs") as admin:
-                if opts.describe:
-                    describe_admin(admin, entity_type, name, opts.all, out)
-                else:
-                    assert name is not None
-                    alter_admin(admin, entity_type, name, to_add, to_delete, out)
-        else:
-            session = ZkSession(opts.zookeeper)
-            try:
-                if opts.describe:
-                    describe_zk(session, entity_type, name, out)
-                else:
-                    assert name is not None
-                    alter_zk(session, entity_type, name, to_add, to_delete, out)
-            finally:
-                session.close()
-    except UsageError as exc:
-        err.write(f"{exc}\n")
-        return 1
-    except (CommandError, InvalidConfigError, ValueError) as exc:
+
+    def report(exc: Exception) -> None:
         err.write(f"{exc}\n")  # Kafka prints these messages alone
-        return 1
-    except KafkaError as exc:
+
+    def report_kafka_error(exc: Exception) -> None:
+        assert isinstance(exc, KafkaError)
         args = " ".join(sys.argv[1:] if argv is None else argv)
         err.write(f"Error while executing config command with args '{args}': "
                   f"{exc.name}: {exc}\n")
-        return 1
-    out.flush()
-    return 0
+
+    return run_tool(argv, parse_options, lambda opts: run_command(opts, out), out=out, err=err,
+                    failures={(CommandError, InvalidConfigError, ValueError): report,
+                              (KafkaError,): report_kafka_error})
 
 
 if __name__ == "__main__":

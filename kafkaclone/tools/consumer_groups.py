@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from kafkaclone.clients.admin import AdminClient, CommittedOffset, ConsumerGroupDescription
 from kafkaclone.common.errors import (
@@ -36,7 +36,7 @@ from kafkaclone.common.errors import (
     KafkaError,
     NonEmptyGroupError,
 )
-from kafkaclone.tools.topic_command import UsageError
+from kafkaclone.tools.command import CommandError, CommandParser, UsageError, run_tool
 
 MISSING = "-"
 EARLIEST, LATEST = -2, -1
@@ -51,19 +51,15 @@ NO_EXECUTE_WARNING = (
 TopicPartition = tuple[str, int]
 
 
-class CommandError(Exception):
-    """``Error: Executing consumer group command failed due to <message>``."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+def print_error(out: TextIO, message: str) -> None:
+    out.write(f"\nError: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="kafka-consumer-groups.sh",
-                description="List all consumer groups, describe a consumer group, delete "
-                            "consumer group info, or reset consumer group offsets.")
+    p = CommandParser(prog="kafka-consumer-groups.sh",
+                      description="List all consumer groups, describe a consumer group, "
+                                  "delete consumer group info, or reset consumer group "
+                                  "offsets.")
     p.add_argument("--bootstrap-server", help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--command-config", help="Property file containing configs to be passed "
                                             "to Admin Client (accepted, not used).")
@@ -215,7 +211,7 @@ class ConsumerGroupService:
         self.err = err
 
     def print_error(self, message: str) -> None:
-        self.out.write(f"\nError: {message}\n")
+        print_error(self.out, message)
 
     def group_ids(self) -> list[str]:
         if self.opts.all_groups:
@@ -556,20 +552,16 @@ def _java_name(error: KafkaError) -> str:
     return f"org.apache.kafka.common.errors.{name}Exception"
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
-         err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        opts = build_parser().parse_args(argv)
-        check_args(opts)
-    except UsageError as exc:
-        err.write(f"{exc}\n")
-        return 1
-    admin = AdminClient(opts.bootstrap_server, client_id="kafka-consumer-groups",
-                        default_api_timeout_ms=max(opts.timeout, 5000) * 6)
-    service = ConsumerGroupService(admin, opts, out, err)
-    try:
+def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
+    opts = build_parser().parse_args(argv)
+    check_args(opts)
+    return opts
+
+
+def run_command(opts: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    with AdminClient(opts.bootstrap_server, client_id="kafka-consumer-groups",
+                     default_api_timeout_ms=max(opts.timeout, 5000) * 6) as admin:
+        service = ConsumerGroupService(admin, opts, out, err)
         if opts.list:
             service.list_groups()
         elif opts.describe:
@@ -580,15 +572,19 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
             service.delete_groups()
         else:
             service.delete_offsets()
-    except (CommandError, KafkaError, ValueError, OSError) as exc:
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+
+    def report(exc: Exception) -> None:
         message = exc.message if isinstance(exc, KafkaError) else str(exc)
-        service.print_error(f"Executing consumer group command failed due to {message}")
-        out.flush()
-        return 1
-    finally:
-        admin.close()
-    out.flush()
-    return 0
+        print_error(out, f"Executing consumer group command failed due to {message}")
+
+    return run_tool(argv, parse_options, lambda opts: run_command(opts, out, err), out=out,
+                    err=err, failures={(CommandError, KafkaError, ValueError, OSError): report})
 
 
 if __name__ == "__main__":

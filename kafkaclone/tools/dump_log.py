@@ -7,6 +7,7 @@
 timestamp, size, magic, compresscodec, crc, isvalid); with ``--deep-iteration`` one ``|``
 line per record, with ``--print-data-log`` its key and payload too. ``.index`` and
 ``.timeindex`` files: their entries, checked against the log; mismatches go to stderr.
+``.snapshot`` files: one line per producer, as Kafka prints producer state snapshots.
 """
 
 from __future__ import annotations
@@ -28,11 +29,16 @@ from kafkaclone.log.common import (
 )
 from kafkaclone.log.file_records import FileRecords
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from kafkaclone.protocol.records import (
+from kafkaclone.log.producer_state import (
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    CorruptSnapshotError,
+    read_snapshot,
+)
+from kafkaclone.protocol.records import EndTransactionMarker, Record, RecordBatch
+from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
-    EndTransactionMarker,
-    Record,
-    RecordBatch,
+    SIZE_OFFSET,
 )
 from kafkaclone.protocol.records.record import ControlRecordType, decode_control_record_key
 
@@ -117,7 +123,7 @@ def _codec_name(batch: RecordBatch) -> str:
     try:
         return batch.compression.name
     except KafkaError:
-        return f"UNKNOWN({batch.attributes & 0x07})"
+        return f"UNKNOWN({batch.attributes & COMPRESSION_CODEC_MASK})"
 
 
 def print_batch(batch: RecordBatch, position: int, out: TextIO) -> None:
@@ -217,10 +223,10 @@ def dump_log(
 
 
 def _batch_at(records: FileRecords, position: int) -> RecordBatch | None:
-    header = records.read(position, 12)
-    if len(header) < 12:
+    header = records.read(position, LOG_OVERHEAD)
+    if len(header) < LOG_OVERHEAD:
         return None
-    (length,) = struct.unpack_from(">i", header, 8)
+    (length,) = struct.unpack_from(">i", header, SIZE_OFFSET)
     data = records.read(position, length + LOG_OVERHEAD)
     try:
         return RecordBatch(data)
@@ -278,8 +284,8 @@ def dump_time_index(
             position = index.lookup(entry.offset).position
             match = None
             for batch_position, header in records.iter_headers(position):
-                if header[0] + header[6] >= entry.offset:
-                    match = (batch_position, header[0] + header[6])
+                if header.last_offset >= entry.offset:
+                    match = (batch_position, header.last_offset)
                     break
             name = str(path)
             if match is None:
@@ -307,6 +313,26 @@ def dump_time_index(
             previous_timestamp = entry.timestamp
     finally:
         records.close()
+
+
+def dump_producer_id_snapshot(path: Path, out: TextIO, err: TextIO) -> None:
+    """A producer state snapshot, one producer a line (Kafka's dumpProducerIdSnapshot)."""
+    try:
+        entries = list(read_snapshot(path))
+    except CorruptSnapshotError as exc:
+        print(exc, file=err)
+        return
+    for entry in entries:
+        txn = entry.current_txn_first_offset
+        line = (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+                f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: "
+                f"{'None' if txn is None else f'Some({txn})'} ")
+        if entry.batch_metadata:
+            metadata = entry.batch_metadata[0]
+            line += (f"firstSequence: {metadata.first_seq} lastSequence: {metadata.last_seq} "
+                     f"lastOffset: {metadata.last_offset} offsetDelta: {metadata.offset_delta} "
+                     f"timestamp: {metadata.timestamp}")
+        print(line, file=out)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -376,6 +402,8 @@ def _run(argv: Sequence[str] | None, out: TextIO | None, err: TextIO | None) -> 
             elif path.name.endswith(TIME_INDEX_FILE_SUFFIX):
                 dump_time_index(path, out, errors, sanity_only=args.index_sanity_check,
                                 verify_only=args.verify_index_only)
+            elif path.name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+                dump_producer_id_snapshot(path, out, err)
             else:
                 print(f"Ignoring unknown file {path}", file=err)
         except BrokenPipeError:

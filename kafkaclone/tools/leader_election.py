@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from kafkaclone.clients.admin import AdminClient
 from kafkaclone.clients.connection import BrokerConnection
@@ -35,23 +35,18 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.tools.topic_command import UsageError
+from kafkaclone.tools.command import CommandParser, UsageError, run_tool
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 TIMEOUT_MS = 30000
 """LeaderElectionCommand's admin timeout (30 s)."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="kafka-leader-election.sh",
-                description="This tool attempts to elect a new leader for a set of topic "
-                            "partitions. The type of elections supported are preferred "
-                            "replicas and unclean replicas.")
+    p = CommandParser(prog="kafka-leader-election.sh",
+                      description="This tool attempts to elect a new leader for a set of "
+                                  "topic partitions. The type of elections supported are "
+                                  "preferred replicas and unclean replicas.")
     p.add_argument("--bootstrap-server")
     p.add_argument("--admin.config", dest="admin_config")
     p.add_argument("--path-to-json-file")
@@ -62,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_options(argv: Sequence[str]) -> argparse.Namespace:
-    opts = build_parser().parse_args(list(argv))
+def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The options (``argv`` None: the command line's)."""
+    opts = build_parser().parse_args(None if argv is None else list(argv))
     if not opts.bootstrap_server:
         raise UsageError("Missing required option(s): bootstrap-server")
     if not opts.election_type:
@@ -165,21 +161,23 @@ def print_results(election: str, results: dict[TopicPartition, KafkaError | None
     return 1 if failed else 0
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
-    try:
-        opts = parse_options(sys.argv[1:] if argv is None else argv)
-        partitions = partitions_of(opts)
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        build_parser().print_usage(sys.stderr)
-        return 1
+def run_command(opts: argparse.Namespace, out: TextIO) -> int:
+    partitions = partitions_of(opts)
     election = opts.election_type.upper()
-    try:
-        results = elect_leaders(opts.bootstrap_server, ELECTION_TYPES[election], partitions)
-    except KafkaError as exc:
-        print(f"Error while making request: {exc.message}", file=sys.stderr)
-        return 1
+    results = elect_leaders(opts.bootstrap_server, ELECTION_TYPES[election], partitions)
     return print_results(election, results, out)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout,
+         err: TextIO | None = None) -> int:
+    err = err or sys.stderr
+
+    def report(exc: Exception) -> None:
+        assert isinstance(exc, KafkaError)
+        err.write(f"Error while making request: {exc.message}\n")
+
+    return run_tool(argv, parse_options, lambda opts: run_command(opts, out), out=out, err=err,
+                    failures={(KafkaError,): report}, usage=build_parser())
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     kafka-topics.sh --bootstrap-server h:p | --zookeeper h:p[/chroot]
         --create --topic T [--partitions N] [--replication-factor R]
                  [--replica-assignment 1:2,2:3] [--config k=v ...] [--if-not-exists]
+                 [--disable-rack-aware]
         --list [--topic REGEX] [--exclude-internal]
         --describe [--topic REGEX] [--if-exists] [--exclude-internal]
                  [--under-replicated-partitions | --unavailable-partitions |
@@ -14,7 +15,11 @@
 
 ``--bootstrap-server`` goes through the project's AdminClient (the Kafka protocol);
 ``--zookeeper`` reads and writes ZooKeeper directly with AdminZkClient, as Kafka's legacy
-path does. Output is Kafka's, byte for byte; an error prints
+path does. Replicas go to different racks when every broker has a ``broker.rack``; with
+``--zookeeper``, a cluster where only some brokers have one refuses ``--create`` unless
+``--disable-rack-aware`` is given (RackAwareMode.Disabled). Through ``--bootstrap-server``
+the broker decides (CreateTopics has no such field) and the option is ignored, as in
+Kafka. Output is Kafka's, byte for byte; an error prints
 ``Error while executing topic command : <message>`` and exits 1.
 """
 
@@ -24,11 +29,10 @@ import argparse
 import base64
 import re
 import sys
-import time
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, TextIO, TypeVar
+from typing import Any, TextIO
 
 from kafkaclone.clients.admin import (
     TOPIC,
@@ -41,20 +45,17 @@ from kafkaclone.clients.admin import (
 from kafkaclone.clients.admin import TopicDescription as AdminTopicDescription
 from kafkaclone.common.errors import KafkaError, TopicAlreadyExistsError
 from kafkaclone.common.topic import has_collision_chars, is_internal
+from kafkaclone.tools.command import (
+    CommandError,
+    CommandParser,
+    UsageError,
+    ZkSession,
+    run_tool,
+)
 
-T = TypeVar("T")
-ZK_TIMEOUT_S = 30.0
 COLLISION_WARNING = ("WARNING: Due to limitations in metric names, topics with a period ('.') "
                      "or underscore ('_') could collide. To avoid issues it is best to use "
                      "either, but not both.")
-
-
-class CommandError(Exception):
-    """A failure reported as ``Error while executing topic command : <message>``."""
-
-
-class UsageError(Exception):
-    """Bad command-line arguments (Kafka prints the reason and the usage, exit 1)."""
 
 
 def kafka_uuid(value: uuid.UUID) -> str:
@@ -62,67 +63,12 @@ def kafka_uuid(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
-# --- the ZooKeeper path drives the async ZooKeeper client on a private reactor loop ---------
-
-
-def run_on_reactor(coro: Coroutine[Any, Any, T], timeout: float = ZK_TIMEOUT_S) -> T:
-    """Run a coroutine on the global Twisted reactor by iterating it (the CLI never starts
-    the reactor); TimeoutError after ``timeout`` seconds."""
-    from twisted.internet import reactor as global_reactor
-    from twisted.internet.defer import Deferred
-    from twisted.python.failure import Failure
-
-    reactor: Any = global_reactor
-    outcome: list[Any] = []
-    d = Deferred.fromCoroutine(coro)
-    d.addBoth(outcome.append)
-    deadline = time.monotonic() + timeout
-    while not outcome:
-        if time.monotonic() > deadline:
-            d.cancel()
-            raise CommandError(f"Timed out after {timeout:.0f}s waiting for ZooKeeper")
-        reactor.iterate(0.01)
-    result = outcome[0]
-    if isinstance(result, Failure):
-        result.raiseException()
-    return result  # type: ignore[no-any-return]
-
-
-class ZkSession:
-    """A KafkaZkClient and an AdminZkClient on ``--zookeeper``'s connect string."""
-
-    def __init__(self, connect: str) -> None:
-        from twisted.internet import reactor as global_reactor
-
-        from kafkaclone.zk.admin import AdminZkClient
-        from kafkaclone.zk.client import KafkaZkClient
-
-        reactor: Any = global_reactor
-        self.zk = KafkaZkClient.from_connect_string(connect, reactor)
-        try:
-            run_on_reactor(self.zk.start(connection_timeout=ZK_TIMEOUT_S))
-        except Exception as exc:
-            run_on_reactor(self.zk.close())
-            raise CommandError(f"Cannot connect to ZooKeeper at {connect}: {exc}") from None
-        self.admin = AdminZkClient(self.zk)
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return run_on_reactor(coro)
-
-    def close(self) -> None:
-        run_on_reactor(self.zk.close())
-
-
 # --- arguments -----------------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="kafka-topics.sh", description="Create, delete, describe, or change a topic.")
+    p = CommandParser(prog="kafka-topics.sh",
+                      description="Create, delete, describe, or change a topic.")
     p.add_argument("--bootstrap-server", help="REQUIRED: The Kafka server to connect to.")
     p.add_argument("--zookeeper", help="DEPRECATED, The connection string for the zookeeper "
                                        "connection in the form host:port.")
@@ -436,6 +382,8 @@ class ZookeeperTopicService:
                       if allowed(t))
 
     def create(self, opts: argparse.Namespace) -> None:
+        from kafkaclone.zk.admin import RackAwareMode
+
         configs = parse_configs(opts.config)
         try:
             if opts.replica_assignment:
@@ -443,8 +391,11 @@ class ZookeeperTopicService:
                 self.session.run(self.session.admin.create_topic(
                     opts.topic, len(assignment), len(assignment[0]), configs, assignment))
             else:
+                mode = (RackAwareMode.DISABLED if opts.disable_rack_aware
+                        else RackAwareMode.ENFORCED)
                 self.session.run(self.session.admin.create_topic(
-                    opts.topic, opts.partitions, opts.replication_factor, configs))
+                    opts.topic, opts.partitions, opts.replication_factor, configs,
+                    rack_aware_mode=mode))
         except TopicAlreadyExistsError:
             if opts.if_not_exists:
                 return
@@ -571,23 +522,21 @@ def _dispatch(service: Any, opts: argparse.Namespace) -> None:
             return
 
 
+def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
+    opts = build_parser().parse_args(argv)
+    check_args(opts)
+    return opts
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        opts = build_parser().parse_args(argv)
-        check_args(opts)
-    except UsageError as exc:
-        err.write(f"{exc}\n")
-        return 1
-    try:
-        run_command(opts, out)
-    except (CommandError, KafkaError, ValueError) as exc:
+
+    def report(exc: Exception) -> None:
         out.write(f"Error while executing topic command : {exc}\n")
-        return 1
-    out.flush()
-    return 0
+
+    return run_tool(argv, parse_options, lambda opts: run_command(opts, out), out=out, err=err,
+                    failures={(CommandError, KafkaError, ValueError): report})
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 ``scripts/zookeeper-server-start.sh [-daemon] config/zookeeper.properties`` runs ZooKeeper's
 own ``ZooKeeperServerMain`` on the JRE with that file (Debian's ``zookeeper`` package, or
 ``ZOOKEEPER_HOME`` / ``ZOOKEEPER_CLASSPATH``: the discovery of
-``kafkaclone.testing.zookeeper``). ``-daemon`` puts its output in ``$LOG_DIR/zookeeper.out``
-and its pid in ``$LOG_DIR/zookeeper.pid`` (``LOG_DIR`` defaults to ``logs/``).
+``kafkaclone.tools.zookeeper_install``, which the tests' ZooKeeperServer shares).
+``-daemon`` puts its output in ``$LOG_DIR/zookeeper.out`` and its pid in
+``$LOG_DIR/zookeeper.pid`` (``LOG_DIR`` defaults to ``logs/``).
 
 ``scripts/zookeeper-server-stop.sh`` sends SIGTERM to the ZooKeeper whose pid file is in
 ``$LOG_DIR`` (only if that process is a ZooKeeper server).
@@ -25,14 +26,14 @@ import sys
 import time
 from pathlib import Path
 
-from kafkaclone.testing.zookeeper import (
+from kafkaclone.tools.server_start import log_dir
+from kafkaclone.tools.zookeeper_install import (
     DEFAULT_JVM_FLAGS,
     MAIN_CLASS,
     ZooKeeperNotFoundError,
     find_classpath,
     find_java,
 )
-from kafkaclone.tools.server_start import log_dir
 
 SHELL_CLASS = "org.apache.zookeeper.ZooKeeperMain"
 PID_FILE = "zookeeper.pid"

@@ -7,8 +7,11 @@ leaves ZooKeeper untouched. Errors are the project's Kafka error classes (Kafka'
 ``InvalidReplicationFactorError``, ``InvalidReplicaAssignmentError``,
 ``InvalidConfigError``, ``UnknownTopicOrPartitionError``, ``BrokerNotAvailableError``).
 
-Replica placement is Kafka's rack-unaware assignment (``assign_replicas_to_brokers``); broker
-racks are not used (Kafka's RackAwareMode.Disabled).
+Replica placement is Kafka's AdminUtils.assignReplicasToBrokers
+(``assign_replicas_to_brokers``): rack-unaware when no broker has a ``broker.rack``,
+rack-aware when all have one (the rack-alternated broker list, each partition's replicas on
+as many different racks as there are), an error when only some have one. Which racks the
+placement sees is the caller's :class:`RackAwareMode` (``get_broker_metadatas``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
+from typing import NamedTuple
 
 from kazoo.exceptions import NodeExistsError
 
@@ -32,18 +37,19 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic import has_collision, has_collision_chars, validate_topic_name
 from kafkaclone.log.config import LogConfig
 from kafkaclone.zk.client import KafkaZkClient
-from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
+from kafkaclone.zk.errors import AdminOperationError, TopicAlreadyMarkedForDeletionError
 from kafkaclone.zk.znodes import (
+    ConfigEntityType,
     ConfigEntityZNode,
-    ConfigType,
     ReplicaAssignment,
     TopicAssignment,
 )
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AdminZkClient", "assign_replicas_to_brokers", "has_collision",
-           "has_collision_chars", "validate_topic_name"]
+__all__ = ["AdminZkClient", "BrokerMetadata", "RackAwareMode", "assign_replicas_to_brokers",
+           "has_collision", "has_collision_chars", "rack_alternated_broker_list",
+           "validate_topic_name"]
 
 ConfigValidator = Callable[[Mapping[str, str]], None]
 """Raises InvalidConfigError for configs that must not be written."""
@@ -52,8 +58,28 @@ ConfigValidator = Callable[[Mapping[str, str]], None]
 # -- Kafka's AdminUtils ----------------------------------------------------------------------
 
 
+class BrokerMetadata(NamedTuple):
+    """A broker as replica placement sees it (Kafka's admin BrokerMetadata)."""
+
+    id: int
+    rack: str | None = None
+
+
+class RackAwareMode(Enum):
+    """Which broker racks placement uses (Kafka's RackAwareMode).
+
+    ENFORCED: the racks; some brokers with a rack and some without is an error (the
+    default of the admin tools). SAFE: the racks if every broker has one, none otherwise
+    (auto-created topics). DISABLED: no racks (kafka-topics.sh ``--disable-rack-aware``).
+    """
+
+    ENFORCED = "enforced"
+    SAFE = "safe"
+    DISABLED = "disabled"
+
+
 def assign_replicas_to_brokers(
-    broker_ids: Sequence[int],
+    brokers: Sequence[BrokerMetadata],
     n_partitions: int,
     replication_factor: int,
     *,
@@ -62,11 +88,18 @@ def assign_replicas_to_brokers(
     start_partition_id: int = -1,
     rng: random.Random | None = None,
 ) -> dict[int, tuple[int, ...]]:
-    """Kafka's rack-unaware replica assignment (AdminUtils.assignReplicasToBrokers).
+    """Kafka's replica assignment (AdminUtils.assignReplicasToBrokers).
 
-    The first replica of partition p goes to broker ``(p + start) % n`` (round robin from a
-    random start); the others follow at an increasing shift from it, the shift growing by
-    one each time the partitions have gone round all brokers, so followers spread too.
+    Without racks (no broker has one), the first replica of partition p goes to broker
+    ``(p + start) % n`` (round robin from a random start); the others follow at an
+    increasing shift from it, the shift growing by one each time the partitions have gone
+    round all brokers, so followers spread too. With racks (every broker has one), the same
+    runs over the rack-alternated broker list (:func:`rack_alternated_broker_list`), and a
+    follower is skipped while its rack already holds a replica of the partition and some
+    rack holds none, or its broker does and some broker holds none: each partition's
+    replicas are on min(replication factor, racks) racks, leaders spread evenly. Some
+    brokers with a rack and some without is AdminOperationError.
+
     ``fixed_start_index`` fixes the start and, unless ``fixed_replica_shift`` is given,
     the initial shift too (as Kafka's fixedStartIndex does); otherwise both are random.
     Brokers are taken in the order given (Kafka sorts them by id).
@@ -75,13 +108,19 @@ def assign_replicas_to_brokers(
         raise InvalidPartitionsError("Number of partitions must be larger than 0.")
     if replication_factor <= 0:
         raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-    if replication_factor > len(broker_ids):
+    if replication_factor > len(brokers):
         raise InvalidReplicationFactorError(
             f"Replication factor: {replication_factor} larger than available brokers: "
-            f"{len(broker_ids)}."
+            f"{len(brokers)}."
+        )
+    racks = {b.id: b.rack for b in brokers if b.rack is not None}
+    if racks and len(racks) < len(brokers):
+        raise AdminOperationError(
+            "Not all brokers have rack information for replica rack aware assignment."
         )
     rng = rng or random.Random()
-    n_brokers = len(broker_ids)
+    broker_list = rack_alternated_broker_list(racks) if racks else [b.id for b in brokers]
+    n_brokers = len(broker_list)
     if fixed_start_index is not None and fixed_start_index >= 0:
         start_index = fixed_start_index
         next_replica_shift = (
@@ -98,13 +137,65 @@ def assign_replicas_to_brokers(
         if current_partition_id > 0 and current_partition_id % n_brokers == 0:
             next_replica_shift += 1
         first_replica_index = (current_partition_id + start_index) % n_brokers
-        followers = (
-            broker_ids[_replica_index(first_replica_index, next_replica_shift, j, n_brokers)]
-            for j in range(replication_factor - 1)
-        )
-        assignment[current_partition_id] = (broker_ids[first_replica_index], *followers)
+        if racks:
+            replicas = _rack_aware_replicas(broker_list, racks, first_replica_index,
+                                            next_replica_shift, replication_factor)
+        else:
+            replicas = (broker_list[first_replica_index], *(
+                broker_list[_replica_index(first_replica_index, next_replica_shift, j,
+                                           n_brokers)]
+                for j in range(replication_factor - 1)
+            ))
+        assignment[current_partition_id] = replicas
         current_partition_id += 1
     return assignment
+
+
+def _rack_aware_replicas(
+    broker_list: Sequence[int],
+    racks: Mapping[int, str],
+    first_replica_index: int,
+    replica_shift: int,
+    replication_factor: int,
+) -> tuple[int, ...]:
+    """One partition's replicas (the loop body of Kafka's assignReplicasToBrokersRackAware)."""
+    n_brokers = len(broker_list)
+    n_racks = len(set(racks.values()))
+    leader = broker_list[first_replica_index]
+    replicas = [leader]
+    racks_with_replicas = {racks[leader]}
+    brokers_with_replicas = {leader}
+    k = 0
+    for _ in range(replication_factor - 1):
+        while True:
+            broker = broker_list[_replica_index(first_replica_index, replica_shift * n_racks, k,
+                                                n_brokers)]
+            rack = racks[broker]
+            k += 1
+            if ((rack not in racks_with_replicas or len(racks_with_replicas) == n_racks)
+                    and (broker not in brokers_with_replicas
+                         or len(brokers_with_replicas) == n_brokers)):
+                replicas.append(broker)
+                racks_with_replicas.add(rack)
+                brokers_with_replicas.add(broker)
+                break
+    return tuple(replicas)
+
+
+def rack_alternated_broker_list(racks: Mapping[int, str]) -> list[int]:
+    """The brokers taken one rack at a time, racks in name order, each rack's brokers in id
+    order (Kafka's getRackAlternatedBrokerList): rack1 -> 0,1; rack2 -> 2; rack3 -> 3,4
+    gives 0, 2, 3, 1, 4."""
+    by_rack: dict[str, list[int]] = {}
+    for broker_id, rack in racks.items():
+        by_rack.setdefault(rack, []).append(broker_id)
+    queues = [sorted(by_rack[rack]) for rack in sorted(by_rack)]
+    result: list[int] = []
+    depth = 0
+    while len(result) < len(racks):
+        result.extend(queue[depth] for queue in queues if depth < len(queue))
+        depth += 1
+    return result
 
 
 def _replica_index(
@@ -136,8 +227,27 @@ class AdminZkClient:
         self._validate_broker_config = broker_config_validator
 
     async def get_broker_ids(self) -> list[int]:
-        """The live brokers, sorted by id (what replica placement uses)."""
+        """The live brokers, sorted by id."""
         return [int(b) for b in await self._zk.get_all_broker_ids()]
+
+    async def get_broker_metadatas(
+        self, rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED
+    ) -> list[BrokerMetadata]:
+        """The live brokers as replica placement sees them under ``rack_aware_mode``,
+        sorted by id (Kafka's AdminZkClient.getBrokerMetadatas)."""
+        brokers = await self._zk.get_all_brokers_in_cluster()
+        with_rack = [b for b in brokers if b.rack is not None]
+        if rack_aware_mode is RackAwareMode.ENFORCED and 0 < len(with_rack) < len(brokers):
+            raise AdminOperationError(
+                "Not all brokers have rack information. Add --disable-rack-aware in command "
+                "line to make replica assignment without rack information."
+            )
+        use_racks = rack_aware_mode is RackAwareMode.ENFORCED or (
+            rack_aware_mode is RackAwareMode.SAFE and len(with_rack) == len(brokers))
+        return sorted(
+            (BrokerMetadata(int(b.broker_id), b.rack if use_racks else None) for b in brokers),
+            key=lambda b: b.id,
+        )
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -153,11 +263,13 @@ class AdminZkClient:
         fixed_start_index: int | None = None,
         fixed_replica_shift: int | None = None,
         topic_id: uuid.UUID | None = None,
+        rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
     ) -> TopicAssignment:
         """Create a topic: ``/config/topics/<t>`` then ``/brokers/topics/<t>``.
 
         Without ``replica_assignment``, ``partitions`` x ``replication_factor`` replicas are
-        placed on the live brokers (``fixed_*`` pin Kafka's random start and shift); with
+        placed on the live brokers, with their racks as ``rack_aware_mode`` says
+        (``fixed_*`` pin Kafka's random start and shift); with
         it, ``partitions`` and ``replication_factor`` are ignored. ``validate_only`` checks
         everything and writes nothing. Returns the topic's id and assignment.
         """
@@ -167,7 +279,7 @@ class AdminZkClient:
             raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
         if replica_assignment is None:
             assignment = assign_replicas_to_brokers(
-                await self.get_broker_ids(),
+                await self.get_broker_metadatas(rack_aware_mode),
                 partitions,
                 replication_factor,
                 fixed_start_index=fixed_start_index,
@@ -248,7 +360,7 @@ class AdminZkClient:
         )
         # Not transactional with the assignment, as in Kafka: the config comes first so the
         # controller and brokers find it when they see the topic.
-        await self._zk.set_or_create_entity_configs(ConfigType.TOPIC, topic, configs)
+        await self._zk.set_or_create_entity_configs(ConfigEntityType.TOPIC, topic, configs)
         try:
             await self._zk.create_topic_assignment(topic, topic_id, assignment)
         except NodeExistsError:
@@ -273,11 +385,14 @@ class AdminZkClient:
         replica_assignment: Sequence[Sequence[int]] | None = None,
         *,
         validate_only: bool = False,
+        rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
     ) -> dict[int, tuple[int, ...]]:
         """Grow the topic to ``num_partitions`` (Kafka's CreatePartitions path).
         ``replica_assignment``: the replicas of each new partition, in order; by default
-        they are placed like Kafka's, continuing from partition 0's first replica. Returns
-        the whole new assignment."""
+        they are placed like Kafka's (createNewPartitionsAssignment: the start is the
+        position of partition 0's first replica among the brokers sorted by id, the
+        partition ids continue from the current count), racks as ``rack_aware_mode``
+        says. Returns the whole new assignment."""
         current = await self._zk.get_topic_assignment(topic)
         if current is None:
             raise UnknownTopicOrPartitionError(f"The topic '{topic}' does not exist.")
@@ -298,7 +413,8 @@ class AdminZkClient:
                 f"Unexpected existing replica assignment for topic '{topic}', partition id 0 "
                 "is missing."
             )
-        broker_ids = await self.get_broker_ids()
+        brokers = await self.get_broker_metadatas(rack_aware_mode)
+        broker_ids = [b.id for b in brokers]
         partition0 = existing[0].replicas
         if replica_assignment is not None:
             assigned = {b for replicas in replica_assignment for b in replicas}
@@ -321,7 +437,7 @@ class AdminZkClient:
                 (i for i, b in enumerate(broker_ids) if b >= partition0[0]), 0
             )
             new_partitions = assign_replicas_to_brokers(
-                broker_ids,
+                brokers,
                 increment,
                 len(partition0),
                 fixed_start_index=start_index,
@@ -354,7 +470,7 @@ class AdminZkClient:
         if not await self._zk.topic_exists(topic):
             raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
         self._validate_topic_config(configs)
-        await self._change_entity_config(ConfigType.TOPIC, topic, configs)
+        await self._change_entity_config(ConfigEntityType.TOPIC, topic, configs)
 
     async def change_broker_config(
         self, broker_id: int | None, configs: Mapping[str, str]
@@ -364,7 +480,7 @@ class AdminZkClient:
         if self._validate_broker_config is not None:
             self._validate_broker_config(configs)
         name = ConfigEntityZNode.DEFAULT_ENTITY_NAME if broker_id is None else str(broker_id)
-        await self._change_entity_config(ConfigType.BROKER, name, configs)
+        await self._change_entity_config(ConfigEntityType.BROKER, name, configs)
 
     async def _change_entity_config(
         self, entity_type: str, entity_name: str, configs: Mapping[str, str]

@@ -1,67 +1,62 @@
-"""KafkaZkClient: Kafka's ZooKeeper operations over kazoo, safe to use from the reactor.
+"""KafkaZkClient: Kafka's ZooKeeper operations in Kafka's vocabulary (Kafka's
+kafka.zk.KafkaZkClient), over a ZooKeeperClient (``kafkaclone.zk.zookeeper_client``).
 
-Threads (DESIGN.md, "Threads and time"): kazoo runs its own threads. This client only ever
-calls kazoo's non-blocking ``*_async`` methods from the reactor thread, and every result,
-watch event and session state change is handed back to the reactor with
-``reactor.callFromThread``: Deferreds fire, handlers run, on the reactor thread only.
-Closing the session (which blocks in kazoo) runs on a short-lived thread of its own.
+The ZooKeeperClient owns the kazoo session and its threads, hands every result, watch event
+and session state change to the reactor thread, retries requests cut by a connection loss
+and keeps the watch handlers. This class knows what the znodes mean (``znodes``): brokers,
+the controller, topics and partition states, ISR changes, configs, producer id blocks and
+committed offsets under ``/consumers``. Like Kafka's, it passes watch and session handler
+registration through to the ZooKeeperClient.
 
-Every operation is an ``async def`` in Kafka's vocabulary (``register_broker``,
-``update_leader_and_isr`` ...); callers wrap them with ``Deferred.fromCoroutine``. As in
-Kafka, a request that fails with a connection loss is retried once the session reconnects;
-other ZooKeeper errors surface as kazoo's exceptions (``NodeExistsError``,
-``BadVersionError`` ...) unless the method says otherwise.
+Every operation is an ``async def`` (``register_broker``, ``update_leader_and_isr`` ...);
+callers wrap them with ``Deferred.fromCoroutine``. ZooKeeper errors surface as kazoo's
+exceptions (``NodeExistsError``, ``BadVersionError`` ...) unless the method says otherwise.
 
 Controller fencing: every controller write takes ``expected_controller_epoch_zk_version``
 (the ``/controller_epoch`` zkVersion the controller got when it was elected). When it is
 not ``MATCH_ANY_VERSION`` the write goes out as a multi-op whose first op checks that
 version, so a deposed controller's write fails as a whole with ``ControllerMovedError``.
-
-Watches follow Kafka's ZooKeeperClient: register a ``ZNodeChangeHandler`` or
-``ZNodeChildChangeHandler`` for a path; reads of that path (``exists``, data, children with
-``register_watch``) then leave a watch, and its event calls the handler on the reactor.
-After a reconnect within the same session the watches are re-armed and any change missed
-while disconnected is delivered (what the Java client's SetWatches does). After a session
-expiry watches are gone, as in Kafka: ``StateChangeHandler.before_initializing_session`` runs
-when the session is lost, ``after_initializing_session`` once a new session is connected,
-where the broker re-registers and the controller re-elects.
+After a session expiry the broker re-registers and the controller re-elects from their
+``StateChangeHandler.after_initializing_session``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Unpack
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
-    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
     RuntimeInconsistency,
 )
-from kazoo.protocol.states import EventType, WatchedEvent
-from kazoo.retry import KazooRetry
-from twisted.internet.defer import Deferred, DeferredList, TimeoutError
-from twisted.python.failure import Failure
+from kazoo.protocol.states import ZnodeStat
 
+from kafkaclone.common.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from kafkaclone.zk.errors import (
     BrokerIdAlreadyRegisteredError,
     ControllerMovedError,
     ZNodeDecodeError,
-    ZooKeeperClientClosedError,
-    ZooKeeperClientTimeoutError,
 )
 from kafkaclone.zk.znodes import (
+    ACL_ZK_PATHS,
     MATCH_ANY_VERSION,
     PERSISTENT_ZK_PATHS,
     UNKNOWN_VERSION,
+    AclChangeNotificationSequenceZNode,
+    AclResourceTypeZNode,
     BrokerId,
     BrokerIdsZNode,
     BrokerIdZNode,
@@ -70,9 +65,9 @@ from kafkaclone.zk.znodes import (
     ClusterIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
+    ConfigEntityType,
     ConfigEntityTypeZNode,
     ConfigEntityZNode,
-    ConfigType,
     ConsumerIdsZNode,
     ConsumerOffsetMetadataZNode,
     ConsumerOffsetZNode,
@@ -83,6 +78,7 @@ from kafkaclone.zk.znodes import (
     ControllerZNode,
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
+    ExtendedAclChangeNotificationSequenceZNode,
     IsrChangeNotificationSequenceZNode,
     IsrChangeNotificationZNode,
     LeaderAndIsr,
@@ -93,6 +89,7 @@ from kafkaclone.zk.znodes import (
     ProducerIdBlockZNode,
     ReassignPartitionsZNode,
     ReplicaAssignment,
+    ResourceZNode,
     TopicAssignment,
     TopicPartition,
     TopicPartitionStateZNode,
@@ -101,105 +98,26 @@ from kafkaclone.zk.znodes import (
     TopicsZNode,
     TopicZNode,
     Versioned,
+    acl_store_path,
     decode_znode_name,
+)
+from kafkaclone.zk.zookeeper_client import (
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    SessionOptions,
+    SetDataOp,
+    StateChangeHandler,
+    ZkOp,
+    ZkReactor,
+    ZNodeChangeHandler,
+    ZNodeChildChangeHandler,
+    ZooKeeperClient,
+    gather,
+    hex_session_id,
 )
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-DEFAULT_SESSION_TIMEOUT_MS = 18_000
-"""Kafka 2.8's zookeeper.session.timeout.ms."""
-
-
-class ZkReactor(Protocol):
-    """What the client needs from the reactor (any Twisted reactor provides it)."""
-
-    def callFromThread(
-        self, f: Callable[..., object], /, *args: Any, **kwargs: Any
-    ) -> None: ...
-
-    def callLater(
-        self, delay: float, f: Callable[..., object], /, *args: Any, **kwargs: Any
-    ) -> Any: ...
-
-
-# -- handlers --------------------------------------------------------------------------------
-
-
-class StateChangeHandler:
-    """Session lifecycle hooks (Kafka's StateChangeHandler), called on the reactor."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def before_initializing_session(self) -> None:
-        """The session expired: ephemeral znodes and watches are gone."""
-
-    def after_initializing_session(self) -> None:
-        """A new session is connected after an expiry: re-register, re-read, re-watch."""
-
-    def on_auth_failure(self) -> None:
-        """ZooKeeper refused the client's credentials."""
-
-
-class ZNodeChangeHandler:
-    """Called on the reactor when the watched znode is created, deleted or changed."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def handle_creation(self) -> None:
-        pass
-
-    def handle_deletion(self) -> None:
-        pass
-
-    def handle_data_change(self) -> None:
-        pass
-
-
-class ZNodeChildChangeHandler:
-    """Called on the reactor when the watched znode's children change."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def handle_child_change(self) -> None:
-        pass
-
-
-# -- multi-op requests ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CreateOp:
-    path: str
-    data: bytes = b""
-    ephemeral: bool = False
-    sequential: bool = False
-
-
-@dataclass(frozen=True)
-class SetDataOp:
-    path: str
-    data: bytes
-    version: int = MATCH_ANY_VERSION
-
-
-@dataclass(frozen=True)
-class DeleteOp:
-    path: str
-    version: int = MATCH_ANY_VERSION
-
-
-@dataclass(frozen=True)
-class CheckOp:
-    path: str
-    version: int
-
-
-ZkOp = CreateOp | SetDataOp | DeleteOp | CheckOp
 
 
 @dataclass(frozen=True)
@@ -213,53 +131,19 @@ class UpdateLeaderAndIsrResult:
     partitions_to_retry: list[TopicPartition] = field(default_factory=list)
 
 
-def _fire(d: Deferred[Any], value: Any, error: BaseException | None) -> None:
-    """Fire ``d`` on the reactor thread, unless it was cancelled (timed out) meanwhile."""
-    if d.called:
-        return
-    if error is None:
-        d.callback(value)
-    else:
-        d.errback(error)
-
-
 class KafkaZkClient:
-    """Kafka's KafkaZkClient over a kazoo session. See the module docstring for threading."""
+    """Kafka's KafkaZkClient over a ZooKeeperClient. See the module docstring."""
 
-    def __init__(self, zk: KazooClient, reactor: ZkReactor) -> None:
-        self._zk = zk
-        self._reactor = reactor
-        self._closed = False
-        self._session_lost = False
-        self._suspended = False
-        self._connected_waiters: list[Deferred[None]] = []
-        self._state_change_handlers: dict[str, StateChangeHandler] = {}
-        self._znode_change_handlers: dict[str, ZNodeChangeHandler] = {}
-        self._znode_child_change_handlers: dict[str, ZNodeChildChangeHandler] = {}
-        # Watches currently armed, with what they saw when armed: for data watches
-        # (exists, mzxid), for child watches the child version (-1 for no znode).
-        self._armed_data_watches: dict[str, tuple[bool, int]] = {}
-        self._armed_child_watches: dict[str, int] = {}
-        zk.add_listener(self._on_kazoo_state)
+    def __init__(self, zookeeper_client: ZooKeeperClient) -> None:
+        self._zookeeper_client = zookeeper_client
 
     @classmethod
     def from_connect_string(
-        cls,
-        connect_string: str,
-        reactor: ZkReactor,
-        *,
-        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-        max_reconnect_delay_s: float = 1.0,
+        cls, connect_string: str, reactor: ZkReactor, **options: Unpack[SessionOptions]
     ) -> KafkaZkClient:
-        """A client for ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``); call
-        ``start()``. Reconnection is retried forever, backing off to ``max_reconnect_delay_s``."""
-        retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=max_reconnect_delay_s)
-        zk = KazooClient(
-            hosts=connect_string,
-            timeout=session_timeout_ms / 1000.0,
-            connection_retry=retry,
-        )
-        return cls(zk, reactor)
+        """A client on a new ZooKeeperClient session (``ZooKeeperClient.from_connect_string``,
+        whose options these are); call ``start()``."""
+        return cls(ZooKeeperClient.from_connect_string(connect_string, reactor, **options))
 
     @staticmethod
     async def create_chroot_if_necessary(
@@ -277,81 +161,51 @@ class KafkaZkClient:
         finally:
             await client.close()
 
-    # -- session ---------------------------------------------------------------------------
+    # -- session and watches (the ZooKeeperClient's) -------------------------------------------
+
+    @property
+    def zookeeper_client(self) -> ZooKeeperClient:
+        return self._zookeeper_client
 
     @property
     def kazoo_client(self) -> KazooClient:
         """The underlying kazoo client (for tools and tests; never block on the reactor)."""
-        return self._zk
+        return self._zookeeper_client.kazoo_client
 
     @property
     def connected(self) -> bool:
-        return bool(self._zk.connected)
+        return self._zookeeper_client.connected
 
     @property
     def session_id(self) -> int | None:
-        client_id = self._zk.client_id
-        return None if client_id is None else int(client_id[0])
+        return self._zookeeper_client.session_id
 
     async def start(self, connection_timeout: float | None = None) -> None:
         """Connect; ZooKeeperClientTimeoutError (and the client closed) if not connected
         within ``connection_timeout`` seconds (zookeeper.connection.timeout.ms)."""
-        self._check_open()
-        waiter = self._wait_until_connected()
-        self._zk.start_async()
-        if connection_timeout is not None:
-            waiter.addTimeout(connection_timeout, cast(Any, self._reactor))
-        try:
-            await waiter
-        except TimeoutError:
-            await self.close()
-            raise ZooKeeperClientTimeoutError(
-                f"Timed out waiting for connection while in state: {self._zk.state}"
-            ) from None
+        await self._zookeeper_client.start(connection_timeout)
 
     async def close(self) -> None:
-        """Close the session (its ephemeral znodes go at once) and release kazoo's threads.
-        Pending waits fail with ZooKeeperClientClosedError."""
-        if self._closed:
-            return
-        self._closed = True
-        self._zk.remove_listener(self._on_kazoo_state)
-        waiters, self._connected_waiters = self._connected_waiters, []
-        for waiter in waiters:
-            _fire(waiter, None, ZooKeeperClientClosedError("ZooKeeper client closed"))
-        done: Deferred[None] = Deferred()
-
-        def stop_kazoo() -> None:  # on its own thread: kazoo's stop() blocks
-            try:
-                self._zk.stop()
-                self._zk.close()
-            except Exception as exc:
-                self._reactor.callFromThread(_fire, done, None, exc)
-            else:
-                self._reactor.callFromThread(_fire, done, None, None)
-
-        threading.Thread(target=stop_kazoo, name="kafka-zk-close", daemon=True).start()
-        await done
+        """Close the session; its ephemeral znodes go at once."""
+        await self._zookeeper_client.close()
 
     def register_state_change_handler(self, handler: StateChangeHandler) -> None:
-        self._state_change_handlers[handler.name] = handler
+        self._zookeeper_client.register_state_change_handler(handler)
 
     def unregister_state_change_handler(self, name: str) -> None:
-        self._state_change_handlers.pop(name, None)
+        self._zookeeper_client.unregister_state_change_handler(name)
 
     def register_znode_change_handler(self, handler: ZNodeChangeHandler) -> None:
-        self._znode_change_handlers[handler.path] = handler
+        self._zookeeper_client.register_znode_change_handler(handler)
 
     def unregister_znode_change_handler(self, path: str) -> None:
-        self._znode_change_handlers.pop(path, None)
-        self._armed_data_watches.pop(path, None)
+        self._zookeeper_client.unregister_znode_change_handler(path)
 
     def register_znode_child_change_handler(self, handler: ZNodeChildChangeHandler) -> None:
-        self._znode_child_change_handlers[handler.path] = handler
+        self._zookeeper_client.register_znode_child_change_handler(handler)
 
     def unregister_znode_child_change_handler(self, path: str) -> None:
-        self._znode_child_change_handlers.pop(path, None)
-        self._armed_child_watches.pop(path, None)
+        self._zookeeper_client.unregister_znode_child_change_handler(path)
 
     async def register_znode_change_handler_and_check_existence(
         self, handler: ZNodeChangeHandler
@@ -360,203 +214,19 @@ class KafkaZkClient:
         self.register_znode_change_handler(handler)
         return await self.path_exists(handler.path)
 
-    # -- kazoo -> reactor -----------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ZooKeeperClientClosedError("ZooKeeper client closed")
-
-    def _deferred(self, async_result: Any) -> Deferred[Any]:
-        """A Deferred fired on the reactor thread with a kazoo IAsyncResult's outcome."""
-        d: Deferred[Any] = Deferred()
-
-        def completed(result: Any) -> None:  # a kazoo thread
-            self._reactor.callFromThread(_fire, d, result.value, result.exception)
-
-        async_result.rawlink(completed)
-        return d
-
-    def _wait_until_connected(self) -> Deferred[None]:
-        if self._closed:
-            raise ZooKeeperClientClosedError("ZooKeeper client closed")
-        if self._zk.connected:
-            d: Deferred[None] = Deferred()
-            d.callback(None)
-            return d
-        waiter: Deferred[None] = Deferred()
-        self._connected_waiters.append(waiter)
-        return waiter
-
-    async def _call(self, start: Callable[[], Any]) -> Any:
-        """Run one kazoo async operation (``start`` returns its IAsyncResult), retrying it
-        after a connection loss once reconnected, as Kafka's retryRequestUntilConnected."""
-        while True:
-            self._check_open()
-            try:
-                return await self._deferred(start())
-            except ConnectionLoss:
-                logger.debug("ZooKeeper connection lost during a request, retrying")
-                await self._wait_until_connected()
-
-    async def _gather(self, coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T | Exception]:
-        """Run requests concurrently (Kafka pipelines them); each result or its error."""
-        deferreds = [Deferred.fromCoroutine(coroutine) for coroutine in coroutines]
-        if not deferreds:
-            return []
-        results = await DeferredList(deferreds, consumeErrors=True)
-        outcomes: list[T | Exception] = []
-        for success, value in results:
-            if success:
-                outcomes.append(value)
-            else:
-                failure = cast(Failure, value)
-                error = failure.value
-                if not isinstance(error, Exception):
-                    failure.raiseException()
-                outcomes.append(error)
-        return outcomes
-
-    def _on_kazoo_state(self, state: str) -> None:  # a kazoo thread
-        self._reactor.callFromThread(self._handle_state, state)
-
-    def _handle_state(self, state: str) -> None:
-        if self._closed:
-            return
-        if state == KazooState.LOST:
-            logger.info("ZooKeeper session %s expired", _hex(self.session_id))
-            self._session_lost = True
-            self._suspended = False
-            self._armed_data_watches.clear()
-            self._armed_child_watches.clear()
-            for handler in list(self._state_change_handlers.values()):
-                _run_handler(handler.before_initializing_session, handler.name)
-        elif state == KazooState.SUSPENDED:
-            logger.info("ZooKeeper connection lost, session %s suspended", _hex(self.session_id))
-            self._suspended = True
-        elif state == KazooState.CONNECTED:
-            waiters, self._connected_waiters = self._connected_waiters, []
-            for waiter in waiters:
-                _fire(waiter, None, None)
-            if self._session_lost:
-                self._session_lost = False
-                logger.info("ZooKeeper new session %s connected", _hex(self.session_id))
-                for handler in list(self._state_change_handlers.values()):
-                    _run_handler(handler.after_initializing_session, handler.name)
-            elif self._suspended:
-                self._suspended = False
-                Deferred.fromCoroutine(self._rearm_watches()).addErrback(
-                    _log_failure, "re-arming ZooKeeper watches"
-                )
-
-    def _on_data_watch(self, event: WatchedEvent) -> None:  # a kazoo thread
-        self._reactor.callFromThread(self._dispatch_data_event, event)
-
-    def _on_child_watch(self, event: WatchedEvent) -> None:  # a kazoo thread
-        self._reactor.callFromThread(self._dispatch_child_event, event)
-
-    def _dispatch_data_event(self, event: WatchedEvent) -> None:
-        if event.type == EventType.NONE:  # kazoo dropping watches on a disconnect
-            return
-        self._armed_data_watches.pop(event.path, None)
-        handler = self._znode_change_handlers.get(event.path)
-        if handler is None or self._closed:
-            return
-        if event.type == EventType.CREATED:
-            _run_handler(handler.handle_creation, event.path)
-        elif event.type == EventType.DELETED:
-            _run_handler(handler.handle_deletion, event.path)
-        elif event.type == EventType.CHANGED:
-            _run_handler(handler.handle_data_change, event.path)
-
-    def _dispatch_child_event(self, event: WatchedEvent) -> None:
-        if event.type == EventType.NONE:
-            return
-        self._armed_child_watches.pop(event.path, None)
-        handler = self._znode_child_change_handlers.get(event.path)
-        if handler is None or self._closed:
-            return
-        if event.type == EventType.CHILD:
-            _run_handler(handler.handle_child_change, event.path)
-
-    async def _rearm_watches(self) -> None:
-        """After a reconnect in the same session kazoo has dropped its watches: set them
-        again and deliver the events missed meanwhile."""
-        data_watches = dict(self._armed_data_watches)
-        child_watches = dict(self._armed_child_watches)
-        self._armed_data_watches.clear()
-        self._armed_child_watches.clear()
-        for path, (existed, mzxid) in data_watches.items():
-            stat = await self._exists(path)
-            handler = self._znode_change_handlers.get(path)
-            if handler is None:
-                continue
-            if existed and stat is None:
-                _run_handler(handler.handle_deletion, path)
-            elif not existed and stat is not None:
-                _run_handler(handler.handle_creation, path)
-            elif stat is not None and stat.mzxid != mzxid:
-                _run_handler(handler.handle_data_change, path)
-        for path, child_version in child_watches.items():
-            children_stat = await self._get_children_and_stat(path, register_watch=True)
-            child_handler = self._znode_child_change_handlers.get(path)
-            new_version = -1 if children_stat is None else children_stat[1].cversion
-            if child_handler is not None and new_version != child_version:
-                _run_handler(child_handler.handle_child_change, path)
-
-    # -- basic requests (watch aware) -----------------------------------------------------------
-
-    async def _exists(self, path: str) -> Any:
-        watch = self._on_data_watch if path in self._znode_change_handlers else None
-        stat = await self._call(lambda: self._zk.exists_async(path, watch=watch))
-        if watch is not None:
-            self._armed_data_watches[path] = (
-                (False, 0) if stat is None else (True, int(stat.mzxid))
-            )
-        return stat
-
-    async def _get_data(self, path: str) -> tuple[bytes, Any] | None:
-        """(data, ZnodeStat), or None if the znode does not exist."""
-        watch = self._on_data_watch if path in self._znode_change_handlers else None
-        try:
-            data, stat = await self._call(lambda: self._zk.get_async(path, watch=watch))
-        except NoNodeError:
-            if watch is not None:
-                # getData leaves no watch on a missing znode: watch its creation instead.
-                await self._exists(path)
-            return None
-        if watch is not None:
-            self._armed_data_watches[path] = (True, int(stat.mzxid))
-        return (data or b""), stat
-
-    async def _get_children_and_stat(
-        self, path: str, register_watch: bool
-    ) -> tuple[list[str], Any] | None:
-        watch = (
-            self._on_child_watch
-            if register_watch and path in self._znode_child_change_handlers
-            else None
-        )
-        try:
-            children, stat = await self._call(
-                lambda: self._zk.get_children_async(path, watch=watch, include_data=True)
-            )
-        except NoNodeError:
-            return None
-        if watch is not None:
-            self._armed_child_watches[path] = int(stat.cversion)
-        return list(children), stat
+    # -- generic operations ---------------------------------------------------------------------
 
     async def path_exists(self, path: str) -> bool:
         """Watches the path if a ZNodeChangeHandler is registered for it."""
-        return await self._exists(path) is not None
+        return await self._zookeeper_client.exists(path) is not None
 
-    async def get_data_and_stat(self, path: str) -> tuple[bytes, Any] | None:
+    async def get_data_and_stat(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         """The data and kazoo ZnodeStat, None if absent. Watches as ``path_exists``."""
-        return await self._get_data(path)
+        return await self._zookeeper_client.get_data_and_stat(path)
 
     async def get_data_and_version(self, path: str) -> tuple[bytes | None, int]:
         """(data, zkVersion), or (None, UNKNOWN_VERSION) if the znode does not exist."""
-        found = await self._get_data(path)
+        found = await self.get_data_and_stat(path)
         if found is None:
             return None, UNKNOWN_VERSION
         return found[0], int(found[1].version)
@@ -564,12 +234,12 @@ class KafkaZkClient:
     async def get_children(self, path: str, register_watch: bool = False) -> list[str]:
         """The children's names ([] if the znode does not exist). With ``register_watch``,
         and a ZNodeChildChangeHandler registered for ``path``, watches the children."""
-        found = await self._get_children_and_stat(path, register_watch)
+        found = await self._zookeeper_client.get_children_and_stat(path, register_watch)
         return [] if found is None else found[0]
 
     async def set_data(self, path: str, data: bytes, version: int = MATCH_ANY_VERSION) -> int:
         """Set the data (conditionally on ``version``); the new zkVersion."""
-        stat = await self._call(lambda: self._zk.set_async(path, data, version))
+        stat = await self._zookeeper_client.set_data(path, data, version)
         return int(stat.version)
 
     async def create_recursive(
@@ -578,7 +248,7 @@ class KafkaZkClient:
         """Create ``path`` and any missing parents (empty). NodeExistsError if it exists,
         unless ``throw_if_path_exists`` is false."""
         try:
-            await self._call(lambda: self._zk.create_async(path, data, makepath=True))
+            await self._zookeeper_client.create(path, data, make_parents=True)
         except NodeExistsError:
             if throw_if_path_exists:
                 raise
@@ -588,10 +258,9 @@ class KafkaZkClient:
 
     async def create_sequential_persistent_path(self, path: str, data: bytes) -> str:
         """Create ``<path><10-digit sequence>`` (and missing parents); the created path."""
-        created = await self._call(
-            lambda: self._zk.create_async(path, data, sequence=True, makepath=True)
+        return await self._zookeeper_client.create(
+            path, data, sequential=True, make_parents=True
         )
-        return str(created)
 
     async def conditional_update_path(
         self,
@@ -608,7 +277,7 @@ class KafkaZkClient:
             return True, await self.set_data(path, data, expected_version)
         except BadVersionError:
             if checker is not None:
-                current = await self._get_data(path)
+                current = await self.get_data_and_stat(path)
                 if current is not None and checker(current[0]):
                     return True, int(current[1].version)
             return False, UNKNOWN_VERSION
@@ -619,23 +288,7 @@ class KafkaZkClient:
         """One atomic multi-op; per op its result (created path, ZnodeStat, True) or the
         kazoo exception instance for a failed one (others then RolledBackError /
         RuntimeInconsistency)."""
-
-        def start() -> Any:
-            transaction = self._zk.transaction()
-            for op in ops:
-                if isinstance(op, CreateOp):
-                    transaction.create(
-                        op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequential
-                    )
-                elif isinstance(op, SetDataOp):
-                    transaction.set_data(op.path, op.data, op.version)
-                elif isinstance(op, DeleteOp):
-                    transaction.delete(op.path, op.version)
-                else:
-                    transaction.check(op.path, op.version)
-            return transaction.commit_async()
-
-        return list(await self._call(start))
+        return await self._zookeeper_client.multi(ops)
 
     async def guarded(self, op: ZkOp, expected_controller_epoch_zk_version: int) -> Any:
         """Run ``op`` as a controller write: with a version, in a multi-op behind a check of
@@ -668,7 +321,7 @@ class KafkaZkClient:
     ) -> list[Any]:
         """``guarded`` for each op, pipelined; ControllerMovedError if any found the epoch
         moved, else each op's result or error."""
-        outcomes = await self._gather(
+        outcomes = await gather(
             self.guarded(op, expected_controller_epoch_zk_version) for op in ops
         )
         for outcome in outcomes:
@@ -696,10 +349,10 @@ class KafkaZkClient:
 
     async def create_top_level_paths(self) -> None:
         """Make sure Kafka's persistent top-level paths exist (ZkData.PersistentZkPaths)."""
-        await self._gather(self.make_sure_persistent_path_exists(p) for p in PERSISTENT_ZK_PATHS)
+        await gather(self.make_sure_persistent_path_exists(p) for p in PERSISTENT_ZK_PATHS)
 
     async def get_cluster_id(self) -> str | None:
-        found = await self._get_data(ClusterIdZNode.PATH)
+        found = await self.get_data_and_stat(ClusterIdZNode.PATH)
         return None if found is None else ClusterIdZNode.decode(found[0])
 
     async def create_or_get_cluster_id(self, proposed_cluster_id: str) -> str:
@@ -733,7 +386,7 @@ class KafkaZkClient:
         )
         return int(stat.czxid)
 
-    async def _checked_ephemeral_create(self, path: str, data: bytes) -> Any:
+    async def _checked_ephemeral_create(self, path: str, data: bytes) -> ZnodeStat | None:
         """Kafka's CheckedEphemeral: the created znode's stat, the existing one's if this
         session owns it, None if another session does."""
         parent_created = False
@@ -750,7 +403,7 @@ class KafkaZkClient:
             if not isinstance(results[0], NodeExistsError):
                 error = results[0] if isinstance(results[0], Exception) else results[1]
                 raise error
-            found = await self._get_data(path)
+            found = await self.get_data_and_stat(path)
             if found is None:
                 continue  # went away while we looked: try again
             owner = int(found[1].ephemeralOwner)
@@ -759,8 +412,8 @@ class KafkaZkClient:
                     "Error while creating ephemeral at %s, node already exists and owner "
                     "'%s' does not match current session '%s'",
                     path,
-                    _hex(owner),
-                    _hex(self.session_id),
+                    hex_session_id(owner),
+                    hex_session_id(self.session_id),
                 )
                 return None
             return found[1]
@@ -769,7 +422,7 @@ class KafkaZkClient:
         await self.set_data(BrokerIdZNode.path(info.broker_id), BrokerIdZNode.encode(info))
 
     async def get_broker(self, broker_id: int) -> BrokerInfo | None:
-        found = await self._get_data(BrokerIdZNode.path(broker_id))
+        found = await self.get_data_and_stat(BrokerIdZNode.path(broker_id))
         return None if found is None else BrokerIdZNode.decode(broker_id, found[0])
 
     async def get_all_broker_ids(self, register_watch: bool = False) -> list[BrokerId]:
@@ -789,7 +442,7 @@ class KafkaZkClient:
 
     async def _get_brokers_and_epochs(self, register_watch: bool) -> list[tuple[BrokerInfo, int]]:
         broker_ids = await self.get_all_broker_ids(register_watch)
-        found = await self._gather(self._get_data(BrokerIdZNode.path(b)) for b in broker_ids)
+        found = await gather(self.get_data_and_stat(BrokerIdZNode.path(b)) for b in broker_ids)
         result = []
         for broker_id, outcome in zip(broker_ids, found, strict=True):
             if isinstance(outcome, Exception):
@@ -810,12 +463,12 @@ class KafkaZkClient:
 
     async def get_controller_id(self) -> BrokerId | None:
         """The controller's broker id; watches ``/controller`` if a handler is registered."""
-        found = await self._get_data(ControllerZNode.PATH)
+        found = await self.get_data_and_stat(ControllerZNode.PATH)
         return None if found is None else ControllerZNode.decode(found[0])
 
     async def get_controller_epoch(self) -> Versioned[int] | None:
         """The controller epoch and ``/controller_epoch``'s zkVersion."""
-        found = await self._get_data(ControllerEpochZNode.PATH)
+        found = await self.get_data_and_stat(ControllerEpochZNode.PATH)
         if found is None:
             return None
         return Versioned(ControllerEpochZNode.decode(found[0]), int(found[1].version))
@@ -885,11 +538,9 @@ class KafkaZkClient:
 
     async def _maybe_create_controller_epoch_znode(self) -> Versioned[int]:
         try:
-            await self._call(
-                lambda: self._zk.create_async(
-                    ControllerEpochZNode.PATH,
-                    ControllerEpochZNode.encode(ControllerEpochZNode.INITIAL_CONTROLLER_EPOCH),
-                )
+            await self._zookeeper_client.create(
+                ControllerEpochZNode.PATH,
+                ControllerEpochZNode.encode(ControllerEpochZNode.INITIAL_CONTROLLER_EPOCH),
             )
             logger.info(
                 "Successfully created %s with initial epoch %s",
@@ -947,7 +598,7 @@ class KafkaZkClient:
         return int(stat.version)
 
     async def get_topic_assignment(self, topic: str) -> Versioned[TopicAssignment] | None:
-        found = await self._get_data(TopicZNode.path(topic))
+        found = await self.get_data_and_stat(TopicZNode.path(topic))
         if found is None:
             return None
         return Versioned(TopicZNode.decode(topic, found[0]), int(found[1].version))
@@ -957,7 +608,7 @@ class KafkaZkClient:
     ) -> dict[str, TopicAssignment]:
         """topic -> its id and assignment, for the topics that exist."""
         names = sorted(set(topics))
-        outcomes = await self._gather(self._get_data(TopicZNode.path(t)) for t in names)
+        outcomes = await gather(self.get_data_and_stat(TopicZNode.path(t)) for t in names)
         result = {}
         for topic, outcome in zip(names, outcomes, strict=True):
             if isinstance(outcome, Exception):
@@ -982,7 +633,7 @@ class KafkaZkClient:
 
     async def get_all_partitions(self) -> set[TopicPartition]:
         topics = sorted(await self.get_all_topics_in_cluster())
-        children = await self._gather(
+        children = await gather(
             self.get_children(TopicPartitionsZNode.path(t)) for t in topics
         )
         result: set[TopicPartition] = set()
@@ -1031,7 +682,7 @@ class KafkaZkClient:
     async def get_topic_partition_state(
         self, tp: TopicPartition
     ) -> LeaderIsrAndControllerEpoch | None:
-        found = await self._get_data(TopicPartitionStateZNode.path(tp))
+        found = await self.get_data_and_stat(TopicPartitionStateZNode.path(tp))
         if found is None:
             return None
         return TopicPartitionStateZNode.decode(found[0], int(found[1].version))
@@ -1041,7 +692,7 @@ class KafkaZkClient:
     ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """The states of the partitions that have one."""
         tps = list(partitions)
-        outcomes = await self._gather(self.get_topic_partition_state(tp) for tp in tps)
+        outcomes = await gather(self.get_topic_partition_state(tp) for tp in tps)
         result = {}
         for tp, outcome in zip(tps, outcomes, strict=True):
             if isinstance(outcome, Exception):
@@ -1157,8 +808,8 @@ class KafkaZkClient:
         self, sequence_numbers: Iterable[str]
     ) -> set[TopicPartition]:
         seqs = list(sequence_numbers)
-        outcomes = await self._gather(
-            self._get_data(IsrChangeNotificationSequenceZNode.path(s)) for s in seqs
+        outcomes = await gather(
+            self.get_data_and_stat(IsrChangeNotificationSequenceZNode.path(s)) for s in seqs
         )
         result: set[TopicPartition] = set()
         for outcome in outcomes:
@@ -1194,7 +845,7 @@ class KafkaZkClient:
         )
 
     async def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
-        found = await self._get_data(ReassignPartitionsZNode.PATH)
+        found = await self.get_data_and_stat(ReassignPartitionsZNode.PATH)
         return {} if found is None else ReassignPartitionsZNode.decode(found[0])
 
     async def reassign_partitions_in_progress(self) -> bool:
@@ -1218,7 +869,7 @@ class KafkaZkClient:
         )
 
     async def get_preferred_replica_election(self) -> set[TopicPartition]:
-        found = await self._get_data(PreferredReplicaElectionZNode.PATH)
+        found = await self.get_data_and_stat(PreferredReplicaElectionZNode.PATH)
         return set() if found is None else PreferredReplicaElectionZNode.decode(found[0])
 
     async def delete_preferred_replica_election(
@@ -1235,12 +886,12 @@ class KafkaZkClient:
 
     async def get_entity_configs(self, entity_type: str, entity_name: str) -> dict[str, str]:
         """The entity's overrides ({} if none)."""
-        found = await self._get_data(ConfigEntityZNode.path(entity_type, entity_name))
+        found = await self.get_data_and_stat(ConfigEntityZNode.path(entity_type, entity_name))
         return {} if found is None else ConfigEntityZNode.decode(found[0])
 
     async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         names = sorted(set(topics))
-        outcomes = await self._gather(self.get_entity_configs(ConfigType.TOPIC, t) for t in names)
+        outcomes = await gather(self.get_entity_configs(ConfigEntityType.TOPIC, t) for t in names)
         result = {}
         for topic, outcome in zip(names, outcomes, strict=True):
             if isinstance(outcome, Exception):
@@ -1277,12 +928,77 @@ class KafkaZkClient:
         self, topics: Iterable[str], expected_controller_epoch_zk_version: int
     ) -> None:
         outcomes = await self._guarded_each(
-            [DeleteOp(ConfigEntityZNode.path(ConfigType.TOPIC, t)) for t in topics],
+            [DeleteOp(ConfigEntityZNode.path(ConfigEntityType.TOPIC, t)) for t in topics],
             expected_controller_epoch_zk_version,
         )
         for outcome in outcomes:
             if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
                 raise outcome
+
+    # -- ACLs (Kafka's KafkaZkClient ACL methods over ZkAclStore) ---------------------------------
+
+    async def create_acl_paths(self) -> None:
+        """The ACL stores, their per-resource-type containers and change paths."""
+        for path in ACL_ZK_PATHS:
+            await self.make_sure_persistent_path_exists(path)
+
+    async def get_resource_types(self, pattern_type: PatternType) -> list[str]:
+        """The resource type names (``Topic``) with a container in ``pattern_type``'s store."""
+        return await self.get_children(acl_store_path(pattern_type))
+
+    async def get_resource_names(self, pattern_type: PatternType,
+                                 resource_type: ResourceType) -> list[str]:
+        return await self.get_children(AclResourceTypeZNode.path(pattern_type, resource_type))
+
+    async def get_versioned_acls_for_resource(
+        self, pattern: ResourcePattern
+    ) -> Versioned[set[AccessControlEntry]]:
+        """The resource's ACLs and their zkVersion (no ACLs at UNKNOWN_VERSION if absent)."""
+        found = await self.get_data_and_stat(ResourceZNode.path(pattern))
+        if found is None:
+            return Versioned(set(), UNKNOWN_VERSION)
+        return Versioned(ResourceZNode.decode(found[0]), int(found[1].version))
+
+    async def create_acls_for_resource_if_not_exists(
+        self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]
+    ) -> tuple[bool, int]:
+        """(True, 0) if created, (False, UNKNOWN_VERSION) if someone created it first. The
+        resource type's container must exist (``create_acl_paths``): a name holding ``/``
+        fails with NoNodeError rather than making nested znodes."""
+        try:
+            await self._zookeeper_client.create(ResourceZNode.path(pattern),
+                                                ResourceZNode.encode(entries))
+            return True, 0
+        except NodeExistsError:
+            return False, UNKNOWN_VERSION
+
+    async def conditional_set_acls_for_resource(
+        self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry],
+        expected_version: int,
+    ) -> tuple[bool, int]:
+        return await self.conditional_update_path(
+            ResourceZNode.path(pattern), ResourceZNode.encode(entries), expected_version)
+
+    async def delete_resource(self, pattern: ResourcePattern, expected_version: int) -> bool:
+        """Delete the resource's znode if still at ``expected_version`` (True also when it
+        was already gone, as Kafka's conditionalDelete)."""
+        try:
+            await self._zookeeper_client.delete(ResourceZNode.path(pattern), expected_version)
+            return True
+        except NoNodeError:
+            return True
+        except BadVersionError:
+            return False
+
+    async def create_acl_change_notification(self, pattern: ResourcePattern) -> str:
+        """Tell every broker that ``pattern``'s ACLs changed; the znode's path."""
+        if pattern.pattern_type == PatternType.LITERAL:
+            create_path = AclChangeNotificationSequenceZNode.CREATE_PATH
+            data = AclChangeNotificationSequenceZNode.encode(pattern)
+        else:
+            create_path = ExtendedAclChangeNotificationSequenceZNode.CREATE_PATH
+            data = ExtendedAclChangeNotificationSequenceZNode.encode(pattern)
+        return await self.create_sequential_persistent_path(create_path, data)
 
     # -- producer ids ------------------------------------------------------------------------------
 
@@ -1314,7 +1030,8 @@ class KafkaZkClient:
     # -- committed offsets and group mirrors (offsets.storage=zookeeper) -------------------------
 
     async def get_consumer_offset(self, group: str, tp: TopicPartition) -> int | None:
-        found = await self._get_data(ConsumerOffsetZNode.path(group, tp.topic, tp.partition))
+        found = await self.get_data_and_stat(
+            ConsumerOffsetZNode.path(group, tp.topic, tp.partition))
         return None if found is None else ConsumerOffsetZNode.decode(found[0])
 
     async def set_or_create_consumer_offset(
@@ -1333,7 +1050,7 @@ class KafkaZkClient:
     async def get_consumer_offsets(self, group: str) -> dict[TopicPartition, int]:
         """Every offset committed for ``group``."""
         topics = sorted(await self.get_children(ConsumerOffsetZNode.offsets_path(group)))
-        partitions = await self._gather(
+        partitions = await gather(
             self.get_children(ConsumerOffsetZNode.topic_path(group, t)) for t in topics
         )
         tps: list[TopicPartition] = []
@@ -1341,7 +1058,7 @@ class KafkaZkClient:
             if isinstance(outcome, Exception):
                 raise outcome
             tps.extend(TopicPartition(topic, int(p)) for p in outcome)
-        offsets = await self._gather(self.get_consumer_offset(group, tp) for tp in tps)
+        offsets = await gather(self.get_consumer_offset(group, tp) for tp in tps)
         result = {}
         for tp, offset in zip(tps, offsets, strict=True):
             if isinstance(offset, Exception):
@@ -1397,7 +1114,7 @@ class KafkaZkClient:
             leaves.append((ConsumerOffsetMetadataZNode.path(group, tp.topic, tp.partition),
                            ConsumerOffsetMetadataZNode.encode(metadata)))
         paths = containers + [path for path, _ in leaves]
-        exists = await self._gather(self._exists(path) for path in paths)
+        exists = await gather(self._zookeeper_client.exists(path) for path in paths)
         existing = {path for path, stat in zip(paths, exists, strict=True)
                     if not isinstance(stat, Exception) and stat is not None}
         ops: list[ZkOp] = [CreateOp(path) for path in containers if path not in existing]
@@ -1414,7 +1131,7 @@ class KafkaZkClient:
         if partitions is None:
             tps: list[TopicPartition] = []
             topics = sorted(await self.get_children(ConsumerOffsetZNode.offsets_path(group)))
-            listed = await self._gather(
+            listed = await gather(
                 self.get_children(ConsumerOffsetZNode.topic_path(group, t)) for t in topics)
             for topic, outcome in zip(topics, listed, strict=True):
                 if isinstance(outcome, Exception):
@@ -1422,7 +1139,7 @@ class KafkaZkClient:
                 tps.extend(TopicPartition(topic, int(p)) for p in outcome if p.isdigit())
         else:
             tps = list(dict.fromkeys(partitions))
-        found = await self._gather(self._get_offset_with_metadata(group, tp) for tp in tps)
+        found = await gather(self._get_offset_with_metadata(group, tp) for tp in tps)
         result: dict[TopicPartition, tuple[int, OffsetCommitMetadata]] = {}
         for tp, item in zip(tps, found, strict=True):
             if isinstance(item, Exception):
@@ -1434,12 +1151,12 @@ class KafkaZkClient:
     async def _get_offset_with_metadata(
         self, group: str, tp: TopicPartition
     ) -> tuple[int, OffsetCommitMetadata] | None:
-        offset_data = await self._get_data(ConsumerOffsetZNode.path(group, tp.topic,
+        offset_data = await self.get_data_and_stat(ConsumerOffsetZNode.path(group, tp.topic,
                                                                     tp.partition))
         if offset_data is None:
             return None
         offset = ConsumerOffsetZNode.decode(offset_data[0])
-        metadata_data = await self._get_data(
+        metadata_data = await self.get_data_and_stat(
             ConsumerOffsetMetadataZNode.path(group, tp.topic, tp.partition))
         if metadata_data is None:
             return offset, OffsetCommitMetadata(commit_timestamp_ms=int(offset_data[1].mtime))
@@ -1452,7 +1169,7 @@ class KafkaZkClient:
     async def delete_consumer_offsets(self, group: str,
                                       partitions: Iterable[TopicPartition]) -> None:
         """Delete committed offsets (each offset znode with its metadata child)."""
-        outcomes = await self._gather(
+        outcomes = await gather(
             self.delete_recursive(ConsumerOffsetZNode.path(group, tp.topic, tp.partition))
             for tp in partitions)
         for outcome in outcomes:
@@ -1483,7 +1200,7 @@ class KafkaZkClient:
     async def delete_path(self, path: str, version: int = MATCH_ANY_VERSION) -> bool:
         """Delete one znode; False if it did not exist."""
         try:
-            await self._call(lambda: self._zk.delete_async(path, version))
+            await self._zookeeper_client.delete(path, version)
             return True
         except NoNodeError:
             return False
@@ -1493,7 +1210,7 @@ class KafkaZkClient:
 
     async def _create_or_set_ephemeral(self, path: str, data: bytes) -> None:
         try:
-            await self._call(lambda: self._zk.create_async(path, data, ephemeral=True))
+            await self._zookeeper_client.create(path, data, ephemeral=True)
         except NodeExistsError:
             await self.set_data(path, data)
 
@@ -1501,17 +1218,3 @@ class KafkaZkClient:
 def _equals(expected: bytes) -> Callable[[bytes | None], bool]:
     return lambda current: current == expected
 
-
-def _hex(session_id: int | None) -> str:
-    return "none" if session_id is None else hex(session_id)
-
-
-def _run_handler(callback: Callable[[], None], name: str) -> None:
-    try:
-        callback()
-    except Exception:
-        logger.exception("Uncaught error in ZooKeeper handler %s", name)
-
-
-def _log_failure(failure: Failure, what: str) -> None:
-    logger.error("Error %s: %s", what, failure.getErrorMessage())

@@ -6,7 +6,11 @@ code's class (it answers with the parent's code); the rest are plain exceptions.
 
 from __future__ import annotations
 
-from kafkaclone.common.errors import DuplicateBrokerRegistrationError, NotControllerError
+from kafkaclone.common.errors import (
+    DuplicateBrokerRegistrationError,
+    NotControllerError,
+    UnknownServerError,
+)
 
 
 class ControllerMovedError(NotControllerError):
@@ -49,3 +53,9 @@ class ZooKeeperClientClosedError(ZooKeeperClientError):
 class TopicAlreadyMarkedForDeletionError(Exception):
     """``/admin/delete_topics/<t>`` exists already (Kafka's
     TopicAlreadyMarkedForDeletionException; DeleteTopics treats it as success)."""
+
+
+class AdminOperationError(UnknownServerError):
+    """Kafka's AdminOperationException: an admin request that cannot be carried out as asked
+    (replica placement over brokers of which only some have a rack). Not an ApiException in
+    Kafka, so a request answers UNKNOWN_SERVER_ERROR, with this message."""

@@ -19,17 +19,22 @@ from typing import Any, TypeVar
 from twisted.internet import reactor
 from twisted.internet.task import LoopingCall
 
-from kafkaclone.network.socket_server import KafkaServerFactory
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
+from kafkaclone.network.socket_server import ConnectionInfo, KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.config import KafkaConfig
+from kafkaclone.server.delayed.admin import DelayedElectLeader
+from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.testing.reactor import run
 from kafkaclone.zk.admin import AdminZkClient
 from kafkaclone.zk.client import KafkaZkClient
+from kafkaclone.zk.znodes import BrokerId, BrokerIdZNode, BrokerInfo
 
 UPDATE = api.APIS[ApiKey.UPDATE_METADATA].request
+_CONTROLLER_CONNECTION = ConnectionInfo("PLAINTEXT-controller", "127.0.0.1", 50001)
 _S = UPDATE.structs
 CLUSTER_ID = "kc-admin-test-cluster1"
 T = TypeVar("T")
@@ -57,21 +62,29 @@ class AdminBroker:
     controller_epoch: int = 0
     broker_epoch: int = -1
     auto_create_topics_enable: bool = False
+    authorizer: Any = None
     log_manager: Any = None
     replica_manager: Any = None
     controller: FakeController = field(default_factory=FakeController)
     reactor: Any = reactor
+    topic_purgatory: DelayedOperationPurgatory[DelayedOperation] = field(
+        default_factory=lambda: DelayedOperationPurgatory("topic", reactor))
+    elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = field(
+        default_factory=lambda: DelayedOperationPurgatory("ElectLeader", reactor))
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         return dict.fromkeys(names, 5)
 
 
 class SimulatedController:
-    """Mirrors ZooKeeper's topics into the broker's metadata cache every 20 ms."""
+    """Mirrors ZooKeeper's topics into the broker's metadata cache every 20 ms, with
+    UpdateMetadata requests through the broker's own handler (so that admin requests
+    waiting in its purgatories are completed as by the real controller's)."""
 
     def __init__(self, broker: AdminBroker, live: tuple[int, ...] = (1, 2, 3),
                  port: int = 9092) -> None:
         self.broker = broker
+        self._dispatcher = RequestHandler(broker=broker)
         self.live = live
         self.port = port
         self.paused = False
@@ -91,7 +104,13 @@ class SimulatedController:
                                          security_protocol=0)]) for b in self.live]
         request = UPDATE(controller_id=1, controller_epoch=1, broker_epoch=-1,
                          topic_states=topic_states, live_brokers=brokers)
-        self.broker.metadata_cache.update_metadata(request, 7)
+        frame = api.encode_request(ApiKey.UPDATE_METADATA, 7, 0, "controller", request)
+        answered = self._dispatcher.dispatch(_CONTROLLER_CONNECTION, frame)
+        replies: list[bytes | None] = []
+        answered.addCallback(replies.append)
+        assert replies and replies[0] is not None, "UpdateMetadata was not answered at once"
+        _, response = api.decode_response(ApiKey.UPDATE_METADATA, 7, replies[0])
+        assert response.error_code == 0, response
 
     async def _tick(self) -> None:
         if self.paused:
@@ -156,7 +175,10 @@ def admin_cluster(zk_client: KafkaZkClient, zk_connect: str,
     broker = AdminBroker(make_config(zk_connect, **config), zk_client, AdminZkClient(zk_client))
     controller = SimulatedController(broker)
     for broker_id in controller.live:  # what AdminZkClient places replicas on
-        run(zk_client.create_recursive(f"/brokers/ids/{broker_id}", b"{}"))
+        endpoint = EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", 9092)
+        run(zk_client.create_recursive(
+            BrokerIdZNode.path(broker_id),
+            BrokerIdZNode.encode(BrokerInfo(BrokerId(broker_id), (endpoint,)))))
     controller.start()
     try:
         yield AdminCluster(broker, controller, RequestHandler(broker=broker))

@@ -209,7 +209,7 @@ def test_default_producer_is_idempotent_and_writes_each_value_once_in_order(
         cluster: LocalCluster) -> None:
     topic = new_topic(cluster, replication=3)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 2})
-    assert producer.config["enable.idempotence"] is True
+    assert producer.enable_idempotence is True
     sent: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     for i in range(4000):
         value = b"idem-%d" % i

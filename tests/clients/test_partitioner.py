@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafkaclone.clients import ConfigException, Consumer, Producer
-from kafkaclone.clients.config import PRODUCER_CONFIG, parse_config
+from kafkaclone.clients.config import ProducerConfig
 from kafkaclone.clients.partitioner import (
     DefaultPartitioner,
     RoundRobinPartitioner,
@@ -82,10 +82,29 @@ def test_bad_consumer_config_and_missing_bootstrap() -> None:
 
 
 def test_strings_convert_as_in_a_properties_file() -> None:
-    values = parse_config({"bootstrap.servers": "a:1,b:2", "linger.ms": "5",
-                           "enable.idempotence": "false", "acks": "all"},
-                          PRODUCER_CONFIG, what="producer")
-    assert values["bootstrap.servers"] == ["a:1", "b:2"]
-    assert values["linger.ms"] == 5
-    assert values["enable.idempotence"] is False
-    assert values["batch.size"] == 16384
+    config = ProducerConfig({"bootstrap.servers": "a:1,b:2", "linger.ms": "5",
+                             "enable.idempotence": "false", "acks": "all"})
+    assert config.get_list("bootstrap.servers") == ["a:1", "b:2"]
+    assert config.get_int("linger.ms") == 5
+    assert config.get_bool("enable.idempotence") is False
+    assert config.get_int("batch.size") == 16384
+
+
+def test_python_values_as_in_a_confluent_kafka_dict() -> None:
+    class Interceptor:
+        pass
+
+    interceptor = Interceptor()
+    config = ProducerConfig({"bootstrap.servers": ["a:1"], "acks": -1, "linger.ms": 5,
+                             "enable.idempotence": False, "key.serializer": str.encode,
+                             "interceptor.classes": [interceptor, Interceptor]})
+    assert config.get_str("acks") == "-1"
+    assert config.get_callable("key.serializer") is str.encode
+    assert config.get_callable("value.serializer") is None
+    made = config.get_configured_instances("interceptor.classes")
+    assert made[0] is interceptor and isinstance(made[1], Interceptor)
+    with pytest.raises(ConfigException, match="acks"):
+        ProducerConfig({"bootstrap.servers": "a:1", "acks": 2})
+    with pytest.raises(ConfigException, match=r"key\.serializer: a callable is required"):
+        ProducerConfig({"bootstrap.servers": "a:1", "key.serializer": interceptor}
+                       ).get_callable("key.serializer")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kafkaclone.clients import ConfigException, Producer
-from kafkaclone.clients.config import MAX_INT, PRODUCER_CONFIG, parse_config
+from kafkaclone.clients.config import ProducerConfig
 from kafkaclone.clients.producer import ProducerBatch
 from kafkaclone.clients.transaction_manager import (
     NO_SEQUENCE,
@@ -18,6 +18,7 @@ from kafkaclone.clients.transaction_manager import (
     insert_in_sequence_order,
     resolve_idempotence,
 )
+from kafkaclone.common.config_def import INT_MAX
 from kafkaclone.common.errors import (
     NetworkExceptionError,
     OutOfOrderSequenceNumberError,
@@ -33,11 +34,10 @@ BOOTSTRAP = "127.0.0.1:1"
 TP = ("t", 0)
 
 
-def resolved(**given: Any) -> tuple[bool, dict[str, Any]]:
-    originals = {"bootstrap.servers": BOOTSTRAP, **{k.replace("_", "."): v
-                                                     for k, v in given.items()}}
-    config = parse_config(originals, PRODUCER_CONFIG, what="producer")
-    return resolve_idempotence(originals, config), config
+def resolved(**given: Any) -> tuple[bool, ProducerConfig]:
+    config = ProducerConfig({"bootstrap.servers": BOOTSTRAP,
+                             **{k.replace("_", "."): v for k, v in given.items()}})
+    return resolve_idempotence(config), config
 
 
 # --- config ---------------------------------------------------------------------------------
@@ -45,15 +45,15 @@ def resolved(**given: Any) -> tuple[bool, dict[str, Any]]:
 
 def test_idempotence_is_on_by_default_with_acks_all() -> None:
     enabled, config = resolved()
-    assert enabled and config["enable.idempotence"] is True
-    assert config["acks"] == "all"
+    assert enabled and config.get_bool("enable.idempotence")
+    assert config.get_str("acks") == "all"
 
 
 @pytest.mark.parametrize(("key", "value"), [("acks", "1"), ("acks", "0"), ("retries", 0),
                                             ("max.in.flight.requests.per.connection", 6)])
 def test_a_conflicting_setting_turns_default_idempotence_off(key: str, value: Any) -> None:
-    enabled, config = resolved(**{key: value})
-    assert not enabled and config["enable.idempotence"] is False
+    enabled, _ = resolved(**{key: value})
+    assert not enabled
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
@@ -82,10 +82,10 @@ def test_explicitly_off_allows_anything() -> None:
 
 def test_producer_reports_its_idempotence_in_its_config() -> None:
     with Producer({"bootstrap.servers": BOOTSTRAP}) as producer:
-        assert producer.config["enable.idempotence"] is True
+        assert producer.enable_idempotence is True
         assert producer.acks == -1
     with Producer({"bootstrap.servers": BOOTSTRAP, "acks": "1"}) as producer:
-        assert producer.config["enable.idempotence"] is False
+        assert producer.enable_idempotence is False
         assert producer.acks == 1
 
 
@@ -94,9 +94,9 @@ def test_producer_reports_its_idempotence_in_its_config() -> None:
 
 def test_increment_sequence_wraps_at_int32_max() -> None:
     assert increment_sequence(0, 5) == 5
-    assert increment_sequence(MAX_INT - 5, 5) == MAX_INT
-    assert increment_sequence(MAX_INT - 1, 5) == 3
-    assert increment_sequence(MAX_INT, 1) == 0
+    assert increment_sequence(INT_MAX - 5, 5) == INT_MAX
+    assert increment_sequence(INT_MAX - 1, 5) == 3
+    assert increment_sequence(INT_MAX, 1) == 0
 
 
 def ready_manager() -> TransactionManager:
@@ -130,11 +130,11 @@ def test_sequences_are_per_partition_and_advance_by_record_count() -> None:
 
 def test_a_sequence_near_the_limit_wraps_for_the_next_batch() -> None:
     tm = ready_manager()
-    tm._partition(TP).next_sequence = MAX_INT - 1
+    tm._partition(TP).next_sequence = INT_MAX - 1
     first, second = batch(3), batch(1)
     tm.set_producer_state(first)
     tm.set_producer_state(second)
-    assert first.base_sequence == MAX_INT - 1 and first.last_sequence == 0
+    assert first.base_sequence == INT_MAX - 1 and first.last_sequence == 0
     assert second.base_sequence == 1
 
 

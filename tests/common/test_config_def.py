@@ -6,11 +6,13 @@ import pytest
 
 from kafkaclone.common.config_def import (
     LONG_MAX,
+    AbstractConfig,
     ConfigDef,
     ConfigError,
     ConfigKey,
     ConfigType,
     Importance,
+    PluginObjects,
     at_least,
     between,
     each_one_of,
@@ -113,3 +115,37 @@ def test_config_def_parses_with_defaults_and_reports_unknown_names() -> None:
     assert table.parse({"a": "5", "c": "?"}) == ({"a": 5, "b": None}, ["c"])
     with pytest.raises(ValueError, match="not its parsed form"):
         ConfigDef([ConfigKey("d", ConfigType.STRING, " d ", LOW, "D.")])
+
+
+def test_class_values_may_be_python_objects() -> None:
+    def plugin() -> None:
+        pass
+
+    assert parse_typed(ConfigType.CLASS, " a.b.C ") == "a.b.C"
+    value = parse_typed(ConfigType.CLASS, plugin)
+    assert isinstance(value, PluginObjects) and value.items == (plugin,)
+    with pytest.raises(ValueError, match="class name"):
+        parse_typed(ConfigType.CLASS, 5)
+    classes = parse_typed(ConfigType.LIST, ["x.Y ", plugin], item_type=ConfigType.CLASS)
+    assert isinstance(classes, PluginObjects) and classes.items == ("x.Y", plugin)
+    with pytest.raises(ValueError, match="expected"):
+        parse_typed(ConfigType.LIST, ["x.Y", plugin])  # a list of names only
+    key = ConfigKey("plugins", ConfigType.LIST, (), LOW, "P.", item_type=ConfigType.CLASS)
+    assert key.format(classes) == f"x.Y,{plugin!r}"
+
+
+def test_strings_from_numbers_and_typed_getters() -> None:
+    keys = [ConfigKey("acks", ConfigType.STRING, "1", LOW, "A.", validator=one_of("1", "-1")),
+            ConfigKey("n", ConfigType.INT, 1, LOW, "N."),
+            ConfigKey("flag", ConfigType.BOOLEAN, False, LOW, "F."),
+            ConfigKey("names", ConfigType.LIST, ("a",), LOW, "L."),
+            ConfigKey("plugin", ConfigType.CLASS, None, LOW, "C.")]
+    with pytest.raises(ConfigError, match="expected a string"):
+        ConfigDef(keys).parse({"acks": -1})
+    config = AbstractConfig(ConfigDef(keys, strings_from_numbers=True),
+                            {"acks": -1, "n": "7", "other": 1, "plugin": print})
+    assert config.get_str("acks") == "-1" and config.get_int("n") == 7
+    assert config.get_bool("flag") is False and config.get_list("names") == ["a"]
+    assert config.get_classes("plugin") == [print] and config.unknown_keys == ("other",)
+    with pytest.raises(TypeError, match="not an integer"):
+        config.get_int("acks")

@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.controller.channel_manager import ResponseCallback
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.reactor import run
 from kafkaclone.zk.client import KafkaZkClient
-from kafkaclone.zk.znodes import BrokerId, BrokerInfo, EndPoint
+from kafkaclone.zk.znodes import BrokerId, BrokerInfo
 
 SR_RESPONSE = APIS[ApiKey.STOP_REPLICA].response
 
@@ -58,8 +59,8 @@ class FakeChannel:
 
 
 def broker_info(broker_id: int) -> BrokerInfo:
-    return BrokerInfo(BrokerId(broker_id),
-                      (EndPoint("127.0.0.1", 9090 + broker_id, "PLAINTEXT", "PLAINTEXT"),))
+    endpoint = EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", 9090 + broker_id)
+    return BrokerInfo(BrokerId(broker_id), (endpoint,))
 
 
 def register(make_client: Callable[..., KafkaZkClient], broker_id: int) -> KafkaZkClient:

@@ -13,12 +13,15 @@ from twisted.internet import reactor
 
 from kafkaclone.common.errors import NotControllerError, StaleBrokerEpochError
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.controller.controller import ControllerConfig, KafkaController
+from kafkaclone.controller.controller import KafkaController
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.broker import controller_config
+from kafkaclone.server.config import KafkaConfig
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.testing.zookeeper import expire_session
-from kafkaclone.zk.client import CreateOp, KafkaZkClient
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ControllerMovedError
+from kafkaclone.zk.zookeeper_client import CreateOp
 from tests.controller.helpers import FakeChannel, Sent, of_kind, partition_states, register
 
 ClientFactory = Callable[..., KafkaZkClient]
@@ -37,10 +40,11 @@ class Cluster:
                    client: KafkaZkClient | None = None,
                    rebalance_interval_s: int | None = None) -> KafkaController:
         zk_client = client or self.make_client()
-        config = ControllerConfig(
-            broker_id, unclean_leader_election_enable=unclean,
-            auto_leader_rebalance_enable=rebalance_interval_s is not None,
-            leader_imbalance_check_interval_seconds=rebalance_interval_s or 300)
+        config = controller_config(KafkaConfig({
+            "zookeeper.connect": "unused:2181", "broker.id": str(broker_id),
+            "unclean.leader.election.enable": str(unclean).lower(),
+            "auto.leader.rebalance.enable": str(rebalance_interval_s is not None).lower(),
+            "leader.imbalance.check.interval.seconds": str(rebalance_interval_s or 300)}))
         controller = KafkaController(
             config, zk_client, broker_id, -1, reactor,
             channel_factory=lambda _: FakeChannel(self.sent))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,6 +19,8 @@ from kafkaclone.protocol.messages.consumer_protocol import (
     encode_subscription,
 )
 from kafkaclone.protocol.schema import compile_message
+from kafkaclone.server.broker import group_config
+from kafkaclone.server.config import KafkaConfig
 
 
 class MemoryGroupStore:
@@ -76,13 +79,20 @@ def assignment(partitions: Mapping[str, list[int]]) -> bytes:
         user_data=None), 1)
 
 
+def make_group_config(**settings: Any) -> GroupConfig:
+    """The coordinator's settings as a broker with default configs builds them, with
+    ``settings`` (GroupConfig field names) replaced."""
+    defaults = group_config(KafkaConfig({"zookeeper.connect": "unused:2181"}))
+    return dataclasses.replace(defaults, **settings)
+
+
 def make_coordinator(clock: task.Clock, store: MemoryGroupStore | None = None,
                      **config: Any) -> GroupCoordinator:
     settings: dict[str, Any] = {"group_initial_rebalance_delay_ms": 0,
                                 "offsets_topic_num_partitions": 1}
     settings.update(config)
-    coordinator = GroupCoordinator(1, GroupConfig(**settings), store or MemoryGroupStore(),
-                                   clock)
+    coordinator = GroupCoordinator(1, make_group_config(**settings),
+                                   store or MemoryGroupStore(), clock)
     coordinator.startup()
     done = Deferred.fromCoroutine(coordinator.on_election(
         range(settings["offsets_topic_num_partitions"])))

@@ -28,6 +28,7 @@ def broker(zk_connect: str, tmp_path: Path, **extra: str) -> KafkaBroker:
 class _Passive:
     is_active = False
     epoch = -1
+    broker_epoch = -1
 
     async def startup(self) -> None:
         return None

@@ -460,6 +460,23 @@ def test_expired_offsets_of_empty_groups_are_removed() -> None:
     assert "simple" not in store.offsets and "simple" not in coordinator.groups
 
 
+def test_offsets_of_deleted_partitions_are_removed() -> None:
+    # Kafka's handleDeletedPartitions: the deleted topic's offsets leave every group; a
+    # group left Empty without offsets goes, one with other offsets stays.
+    clock = task.Clock()
+    store = MemoryGroupStore()
+    coordinator = make_coordinator(clock, store)
+    gone0, gone1, kept = TopicPartition("gone", 0), TopicPartition("gone", 1), TopicPartition(
+        "kept", 0)
+    commit(coordinator, {gone0: 5, gone1: 6}, group="only-gone")
+    commit(coordinator, {gone0: 7, kept: 8}, group="both")
+    removed = result_of(Deferred.fromCoroutine(
+        coordinator.handle_deleted_partitions([gone0, gone1])))
+    assert removed == 3
+    assert "only-gone" not in store.offsets and "only-gone" not in coordinator.groups
+    assert list(store.offsets["both"]) == [kept]
+
+
 def test_commit_that_the_store_does_not_finish_times_out() -> None:
     clock = task.Clock()
     store = MemoryGroupStore()
@@ -485,12 +502,13 @@ class _Partition:
 
 
 def test_leadership_listener_loads_and_unloads_offsets_partitions() -> None:
-    from kafkaclone.coordinator.group.coordinator import GroupConfig
+    from tests.coordinator.helpers import make_group_config
 
     clock = task.Clock()
     store = MemoryGroupStore()
     store.offsets["x"] = {TopicPartition("t", 0): OffsetAndMetadata(1)}
-    coordinator = GroupCoordinator(1, GroupConfig(offsets_topic_num_partitions=3), store, clock)
+    coordinator = GroupCoordinator(1, make_group_config(offsets_topic_num_partitions=3), store,
+                                   clock)
     coordinator.startup()
     home = partition_for("x", 3)
     coordinator.on_leadership_change(

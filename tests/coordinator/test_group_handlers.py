@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet import task
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -26,12 +27,12 @@ from kafkaclone.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.coordinator import GroupCoordinator
 from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.handlers.registry import HANDLERS, load_handlers
-from kafkaclone.server.metadata_cache import BrokerEndpoint
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.zk.znodes import OffsetCommitMetadata
 from tests.coordinator.helpers import MemoryGroupStore, make_coordinator, subscription
@@ -56,8 +57,8 @@ class FakeCache:
             return PartitionState(leader=1)
         return None
 
-    def leader_endpoint(self, topic: str, partition: int, listener: str) -> BrokerEndpoint | None:
-        return BrokerEndpoint(listener, "broker-1.local", 9092, 0)
+    def leader_endpoint(self, topic: str, partition: int, listener: str) -> EndPoint | None:
+        return EndPoint(listener, SecurityProtocol.PLAINTEXT, "broker-1.local", 9092)
 
 
 class FakeZk:
@@ -88,8 +89,9 @@ class FakeBroker:
     metadata_cache: FakeCache = field(default_factory=FakeCache)
     config: FakeConfig = field(default_factory=FakeConfig)
     zk_client: FakeZk = field(default_factory=FakeZk)
-    group_coordinator: Any = None
+    group_coordinator: GroupCoordinator = field(init=False)
     auto_created: list[str] = field(default_factory=list)
+    authorizer: Any = None
 
     def __post_init__(self) -> None:
         self.group_coordinator = make_coordinator(self.clock, self.store)

@@ -87,6 +87,18 @@ def test_unknown_names() -> None:
     assert LogConfig.from_props({"nope": "1"}, ignore_unknown=True) == LogConfig()
 
 
+def test_topic_overrides_over_broker_defaults() -> None:
+    defaults = LogConfig.from_broker_props({"log.segment.bytes": "2048",
+                                            "log.retention.hours": "1"})
+    config = LogConfig.from_topic_overrides(
+        {"retention.ms": "5000", "from.a.newer.broker": "x"}, defaults)
+    assert (config.segment_bytes, config.retention_ms) == (2048, 5000)
+    assert config.overridden == frozenset({"retention.ms"})
+    assert LogConfig.from_topic_overrides({}, defaults) == defaults
+    with pytest.raises(InvalidConfigError, match=r"segment\.bytes"):
+        LogConfig.from_topic_overrides({"segment.bytes": "1"}, defaults)
+
+
 def test_cross_key_validation() -> None:
     with pytest.raises(InvalidConfigError, match=r"min.compaction.lag.ms"):
         LogConfig.from_props({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kafkaclone.log.common import AppendOrigin
 from kafkaclone.log.log import Log
 from kafkaclone.protocol.records import build_record_batch
 from kafkaclone.tools.dump_log import main
@@ -26,7 +27,7 @@ def small_log(open_log: LogFactory) -> Log:
     log.append(build_record_batch([(b"k1", b"hello", [("h", b"x")], T0)]), leader_epoch=3)
     log.append(build_record_batch([(None, b"a", None, T0 + 1), (b"k", None, None, T0 + 2)],
                                   producer_id=7, producer_epoch=1, base_sequence=10),
-               leader_epoch=3)
+               leader_epoch=3, origin=AppendOrigin.REPLICATION)  # a client's would need seq 0
     log.close()
     return log
 
@@ -95,3 +96,20 @@ def test_script_entry_point(open_log: LogFactory, log_dir: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[1] == "Starting offset: 0"
+
+
+def test_dump_producer_snapshot(open_log: LogFactory, log_dir: Path) -> None:
+    log = open_log()
+    log.append(build_record_batch([(None, b"a", None, T0), (None, b"b", None, T0 + 1)],
+                                  producer_id=7, producer_epoch=1, base_sequence=0),
+               leader_epoch=3)
+    log.close()
+    path = log_dir / "00000000000000000002.snapshot"
+    status, out, _ = run("--files", str(path))
+    assert status == 0
+    assert out.splitlines()[1] == (
+        "producerId: 7 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: None "
+        f"firstSequence: 0 lastSequence: 1 lastOffset: 1 offsetDelta: 1 timestamp: {T0 + 1}")
+    path.write_bytes(b"\x00\x07")
+    status, _, err = run("--files", str(path))
+    assert "Snapshot is too short" in err

@@ -52,6 +52,23 @@ def test_scans_cross_chunk_boundaries(tmp_path: Path, monkeypatch: pytest.Monkey
         sizes = [len(view) for _, _, view in records.iter_batches()]
         assert sizes == [len(small), len(big), len(small), len(big), len(big)]
         assert len(list(records.iter_headers())) == 5
+        assert records.search_for_offset_with_size(0, len(small)) == (0, len(small), len(big))
+    finally:
+        records.close()
+
+
+def test_search_for_offset_with_size(tmp_path: Path) -> None:
+    batches = [make_batch(3, base_offset=offset) for offset in (0, 3, 6)]
+    records = records_file(tmp_path, *batches)
+    size = len(batches[0])
+    try:
+        assert records.search_for_offset_with_size(0, 0) == (2, 0, size)
+        assert records.search_for_offset_with_size(4, 0) == (5, size, size)
+        assert records.search_for_offset_with_size(4, 2 * size) == (8, 2 * size, size)
+        assert records.search_for_offset_with_size(9, 0) is None
+        for position, header in records.iter_headers():
+            assert header.size_in_bytes == size
+            assert header.last_offset == header.base_offset + 2 == position // size * 3 + 2
     finally:
         records.close()
 
@@ -65,6 +82,8 @@ def test_scans_refuse_impossible_lengths(tmp_path: Path) -> None:
             list(records.iter_headers())
         with pytest.raises(CorruptMessageError):
             list(records.iter_batches())
+        with pytest.raises(CorruptMessageError):
+            records.search_for_offset_with_size(10, 0)
     finally:
         records.close()
 

@@ -270,3 +270,18 @@ def test_a_dir_whose_logs_fail_to_load_goes_offline(manager: ManagerFactory,
     assert m.get_log(TP0) is None
     log1 = m.get_log(TP1)
     assert log1 is not None and log1.log_end_offset == 1
+
+
+def test_producers_expire_on_schedule(manager: ManagerFactory, clock: Clock) -> None:
+    m = manager({"transactional.id.expiration.ms": "100000",
+                 "producer.id.expiration.check.interval.ms": "60000"})
+    log = m.get_or_create_log(TP0, LogConfig())
+    log.append(make_batch(1, timestamp=T0, producer_id=7, producer_epoch=0, base_sequence=0),
+               leader_epoch=0)
+    assert 7 in log.producer_state_manager.producers
+    clock.advance(31)  # the first check, 30 s after startup: not yet 100 s old
+    assert 7 in log.producer_state_manager.producers
+    clock.advance(60)
+    assert 7 in log.producer_state_manager.producers
+    clock.advance(60)
+    assert 7 not in log.producer_state_manager.producers

@@ -11,6 +11,7 @@ import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, succeed
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import NetworkExceptionError, RequestTimedOutError
 from kafkaclone.controller.channel_manager import (
     UM,
@@ -23,7 +24,7 @@ from kafkaclone.protocol.api import APIS, decode_request, encode_response
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.testing.zookeeper import free_port
-from kafkaclone.zk.znodes import BrokerId, BrokerInfo, EndPoint
+from kafkaclone.zk.znodes import BrokerId, BrokerInfo
 
 R: Any = reactor
 
@@ -124,7 +125,8 @@ def test_controller_channel_retries_until_the_broker_answers() -> None:
     port = free_port()
     channel = ControllerChannelManager(R, 1, "PLAINTEXT", request_timeout=2.0,
                                        retry_backoff=0.05)
-    info = BrokerInfo(BrokerId(2), (EndPoint("127.0.0.1", port, "PLAINTEXT", "PLAINTEXT"),))
+    info = BrokerInfo(BrokerId(2),
+                      (EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", port),))
     answers: list[Any] = []
     try:
         channel.add_broker(info)

@@ -27,6 +27,11 @@ from kafkaclone.server.handlers.registry import RegisteredHandler, load_handlers
 from kafkaclone.server.request_handler import RequestHandler
 
 
+class ApiVersionsOnlyBroker:
+    """The broker behind these dispatchers: the tests send only ApiVersions, which answers
+    from the handler registry and uses nothing of the broker."""
+
+
 def kafka_python_api_versions(version, correlation_id=1, name="kafka-python", sw="3.0"):
     fields = {"client_software_name": name, "client_software_version": sw} if version >= 3 else {}
     request = ApiVersionsRequest(version=version, **fields)
@@ -54,7 +59,7 @@ def frames(data: bytes):
 
 @pytest.fixture
 def broker_dispatcher():
-    return RequestHandler()
+    return RequestHandler(ApiVersionsOnlyBroker())
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
@@ -161,7 +166,7 @@ def test_handler_failure_closes_the_connection_and_is_logged(caplog):
 
     handlers = dict(load_handlers())
     handlers[ApiKey.API_VERSIONS] = RegisteredHandler(ApiKey.API_VERSIONS, 0, 3, broken)
-    conn, transport = connect(RequestHandler(handlers=handlers))
+    conn, transport = connect(RequestHandler(ApiVersionsOnlyBroker(), handlers))
     with caplog.at_level(logging.ERROR):
         conn.dataReceived(kafka_python_api_versions(3))
     assert transport.disconnecting
@@ -184,7 +189,7 @@ def test_handler_returning_none_sends_nothing():
         return None
 
     handlers = {ApiKey.API_VERSIONS: RegisteredHandler(ApiKey.API_VERSIONS, 0, 3, silent)}
-    dispatcher = RequestHandler(handlers=handlers)
+    dispatcher = RequestHandler(ApiVersionsOnlyBroker(), handlers)
     conn, transport = connect(dispatcher)
     conn.dataReceived(kafka_python_api_versions(2))
     assert transport.value() == b""
@@ -193,7 +198,7 @@ def test_handler_returning_none_sends_nothing():
 
 def test_pipelined_requests_over_real_tcp():
     """A client on a real socket pipelines three requests; three ordered answers come back."""
-    factory = KafkaServerFactory(RequestHandler())
+    factory = KafkaServerFactory(RequestHandler(ApiVersionsOnlyBroker()))
     port = reactor.listenTCP(0, factory, interface="127.0.0.1")
     received = bytearray()
     errors: list[BaseException] = []

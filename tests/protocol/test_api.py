@@ -46,6 +46,9 @@ KAFKA_2_8_RANGES = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 0),
+    ApiKey.DESCRIBE_ACLS: (0, 2),
+    ApiKey.CREATE_ACLS: (0, 2),
+    ApiKey.DELETE_ACLS: (0, 2),
 }
 
 # The first flexible (KIP-482) version of each API in Kafka 2.8; None: never flexible.
@@ -61,6 +64,7 @@ FIRST_FLEXIBLE = {
     ApiKey.DESCRIBE_CONFIGS: 4, ApiKey.ALTER_CONFIGS: 2, ApiKey.SASL_AUTHENTICATE: 2,
     ApiKey.CREATE_PARTITIONS: 2, ApiKey.DELETE_GROUPS: 2, ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.OFFSET_DELETE: None, ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.DESCRIBE_ACLS: 2, ApiKey.CREATE_ACLS: 2, ApiKey.DELETE_ACLS: 2,
 }
 
 

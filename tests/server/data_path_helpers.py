@@ -11,14 +11,14 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from kafkaclone.cluster.partition import PartitionState
+from kafkaclone.cluster.partition import LeaderAndIsrPartitionState
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
@@ -26,6 +26,8 @@ from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec, build_record_batch
+from kafkaclone.server.config import KafkaConfig
+from kafkaclone.server.metadata_cache import LiveBroker
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
 
@@ -46,12 +48,20 @@ class FakeMetadataCache:
     def __init__(self) -> None:
         self.partitions: set[TopicPartition] = set()
         self.dead_brokers: set[int] = set()
+        self.racks: dict[int, str | None] = {}
+        """Live brokers with an endpoint on every listener, and their racks."""
 
     def partition_state(self, topic: str, partition: int) -> Any:
         return object() if TopicPartition(topic, partition) in self.partitions else None
 
     def is_alive(self, broker_id: int) -> bool:
         return broker_id not in self.dead_brokers
+
+    def partition_replica_endpoints(self, topic: str, partition: int,
+                                    listener: str) -> dict[int, LiveBroker]:
+        endpoint = EndPoint(listener, SecurityProtocol.PLAINTEXT, "127.0.0.1", 9092)
+        return {b: LiveBroker(b, rack, {listener: endpoint}) for b, rack in self.racks.items()
+                if b not in self.dead_brokers}
 
 
 class TopicConfigs:
@@ -74,7 +84,13 @@ class DataPathBroker:
     log_manager: LogManager
     topic_configs: TopicConfigs
     broker_id: int = BROKER_ID
-    config: Any = field(default_factory=lambda: SimpleNamespace(fetch_max_bytes=57_671_680))
+    authorizer: Any = None
+    config: KafkaConfig = field(default_factory=lambda: KafkaConfig(
+        {"zookeeper.connect": "127.0.0.1:2181"}))
+
+    @property
+    def reactor(self) -> Clock:
+        return self.clock
 
     @property
     def dispatcher(self) -> RequestHandler:
@@ -96,9 +112,10 @@ class DataPathBroker:
         if configs is not None:
             self.topic_configs.overrides[topic] = dict(configs)
         states = [
-            PartitionState(topic, p, controller_epoch=1, leader=leader,
-                           leader_epoch=leader_epoch, isr=isr if isr is not None else replicas,
-                           zk_version=0, replicas=replicas, is_new=True)
+            LeaderAndIsrPartitionState(
+                topic, p, controller_epoch=1, leader=leader, leader_epoch=leader_epoch,
+                isr=isr if isr is not None else replicas, zk_version=0, replicas=replicas,
+                is_new=True)
             for p in partitions
         ]
         self.metadata_cache.partitions.update(s.topic_partition for s in states)
@@ -207,7 +224,7 @@ def fetch_request(offsets: Mapping[tuple[str, int], int], *, replica_id: int = -
                   partition_max_bytes: int = 1 << 20, isolation_level: int = 0,
                   current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
                   log_start_offset: int = -1, session_id: int = 0,
-                  session_epoch: int = -1) -> Any:
+                  session_epoch: int = -1, rack_id: str = "") -> Any:
     s = FETCH.structs
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
@@ -219,7 +236,7 @@ def fetch_request(offsets: Mapping[tuple[str, int], int], *, replica_id: int = -
                  max_bytes=max_bytes, isolation_level=isolation_level, session_id=session_id,
                  session_epoch=session_epoch,
                  topics=[s["FetchTopic"](topic=t, partitions=ps) for t, ps in by_topic.items()],
-                 forgotten_topics_data=[], rack_id="")
+                 forgotten_topics_data=[], rack_id=rack_id)
 
 
 def fetched(response: Any, topic: str, partition: int) -> Any:

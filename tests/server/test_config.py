@@ -1,4 +1,4 @@
-"""The broker configuration: kafkaclone.server.config and kafkaclone.cluster.endpoint."""
+"""The broker configuration: kafkaclone.server.config."""
 
 from __future__ import annotations
 
@@ -7,12 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkaclone.cluster.endpoint import (
-    EndPoint,
-    SecurityProtocol,
-    parse_listeners,
-    parse_security_protocol_map,
-)
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import InvalidConfigError
 from kafkaclone.log.config import LOG_MANAGER_CONFIG_KEYS, LogConfig
 from kafkaclone.server.config import (
@@ -29,6 +24,8 @@ from kafkaclone.server.config import (
     parse_properties,
     topic_config_synonyms,
 )
+from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
+from kafkaclone.server.replica_manager import ReplicaManagerConfig
 from kafkaclone.tools import config_doc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,6 +134,14 @@ def test_derived_defaults() -> None:
     assert cfg.inter_broker_security_protocol is SecurityProtocol.PLAINTEXT
     assert cfg.control_plane_listener is None
     assert cfg.offsets_storage == "zookeeper"
+
+
+def test_the_broker_parts_config_defaults_are_the_tables() -> None:
+    cfg = config()
+    assert ReplicaManagerConfig() == ReplicaManagerConfig.from_kafka_config(cfg)
+    assert ReplicaFetcherConfig(cfg.broker_id) == ReplicaFetcherConfig.from_kafka_config(cfg)
+    assert ReplicaManagerConfig().replica_lag_time_max_ms == BROKER_CONFIG[
+        "replica.lag.time.max.ms"].default == 30_000
 
 
 def test_every_key_is_documented_and_grouped() -> None:
@@ -529,50 +534,6 @@ def test_inter_broker_and_control_plane_checks(
     assert fragment in str(error)
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("PLAINTEXT://127.0.0.1:9092", EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT,
-                                                "127.0.0.1", 9092)),
-        ("plaintext://:0", EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, None, 0)),
-        ("SSL://[::1]:9093", EndPoint("SSL", SecurityProtocol.SSL, "::1", 9093)),
-        ("SASL_SSL://my-host.example.com:9094",
-         EndPoint("SASL_SSL", SecurityProtocol.SASL_SSL, "my-host.example.com", 9094)),
-    ],
-)
-def test_endpoint_parse(text: str, expected: EndPoint) -> None:
-    endpoint = EndPoint.parse(text)
-    assert endpoint == expected
-    assert EndPoint.parse(endpoint.connection_string) == endpoint
-
-
-def test_endpoint_connection_strings() -> None:
-    assert EndPoint.parse("SSL://[::1]:9093").connection_string == "SSL://[::1]:9093"
-    assert str(EndPoint.parse("plaintext://:9092")) == "PLAINTEXT://:9092"
-
-
-def test_parse_listeners_with_a_map() -> None:
-    protocol_map = parse_security_protocol_map(" internal : plaintext , EXTERNAL:SASL_SSL ")
-    assert protocol_map == {
-        "INTERNAL": SecurityProtocol.PLAINTEXT, "EXTERNAL": SecurityProtocol.SASL_SSL
-    }
-    endpoints = parse_listeners("INTERNAL://:9092 , EXTERNAL://h:9093,", protocol_map)
-    assert [e.security_protocol for e in endpoints] == [
-        SecurityProtocol.PLAINTEXT, SecurityProtocol.SASL_SSL
-    ]
-    assert parse_listeners("") == []
-    # Port 0 (ephemeral) may repeat; other ports only where distinct ports are not required.
-    assert len(parse_listeners("PLAINTEXT://:0,SSL://:0")) == 2
-    assert len(parse_listeners("PLAINTEXT://a:1,SSL://b:1", require_distinct_ports=False)) == 2
-
-
-def test_security_protocol_ids_are_kafkas() -> None:
-    assert [(p.name, p.value) for p in SecurityProtocol] == [
-        ("PLAINTEXT", 0), ("SSL", 1), ("SASL_PLAINTEXT", 2), ("SASL_SSL", 3)
-    ]
-    assert SecurityProtocol.for_name("sasl_ssl") is SecurityProtocol.SASL_SSL
-
-
 # --- versions -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
@@ -695,3 +656,12 @@ def test_log_manager_rows_are_placed_in_the_broker_table() -> None:
         assert BROKER_CONFIG[key.name].group, key.name
     assert BROKER_CONFIG["broker.id"].group == "General"
     assert BROKER_CONFIG["replica.high.watermark.checkpoint.interval.ms"].group == "Replication"
+
+
+def test_replica_selector_class() -> None:
+    assert config().replica_selector_class is None
+    name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert KafkaConfig({**ZK, "replica.selector.class": name}).replica_selector_class == name
+    error = config_error({"replica.selector.class": "com.example.NearestReplicaSelector"})
+    assert "replica.selector.class" in str(error) and "\n" not in str(error)
+    assert name in str(error)

@@ -1,4 +1,5 @@
-"""The purgatory on a task.Clock, and the leader's ISR writes to a real ZooKeeper
+"""The purgatory on a task.Clock; the admin requests' delayed operations over a metadata
+cache fed UpdateMetadata requests; and the leader's ISR writes to a real ZooKeeper
 (ZkIsrManager: conditional on the state znode's version, announced under
 /isr_change_notification after Kafka's quiet period)."""
 
@@ -9,7 +10,15 @@ import json
 from twisted.internet.task import Clock
 
 from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.delayed.admin import (
+    DelayedCreatePartitions,
+    DelayedDeleteTopics,
+    DelayedElectLeader,
+)
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
+from kafkaclone.server.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from kafkaclone.server.replica_manager import ZkIsrManager
 from kafkaclone.testing.reactor import run
 from kafkaclone.zk.client import KafkaZkClient
@@ -96,6 +105,88 @@ def test_purge_drops_completed_watchers() -> None:
     assert purgatory.watched == 4
     purgatory.try_complete_else_watch(Waiting(10_000, [False]), ["c"])  # third: purges
     assert purgatory.watched == 3
+
+
+_UPDATE = APIS[ApiKey.UPDATE_METADATA].request
+
+
+def publish(cache: MetadataCache, topic: str, leaders: dict[int, int]) -> None:
+    """An UpdateMetadata v7 naming ``topic``'s partitions with these leaders."""
+    s = _UPDATE.structs
+    cache.update_metadata(_UPDATE(
+        controller_id=1, controller_epoch=1, broker_epoch=-1, live_brokers=[],
+        topic_states=[s["UpdateMetadataTopicState"](topic_name=topic, partition_states=[
+            s["UpdateMetadataPartitionState"](
+                partition_index=p, controller_epoch=1, leader=leader, leader_epoch=0,
+                isr=[1, 2], zk_version=0, replicas=[1, 2], offline_replicas=[])
+            for p, leader in leaders.items()])]), 7)
+
+
+def test_delayed_create_partitions_waits_for_every_leader() -> None:
+    clock, cache = Clock(), MetadataCache(1)
+    purgatory: DelayedOperationPurgatory[DelayedOperation] = DelayedOperationPurgatory(
+        "topic", clock)
+    answers: list[set[str]] = []
+    op = DelayedCreatePartitions(5000, {"t": {0, 1}}, cache, answers.append)
+    assert not purgatory.try_complete_else_watch(op, ["t"])
+    publish(cache, "t", {0: 1, 1: -1})  # partition 1 has no leader yet
+    assert purgatory.check_and_complete("t") == 0 and answers == []
+    publish(cache, "t", {1: 2})
+    assert purgatory.check_and_complete("t") == 1
+    assert answers == [set()] and not clock.getDelayedCalls()
+
+
+def test_delayed_create_partitions_answers_the_leaderless_topics_at_the_timeout() -> None:
+    clock, cache = Clock(), MetadataCache(1)
+    purgatory: DelayedOperationPurgatory[DelayedOperation] = DelayedOperationPurgatory(
+        "topic", clock)
+    answers: list[set[str]] = []
+    publish(cache, "ready", {0: 1})
+    purgatory.try_complete_else_watch(
+        DelayedCreatePartitions(200, {"ready": {0}, "slow": {0}}, cache, answers.append),
+        ["ready", "slow"])
+    clock.advance(0.199)
+    assert answers == []
+    clock.advance(0.002)
+    assert answers == [{"slow"}] and purgatory.watched == 0
+
+
+def test_delayed_delete_topics_waits_until_the_cache_drops_them() -> None:
+    clock, cache = Clock(), MetadataCache(1)
+    purgatory: DelayedOperationPurgatory[DelayedOperation] = DelayedOperationPurgatory(
+        "topic", clock)
+    publish(cache, "a", {0: 1})
+    publish(cache, "b", {0: 1})
+    answers: list[set[str]] = []
+    purgatory.try_complete_else_watch(
+        DelayedDeleteTopics(1000, ["a", "b"], cache, answers.append), ["a", "b"])
+    publish(cache, "a", {0: LEADER_DURING_DELETE})
+    assert purgatory.check_and_complete("a") == 0
+    clock.advance(1.001)
+    assert answers == [{"b"}]
+    # Nothing left to wait for: complete at once.
+    purgatory.try_complete_else_watch(
+        DelayedDeleteTopics(1000, ["a"], cache, answers.append), ["a"])
+    assert answers == [{"b"}, set()]
+
+
+def test_delayed_elect_leader_waits_for_the_elected_leader() -> None:
+    clock, cache = Clock(), MetadataCache(1)
+    purgatory: DelayedOperationPurgatory[DelayedElectLeader] = DelayedOperationPurgatory(
+        "ElectLeader", clock)
+    publish(cache, "t", {0: 1, 1: 1})
+    answers: list[set[TopicPartition]] = []
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    purgatory.try_complete_else_watch(
+        DelayedElectLeader(1000, {t0: 2, t1: 2}, cache, answers.append), [t0, t1])
+    publish(cache, "t", {0: 2})
+    assert purgatory.check_and_complete(t0) == 0
+    publish(cache, "t", {1: 2})
+    assert purgatory.check_and_complete(t1) == 1 and answers == [set()]
+    purgatory.try_complete_else_watch(
+        DelayedElectLeader(1000, {t0: 1, t1: 2}, cache, answers.append), [t0, t1])
+    clock.advance(1.001)
+    assert answers == [set(), {t0}]
 
 
 def test_isr_update_is_conditional_and_announced(zk_client: KafkaZkClient) -> None:

@@ -1,6 +1,7 @@
 """Fetch through the dispatcher: consumers up to the high watermark, followers up to the log
 end offset (and what their fetches do on the leader: high watermark, ISR expand and
-shrink), KIP-74 byte limits, long polls, errors, fetch sessions, leader epochs."""
+shrink), KIP-74 byte limits, long polls, errors, fetch sessions, leader epochs, follower
+fetching (KIP-392)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from twisted.internet.task import Clock
 
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.records import build_record_batch
+from kafkaclone.server.replica_selector import RackAwareReplicaSelector
 from tests.server.data_path_helpers import (
     FETCH,
+    START_MS,
     DataPathBroker,
     batch,
     close_broker,
@@ -92,7 +96,11 @@ def test_offset_out_of_range_and_unknown_partitions(broker: DataPathBroker) -> N
         OFFSET_OUT_OF_RANGE, -1, -1)
     assert bytes(beyond.records or b"") == b""
     assert fetched(response, "missing", 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
-    assert fetched(response, "f", 0).error_code == NOT_LEADER_OR_FOLLOWER
+    # Kafka 2.8: a v11+ consumer may read a follower (KIP-392; here it has nothing below its
+    # high watermark); before v11 only the leader answers.
+    assert fetched(response, "f", 0).error_code == NONE
+    older = broker.call(ApiKey.FETCH, 10, fetch_request({("f", 0): 0}))
+    assert fetched(older, "f", 0).error_code == NOT_LEADER_OR_FOLLOWER
     # At the log end offset exactly: no error, no data.
     at_end = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 2})), "t", 0)
     assert (at_end.error_code, records_of(at_end)) == (NONE, [])
@@ -305,3 +313,114 @@ def test_fetch_from_a_non_replica_returns_no_records(broker: DataPathBroker) -> 
                    "t", 0)
     assert (data.error_code, records_of(data)) == (NONE, [])
     assert broker.log("t").high_watermark == 0
+
+
+# -- follower fetching (KIP-392) ------------------------------------------------------------------
+
+
+def _three_racks(broker: DataPathBroker) -> None:
+    """Broker 1 (this one, rack a) leads t-0, replicated to 2 (rack b) and 3 (rack c), with
+    RackAwareReplicaSelector configured; both followers have fetched offsets 0-2."""
+    broker.metadata_cache.racks = {1: "a", 2: "b", 3: "c"}
+    broker.replica_manager.replica_selector = RackAwareReplicaSelector()
+    broker.host("t", [0], replicas=(1, 2, 3))
+    produce(broker, "t", 0, b"a", b"b", b"c")
+    for follower in (2, 3):
+        broker.call(ApiKey.FETCH, 12, fetch_request({("t", 0): 3}, replica_id=follower,
+                                                    log_start_offset=0))
+
+
+def test_leader_sends_a_consumer_to_the_follower_in_its_rack(broker: DataPathBroker) -> None:
+    _three_racks(broker)
+    for rack, preferred in (("b", 2), ("c", 3)):
+        data = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 1},
+                                                                   rack_id=rack)), "t", 0)
+        assert (data.error_code, data.preferred_read_replica, records_of(data)) == (
+            NONE, preferred, [])
+        assert (data.high_watermark, data.log_start_offset) == (3, 0)
+    # The leader's own rack, an unknown rack, no rack, a version before 11: the leader reads.
+    for version, rack in ((11, "a"), (11, "elsewhere"), (11, ""), (10, "b")):
+        data = fetched(broker.call(ApiKey.FETCH, version, fetch_request({("t", 0): 1},
+                                                                        rack_id=rack)), "t", 0)
+        assert records_of(data) == [(0, b"a"), (1, b"b"), (2, b"c")]  # the whole batch
+        if version >= 11:
+            assert data.preferred_read_replica == -1
+
+
+def test_only_followers_that_have_the_offset_are_preferred(broker: DataPathBroker) -> None:
+    _three_racks(broker)
+    produce(broker, "t", 0, b"d")
+    broker.call(ApiKey.FETCH, 12, fetch_request({("t", 0): 4}, replica_id=2,
+                                                log_start_offset=0))
+    # Follower 3 is at 3: a consumer of rack c at offset 4 stays on the leader (Kafka 2.8
+    # filters on the follower's log end offset, whether in the ISR or not).
+    behind = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 4}, rack_id="c")),
+                     "t", 0)
+    assert (behind.error_code, behind.preferred_read_replica) == (NONE, -1)
+    ahead = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 4}, rack_id="b")),
+                    "t", 0)
+    assert ahead.preferred_read_replica == 2
+    # A dead follower (not in the metadata cache's live brokers) is never preferred.
+    broker.metadata_cache.dead_brokers.add(2)
+    gone = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 4}, rack_id="b")),
+                   "t", 0)
+    assert gone.preferred_read_replica == -1
+
+
+def test_without_a_selector_the_leader_serves(broker: DataPathBroker) -> None:
+    _three_racks(broker)
+    broker.replica_manager.replica_selector = None
+    data = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, rack_id="b")),
+                   "t", 0)
+    assert (data.preferred_read_replica, len(records_of(data))) == (-1, 3)
+
+
+def test_preferred_replica_answer_waits_like_an_empty_read(broker: DataPathBroker) -> None:
+    # Kafka 2.8: the redirect reads no bytes, so with min_bytes a consumer's long poll waits
+    # max_wait_ms, then answers the preferred replica.
+    _three_racks(broker)
+    waiting = broker.send(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, rack_id="b",
+                                                          max_wait_ms=500))
+    assert pending(waiting)
+    broker.advance_ms(500)
+    assert fetched(settled(waiting), "t", 0).preferred_read_replica == 2
+
+
+def test_a_follower_serves_consumers_up_to_its_high_watermark(broker: DataPathBroker) -> None:
+    broker.host("f", [0], leader=2, replicas=(2, 1), leader_epoch=1)
+    partition = broker.replica_manager.get_partition(TopicPartition("f", 0))
+    assert partition is not None
+    for base, values in ((0, (b"a", b"b")), (2, (b"c",))):
+        partition.append_records_to_follower(build_record_batch(
+            [(None, v, None, START_MS + i) for i, v in enumerate(values)], base_offset=base))
+    partition.update_follower_high_watermark(2)
+    data = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("f", 0): 0})), "f", 0)
+    assert (data.error_code, data.high_watermark) == (NONE, 2)
+    assert records_of(data) == [(0, b"a"), (1, b"b")]  # the batch up to the high watermark
+    # Between its high watermark and its log end offset: nothing yet, no error.
+    between = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("f", 0): 3})), "f", 0)
+    assert (between.error_code, records_of(between)) == (NONE, [])
+    # Beyond its log end offset: OFFSET_OUT_OF_RANGE (the consumer goes back to the leader).
+    beyond = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("f", 0): 4})), "f", 0)
+    assert beyond.error_code == OFFSET_OUT_OF_RANGE
+    # A fetch naming an older leader epoch is fenced on the follower too.
+    fenced = fetched(broker.call(ApiKey.FETCH, 11, fetch_request(
+        {("f", 0): 0}, current_leader_epoch=0)), "f", 0)
+    assert fenced.error_code == FENCED_LEADER_EPOCH
+    # A consumer before v11 and a debugging consumer before v11 only read the leader.
+    for replica_id in (-1, -2):
+        old = fetched(broker.call(ApiKey.FETCH, 10, fetch_request(
+            {("f", 0): 0}, replica_id=replica_id)), "f", 0)
+        assert old.error_code == NOT_LEADER_OR_FOLLOWER
+
+
+def test_an_incremental_fetch_session_always_carries_the_preferred_replica(
+        broker: DataPathBroker) -> None:
+    # Kafka's CachedPartition.maybeUpdateResponseData: a preferred read replica must respond.
+    _three_racks(broker)
+    full = broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, rack_id="b",
+                                                       session_id=0, session_epoch=0))
+    assert fetched(full, "t", 0).preferred_read_replica == 2 and full.session_id != 0
+    incremental = broker.call(ApiKey.FETCH, 11, fetch_request(
+        {}, rack_id="b", session_id=full.session_id, session_epoch=1))
+    assert fetched(incremental, "t", 0).preferred_read_replica == 2

@@ -17,9 +17,16 @@ from twisted.internet import reactor
 from twisted.internet.testing import StringTransport
 
 from kafkaclone.common.errors import LeaderNotAvailableError
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.delayed.admin import (
+    DelayedCreatePartitions,
+    DelayedDeleteTopics,
+    DelayedElectLeader,
+)
+from kafkaclone.server.delayed.purgatory import DelayedOperationPurgatory
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.request_handler import RequestHandler
 
@@ -37,7 +44,12 @@ class FakeBroker:
     controller_epoch: int = 0
     broker_epoch: int = 100
     auto_create_topics_enable: bool = False
+    authorizer: object = None
     created: list[str] = field(default_factory=list)
+    topic_purgatory: DelayedOperationPurgatory = field(
+        default_factory=lambda: DelayedOperationPurgatory("topic", reactor))
+    elect_leader_purgatory: DelayedOperationPurgatory = field(
+        default_factory=lambda: DelayedOperationPurgatory("ElectLeader", reactor))
 
     async def auto_create_topics(self, names):
         self.created.extend(names)
@@ -188,6 +200,30 @@ def test_topic_deletion_removes_partitions(broker, dispatcher):
     assert broker.metadata_cache.all_topics() == ["demo"]
     apply_update(dispatcher, update_metadata_request(delete_topic=True))
     assert broker.metadata_cache.all_topics() == []
+
+
+def test_update_metadata_completes_the_admin_requests_waiting_on_what_it_names(
+        broker, dispatcher):
+    cache = broker.metadata_cache
+    created, deleted, elected = [], [], []
+    broker.topic_purgatory.try_complete_else_watch(
+        DelayedCreatePartitions(60_000, {"demo": {0, 1, 2}}, cache, created.append), ["demo"])
+    broker.topic_purgatory.try_complete_else_watch(
+        DelayedCreatePartitions(60_000, {"other": {0}}, cache, created.append), ["other"])
+    demo_1 = TopicPartition("demo", 1)
+    broker.elect_leader_purgatory.try_complete_else_watch(
+        DelayedElectLeader(60_000, {demo_1: 3}, cache, elected.append), [demo_1])
+    assert apply_update(dispatcher, update_metadata_request(leaders=(1, 2, 1))) == 0
+    assert created == [set()] and elected == []  # "other" is not named; leader 1 is not 3
+    assert apply_update(dispatcher, update_metadata_request(leaders=(1, 3, 1))) == 0
+    assert elected == [set()]
+    broker.topic_purgatory.try_complete_else_watch(
+        DelayedDeleteTopics(60_000, ["demo"], cache, deleted.append), ["demo"])
+    assert apply_update(dispatcher, update_metadata_request(delete_topic=True)) == 0
+    assert deleted == [set()]
+    assert broker.topic_purgatory.delayed == 1  # "other" still waits
+    broker.topic_purgatory.shutdown()
+    assert created == [set(), {"other"}]
 
 
 @pytest.mark.parametrize("version", [0, 1, 4, 5, 6])

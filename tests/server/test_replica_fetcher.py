@@ -20,7 +20,7 @@ from twisted.internet.defer import Deferred, fail
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
-from kafkaclone.cluster.partition import PartitionState
+from kafkaclone.cluster.partition import LeaderAndIsrPartitionState
 from kafkaclone.common.errors import NetworkExceptionError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
@@ -30,7 +30,7 @@ from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.replica_fetcher import (
     BrokerEndPoint,
     ReplicaFetcherConfig,
-    ReplicaState,
+    ReplicaFetchState,
     fetcher_id_for,
     java_string_hash,
 )
@@ -167,9 +167,10 @@ class Network:
     def leader_and_isr(self, broker_ids: tuple[int, ...], *, leader: int, leader_epoch: int,
                        replicas: tuple[int, ...] = (1, 2, 3),
                        isr: tuple[int, ...] | None = None, tp: TopicPartition = TP) -> None:
-        state = PartitionState(tp.topic, tp.partition, controller_epoch=1, leader=leader,
-                               leader_epoch=leader_epoch, isr=isr or replicas, zk_version=0,
-                               replicas=replicas, is_new=True)
+        state = LeaderAndIsrPartitionState(
+            tp.topic, tp.partition, controller_epoch=1, leader=leader,
+            leader_epoch=leader_epoch, isr=isr or replicas, zk_version=0,
+            replicas=replicas, is_new=True)
         self.cache.partitions.add(tp)
         for broker_id in broker_ids:
             result = settled(Deferred.fromCoroutine(
@@ -388,7 +389,7 @@ def test_new_followers_start_as_kafka_28_does(tmp_path: Path) -> None:
         network.down.add(1)  # keep the follower from leaving its initial state
         network.leader_and_isr((2,), leader=1, leader_epoch=0)
         state = network.fetchers(2).fetch_state(TP)
-        assert state is not None and state.state is ReplicaState.TRUNCATING
+        assert state is not None and state.state is ReplicaFetchState.TRUNCATING
     finally:
         network.close()
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from twisted.internet import reactor
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
@@ -61,6 +62,7 @@ class Broker:
     broker_id: int = 1
     broker_epoch: int = 100
     metadata_cache: MetadataCache = field(default_factory=lambda: MetadataCache(1))
+    authorizer: Any = None
 
 
 @pytest.fixture
@@ -74,7 +76,8 @@ def log_manager(tmp_path: Path) -> Iterator[LogManager]:
 
 @pytest.fixture
 def broker(log_manager: LogManager, zk_client: KafkaZkClient) -> Broker:
-    return Broker(ReplicaManager(1, log_manager, zk_client), Controller(active=True))
+    return Broker(ReplicaManager(1, log_manager, zk_client, clock=reactor),
+                  Controller(active=True))
 
 
 @pytest.fixture

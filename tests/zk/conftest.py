@@ -1,21 +1,62 @@
-"""ZooKeeper-layer test helpers: the shared fixtures are in tests/conftest.py; this adds a
-TCP proxy that cuts the client's connection without restarting ZooKeeper."""
+"""ZooKeeper-layer test helpers: the shared fixtures are in tests/conftest.py; this adds
+ZooKeeperClients, a guard against blocking kazoo calls on the reactor thread, and a TCP
+proxy that cuts the client's connection without restarting ZooKeeper."""
 
 from __future__ import annotations
 
 import contextlib
 import selectors
 import socket
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.testing.zookeeper import ZooKeeperServer
+from kafkaclone.zk.zookeeper_client import ZooKeeperClient
 from tests.conftest import ClientFactory
 
-__all__ = ["ClientFactory", "TcpProxy", "run", "run_until"]
+__all__ = ["MAIN_THREAD", "ClientFactory", "TcpProxy", "ZooKeeperClientFactory", "run",
+           "run_until"]
+
+MAIN_THREAD = threading.main_thread()
+"""The reactor thread of these tests."""
+
+ZooKeeperClientFactory = Callable[..., ZooKeeperClient]
+
+
+@pytest.fixture
+def make_zookeeper_client(make_client: ClientFactory) -> ZooKeeperClientFactory:
+    """Start ZooKeeperClients in the test's chroot (each the session of a KafkaZkClient from
+    ``make_client``, so all are closed at teardown)."""
+    return lambda *args, **kwargs: make_client(*args, **kwargs).zookeeper_client
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_kazoo_calls_on_the_reactor_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reactor is this (main) thread: any blocking kazoo call made on it from
+    kafkaclone code fails the test. Test code inspects znodes with the blocking client
+    ``zk`` freely, so only calls coming from kafkaclone.zk are refused."""
+
+    def guard(name: str) -> None:
+        original = getattr(KazooClient, name)
+
+        def checked(self: KazooClient, *args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is MAIN_THREAD:
+                caller = sys._getframe(1).f_globals.get("__name__", "")
+                if caller.startswith("kafkaclone.zk"):
+                    raise AssertionError(f"blocking KazooClient.{name} on the reactor thread")
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(KazooClient, name, checked)
+
+    for name in ("start", "stop", "get", "set", "create", "exists", "get_children",
+                 "delete", "ensure_path", "sync", "restart"):  # fmt: skip
+        guard(name)
 
 
 class TcpProxy:

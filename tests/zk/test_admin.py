@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import (
     BrokerNotAvailableError,
     InvalidConfigError,
@@ -24,13 +25,16 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.zk.admin import (
     AdminZkClient,
+    BrokerMetadata,
+    RackAwareMode,
     assign_replicas_to_brokers,
     has_collision,
+    rack_alternated_broker_list,
     validate_topic_name,
 )
 from kafkaclone.zk.client import KafkaZkClient
-from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
-from kafkaclone.zk.znodes import BrokerId, BrokerInfo, EndPoint, kafka_uuid_from_string
+from kafkaclone.zk.errors import AdminOperationError, TopicAlreadyMarkedForDeletionError
+from kafkaclone.zk.znodes import BrokerId, BrokerInfo, kafka_uuid_from_string
 from tests.zk.conftest import run
 
 TOPIC_ID = kafka_uuid_from_string("cMr3GpVESX2L3byPGf93lQ")
@@ -40,9 +44,17 @@ TOPIC_ID = kafka_uuid_from_string("cMr3GpVESX2L3byPGf93lQ")
 def admin(zk_client: KafkaZkClient) -> AdminZkClient:
     run(zk_client.create_top_level_paths())
     for broker_id in (1, 2, 3):
-        endpoint = EndPoint("h", 9090 + broker_id, "PLAINTEXT", "PLAINTEXT")
+        endpoint = EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "h", 9090 + broker_id)
         run(zk_client.register_broker(BrokerInfo(BrokerId(broker_id), (endpoint,))))
     return AdminZkClient(zk_client, rng=random.Random(7))
+
+
+def brokers(*ids: int) -> list[BrokerMetadata]:
+    return [BrokerMetadata(i) for i in ids]
+
+
+def racked(racks: dict[int, str]) -> list[BrokerMetadata]:
+    return [BrokerMetadata(i, rack) for i, rack in sorted(racks.items())]
 
 
 def tree(zk: KazooClient, path: str = "/") -> dict[str, tuple[bytes, int]]:
@@ -61,7 +73,8 @@ def tree(zk: KazooClient, path: str = "/") -> dict[str, tuple[bytes, int]]:
 
 def test_assignment_of_kafkas_documented_example() -> None:
     # AdminUtils' scaladoc: 5 brokers, 10 partitions, 3 replicas, start at broker-0
-    assignment = assign_replicas_to_brokers([0, 1, 2, 3, 4], 10, 3, fixed_start_index=0)
+    assignment = assign_replicas_to_brokers(
+        brokers(0, 1, 2, 3, 4), 10, 3, fixed_start_index=0)
     assert assignment == {
         0: (0, 1, 2), 1: (1, 2, 3), 2: (2, 3, 4), 3: (3, 4, 0), 4: (4, 0, 1),
         5: (0, 2, 3), 6: (1, 3, 4), 7: (2, 4, 0), 8: (3, 0, 1), 9: (4, 1, 2),
@@ -71,20 +84,22 @@ def test_assignment_of_kafkas_documented_example() -> None:
 def test_assignment_with_fixed_start_and_shift() -> None:
     # worked by hand from Kafka's algorithm: start index 2, first shift 1, 4 brokers
     assert assign_replicas_to_brokers(
-        [10, 20, 30, 40], 5, 2, fixed_start_index=2, fixed_replica_shift=1
+        brokers(10, 20, 30, 40), 5, 2, fixed_start_index=2, fixed_replica_shift=1
     ) == {0: (30, 10), 1: (40, 20), 2: (10, 30), 3: (20, 40), 4: (30, 20)}
-    assert assign_replicas_to_brokers([1, 2, 3], 6, 3, fixed_start_index=0) == {
+    assert assign_replicas_to_brokers(
+        brokers(1, 2, 3), 6, 3, fixed_start_index=0) == {
         0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2), 3: (1, 3, 2), 4: (2, 1, 3), 5: (3, 2, 1),
     }  # fmt: skip
     # continuing a topic from partition 3, as partition additions do
     assert assign_replicas_to_brokers(
-        [1, 2, 3], 2, 3, fixed_start_index=0, start_partition_id=3
+        brokers(1, 2, 3), 2, 3, fixed_start_index=0, start_partition_id=3
     ) == {3: (1, 3, 2), 4: (2, 1, 3)}
 
 
 def test_random_assignment_spreads_leaders_and_replicas() -> None:
     for seed in range(20):
-        assignment = assign_replicas_to_brokers([1, 2, 3, 4], 8, 3, rng=random.Random(seed))
+        assignment = assign_replicas_to_brokers(
+        brokers(1, 2, 3, 4), 8, 3, rng=random.Random(seed))
         assert sorted(assignment) == list(range(8))
         assert all(len(set(replicas)) == 3 for replicas in assignment.values())
         assert Counter(replicas[0] for replicas in assignment.values()) == {1: 2, 2: 2, 3: 2, 4: 2}
@@ -102,7 +117,107 @@ def test_random_assignment_spreads_leaders_and_replicas() -> None:
 )
 def test_assignment_errors(partitions: int, replication_factor: int, error: type) -> None:
     with pytest.raises(error):
-        assign_replicas_to_brokers([1, 2, 3], partitions, replication_factor)
+        assign_replicas_to_brokers(
+        brokers(1, 2, 3), partitions, replication_factor)
+
+
+# Kafka's AdminRackAwareTest cluster: racks named out of broker order
+SIX_BROKERS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+
+
+def test_rack_alternated_broker_list() -> None:
+    assert rack_alternated_broker_list(SIX_BROKERS) == [0, 3, 1, 5, 4, 2]
+    five = {b: r for b, r in SIX_BROKERS.items() if b != 5}
+    assert rack_alternated_broker_list(five) == [0, 3, 1, 4, 2]
+    assert rack_alternated_broker_list({0: "a", 1: "a", 2: "b", 3: "c", 4: "c"}) == [
+        0, 2, 3, 1, 4]  # fmt: skip
+
+
+def test_rack_aware_assignment_of_kafkas_test() -> None:
+    # Kafka's AdminRackAwareTest: arranged list 0, 3, 1, 5, 4, 2; start index 0, shift 0
+    assignment = assign_replicas_to_brokers(
+        racked(SIX_BROKERS), 7, 3, fixed_start_index=0, start_partition_id=0)
+    assert assignment == {
+        0: (0, 3, 1), 1: (3, 1, 5), 2: (1, 5, 4), 3: (5, 4, 2), 4: (4, 2, 0), 5: (2, 0, 3),
+        6: (0, 4, 2),
+    }  # fmt: skip
+
+
+def test_rack_aware_assignment_with_more_replicas_than_racks() -> None:
+    # worked by hand: racks r1 = {0, 1}, r2 = {2}; arranged list 0, 2, 1. Partition 2's
+    # first candidate (broker 0) is skipped: its rack r1 already holds the leader while
+    # r2 holds nothing. Partition 3 starts the second round: the shift grows by one.
+    cluster = racked({0: "r1", 1: "r1", 2: "r2"})
+    assert assign_replicas_to_brokers(cluster, 4, 3, fixed_start_index=0) == {
+        0: (0, 2, 1), 1: (2, 1, 0), 2: (1, 2, 0), 3: (0, 2, 1)}
+    assert assign_replicas_to_brokers(cluster, 3, 2, fixed_start_index=0) == {
+        0: (0, 2), 1: (2, 1), 2: (1, 2)}
+    # a fixed shift apart from the start: start index 1, shift 1 (times 2 racks)
+    assert assign_replicas_to_brokers(
+        cluster, 2, 2, fixed_start_index=1, fixed_replica_shift=1) == {0: (2, 1), 1: (1, 2)}
+
+
+def test_rack_aware_assignment_properties() -> None:
+    cluster = racked({1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"})
+    rack_of = {b.id: b.rack for b in cluster}
+    for seed in range(20):
+        assignment = assign_replicas_to_brokers(cluster, 30, 3, rng=random.Random(seed))
+        assert sorted(assignment) == list(range(30))
+        assert all(len({rack_of[b] for b in r}) == 3 for r in assignment.values())
+        assert Counter(r[0] for r in assignment.values()) == {b: 5 for b in range(1, 7)}
+        assert Counter(b for r in assignment.values() for b in r) == {
+            b: 15 for b in range(1, 7)}
+
+
+def test_some_brokers_without_a_rack_is_kafkas_error() -> None:
+    mixed = [BrokerMetadata(1, "a"), BrokerMetadata(2, None), BrokerMetadata(3, "b")]
+    with pytest.raises(AdminOperationError) as raised:
+        assign_replicas_to_brokers(mixed, 3, 2)
+    assert raised.value.message == (
+        "Not all brokers have rack information for replica rack aware assignment.")
+    assert raised.value.code == -1  # not an ApiException in Kafka: UNKNOWN_SERVER_ERROR
+
+
+def _register_racked(zk_client: KafkaZkClient, racks: dict[int, str | None]) -> None:
+    run(zk_client.create_top_level_paths())
+    for broker_id, rack in racks.items():
+        endpoint = EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "h", 9090 + broker_id)
+        run(zk_client.register_broker(BrokerInfo(BrokerId(broker_id), (endpoint,), rack=rack)))
+
+
+def test_rack_aware_modes_on_a_mixed_cluster(zk_client: KafkaZkClient, zk: KazooClient) -> None:
+    _register_racked(zk_client, {1: "a", 2: None, 3: "b"})
+    admin = AdminZkClient(zk_client, rng=random.Random(3))
+    before = tree(zk)
+    with pytest.raises(AdminOperationError, match="Add --disable-rack-aware in command line"):
+        run(admin.create_topic("t", 3, 2))
+    assert tree(zk) == before
+    assert run(admin.get_broker_metadatas(RackAwareMode.SAFE)) == brokers(1, 2, 3)
+    assert run(admin.get_broker_metadatas(RackAwareMode.DISABLED)) == brokers(1, 2, 3)
+    created = run(admin.create_topic("t", 3, 2, rack_aware_mode=RackAwareMode.DISABLED))
+    assert len(created.partitions) == 3
+    with pytest.raises(AdminOperationError):
+        run(admin.add_partitions("t", 4))
+
+
+def test_rack_aware_topic_creation_and_additions(zk_client: KafkaZkClient) -> None:
+    racks: dict[int, str | None] = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"}
+    _register_racked(zk_client, racks)
+    admin = AdminZkClient(zk_client, rng=random.Random(5))
+    assert run(admin.get_broker_metadatas(RackAwareMode.SAFE)) == [
+        BrokerMetadata(b, r) for b, r in racks.items()]
+    created = run(admin.create_topic("t", 12, 3))
+    grown = run(admin.add_partitions("t", 20))
+    assert {p: a.replicas for p, a in created.partitions.items()} == {
+        p: r for p, r in grown.items() if p < 12}
+    for replicas in grown.values():
+        assert len({racks[b] for b in replicas}) == 3
+    # the additions continue Kafka's placement: start at partition 0's leader's position
+    # among the brokers by id, partition ids from 12
+    first = created.partitions[0].replicas[0]
+    assert {p: r for p, r in grown.items() if p >= 12} == assign_replicas_to_brokers(
+        racked({b: r for b, r in racks.items() if r is not None}), 8, 3,
+        fixed_start_index=first - 1, start_partition_id=12)
 
 
 @pytest.mark.parametrize(

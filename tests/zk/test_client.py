@@ -1,4 +1,5 @@
-"""KafkaZkClient against a real ZooKeeper, driven by the real Twisted reactor."""
+"""KafkaZkClient against a real ZooKeeper, driven by the real Twisted reactor: Kafka's
+operations and their znodes (the session layer below it: test_zookeeper_client.py)."""
 
 from __future__ import annotations
 
@@ -13,20 +14,13 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.testing.zookeeper import expire_session
-from kafkaclone.zk.client import (
-    CreateOp,
-    KafkaZkClient,
-    SetDataOp,
-    StateChangeHandler,
-    ZNodeChangeHandler,
-    ZNodeChildChangeHandler,
-)
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import (
     BrokerIdAlreadyRegisteredError,
     ControllerMovedError,
     ZooKeeperClientClosedError,
-    ZooKeeperClientTimeoutError,
 )
 from kafkaclone.zk.znodes import (
     MATCH_ANY_VERSION,
@@ -34,55 +28,28 @@ from kafkaclone.zk.znodes import (
     BrokerId,
     BrokerInfo,
     ConsumerRegistration,
-    EndPoint,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     ProducerIdBlock,
     ReplicaAssignment,
     TopicPartition,
 )
-from tests.zk.conftest import ClientFactory, TcpProxy, run, run_until
-
-MAIN_THREAD = threading.main_thread()
+from kafkaclone.zk.zookeeper_client import (
+    CreateOp,
+    SetDataOp,
+    StateChangeHandler,
+    ZNodeChangeHandler,
+    ZNodeChildChangeHandler,
+)
+from tests.zk.conftest import MAIN_THREAD, ClientFactory, run, run_until
 
 
 def broker(broker_id: int, port: int = 9092) -> BrokerInfo:
     return BrokerInfo(
         BrokerId(broker_id),
-        (EndPoint("127.0.0.1", port + broker_id, "PLAINTEXT", "PLAINTEXT"),),
+        (EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", port + broker_id),),
         timestamp_ms=1_700_000_000_000,
     )
-
-
-@pytest.fixture(autouse=True)
-def no_blocking_kazoo_calls_on_the_reactor_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The reactor is this (main) thread: any blocking kazoo call made on it from
-    kafkaclone code fails the test. Test code inspects znodes with the blocking client
-    ``zk`` freely, so only calls coming from kafkaclone.zk are refused."""
-    import sys
-
-    def guard(name: str) -> None:
-        original = getattr(KazooClient, name)
-
-        def checked(self: KazooClient, *args: Any, **kwargs: Any) -> Any:
-            if threading.current_thread() is MAIN_THREAD:
-                caller = sys._getframe(1).f_globals.get("__name__", "")
-                if caller.startswith("kafkaclone.zk"):
-                    raise AssertionError(f"blocking KazooClient.{name} on the reactor thread")
-            return original(self, *args, **kwargs)
-
-        monkeypatch.setattr(KazooClient, name, checked)
-
-    for name in ("start", "stop", "get", "set", "create", "exists", "get_children",
-                 "delete", "ensure_path", "sync", "restart"):  # fmt: skip
-        guard(name)
-
-
-def test_the_blocking_call_guard_works(zk_client: KafkaZkClient) -> None:
-    namespace: dict[str, Any] = {"__name__": "kafkaclone.zk.example"}
-    exec("def blocking(zk):\n    return zk.exists('/')", namespace)
-    with pytest.raises(AssertionError, match=r"blocking KazooClient\.exists"):
-        namespace["blocking"](zk_client.kazoo_client)
 
 
 # -- session --------------------------------------------------------------------------------------
@@ -102,14 +69,6 @@ def test_start_and_close(make_client: ClientFactory, zk: KazooClient) -> None:
     run(client.close())  # idempotent
 
 
-def test_start_times_out_without_a_server() -> None:
-    client = KafkaZkClient.from_connect_string("127.0.0.1:1", reactor, max_reconnect_delay_s=0.1)
-    with pytest.raises(ZooKeeperClientTimeoutError):
-        run(client.start(connection_timeout=0.5))
-    with pytest.raises(ZooKeeperClientClosedError):
-        run(client.get_cluster_id())
-
-
 def test_create_chroot_if_necessary(zk_server: Any, zk_root: KazooClient) -> None:
     chroot = f"/chroot-{uuid.uuid4().hex}/kafka"
     run(KafkaZkClient.create_chroot_if_necessary(f"{zk_server.connect_string}{chroot}", reactor))
@@ -118,19 +77,6 @@ def test_create_chroot_if_necessary(zk_server: Any, zk_root: KazooClient) -> Non
         run(KafkaZkClient.create_chroot_if_necessary(zk_server.connect_string, reactor))
     finally:
         zk_root.delete(chroot.rsplit("/", 1)[0], recursive=True)
-
-
-def test_results_are_delivered_on_the_reactor_thread(zk_client: KafkaZkClient) -> None:
-    threads: list[threading.Thread] = []
-
-    async def read() -> None:
-        await zk_client.path_exists("/")
-        threads.append(threading.current_thread())
-        await zk_client.get_children("/")
-        threads.append(threading.current_thread())
-
-    run(read())
-    assert threads == [MAIN_THREAD, MAIN_THREAD]
 
 
 # -- cluster id and brokers -----------------------------------------------------------------------
@@ -399,61 +345,6 @@ def test_session_expiry_hooks_let_the_broker_re_register(
     assert stat.ephemeralOwner == client.session_id
     assert re_registered == [stat.czxid]
     client.unregister_state_change_handler("broker-info")
-
-
-def test_requests_wait_while_disconnected_and_missed_events_are_delivered(
-    make_client: ClientFactory, zk_proxy: TcpProxy, zk_chroot: str, zk: KazooClient
-) -> None:
-    """A network failure shorter than the session: requests wait for the reconnection,
-    watches dropped by kazoo are set again, and changes made meanwhile are delivered."""
-    client = make_client(f"{zk_proxy.connect_string}{zk_chroot}")
-    run(client.create_top_level_paths())
-    events: list[str] = []
-
-    class TopicChange(ZNodeChildChangeHandler):
-        def handle_child_change(self) -> None:
-            events.append("topics changed")
-
-    class ControllerChange(ZNodeChangeHandler):
-        def handle_creation(self) -> None:
-            events.append("controller created")
-
-    client.register_znode_child_change_handler(TopicChange("/brokers/topics"))
-    assert run(client.get_all_topics_in_cluster(register_watch=True)) == set()
-    assert not run(client.register_znode_change_handler_and_check_existence(
-        ControllerChange("/controller")
-    ))
-    session = client.session_id
-
-    zk_proxy.block()
-    run_until(lambda: not client.connected)
-    zk.create("/brokers/topics/t", b"{}")
-    zk.create("/controller", b'{"version":1,"brokerid":9,"timestamp":"1"}')
-    pending = Deferred.fromCoroutine(client.get_all_topics_in_cluster())
-    for _ in range(20):
-        reactor.iterate(0.01)
-    assert not pending.called
-    zk_proxy.unblock()
-
-    assert run(pending) == {"t"}
-    run_until(lambda: sorted(events) == ["controller created", "topics changed"])
-    assert client.session_id == session
-    # the watches are armed again: later changes are seen too
-    assert run(client.get_all_topics_in_cluster(register_watch=True)) == {"t"}
-    zk.create("/brokers/topics/u", b"{}")
-    run_until(lambda: events.count("topics changed") == 2)
-
-
-def test_a_request_cut_by_a_connection_loss_is_retried(
-    make_client: ClientFactory, zk_proxy: TcpProxy, zk_chroot: str
-) -> None:
-    client = make_client(f"{zk_proxy.connect_string}{zk_chroot}")
-    run(client.create_top_level_paths())
-    run(client.set_or_create_entity_configs("topics", "t", {"retention.ms": "1"}))
-    for _ in range(5):
-        pending = Deferred.fromCoroutine(client.get_entity_configs("topics", "t"))
-        zk_proxy.drop()
-        assert run(pending) == {"retention.ms": "1"}
 
 
 # -- topics, deletion, configs, notifications -----------------------------------------------------

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.zk.errors import ZNodeDecodeError
 from kafkaclone.zk.znodes import (
     PAYLOAD_ZNODES,
@@ -32,7 +33,6 @@ from kafkaclone.zk.znodes import (
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsTopicZNode,
-    EndPoint,
     IsrChangeNotificationSequenceZNode,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
@@ -71,7 +71,7 @@ def assert_invalid(znode: type, instance: Any) -> None:
     assert not validator(znode.SCHEMA).is_valid(instance)
 
 
-PLAINTEXT = EndPoint("localhost", 9092, "PLAINTEXT", "PLAINTEXT")
+PLAINTEXT = EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "localhost", 9092)
 TOPIC_ID = kafka_uuid_from_string("W3mXDtj1RsWmsEhQrZjN5g")
 
 
@@ -130,7 +130,7 @@ def test_broker_registration_is_kafkas_bytes() -> None:
     )
     info = BrokerInfo(
         BrokerId(1),
-        (EndPoint("192.168.1.14", 9092, "PLAINTEXT", "PLAINTEXT"),),
+        (EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "192.168.1.14", 9092),),
         timestamp_ms=1724097127252,
     )
     assert BrokerIdZNode.encode(info) == kafka
@@ -148,8 +148,8 @@ def test_broker_registration_with_two_listeners_is_kafkas_bytes() -> None:
     )
     decoded = BrokerIdZNode.decode(1, kafka)
     assert decoded.endpoints == (
-        EndPoint("kafka-1", 9092, "PLAINTEXT", "PLAINTEXT"),
-        EndPoint("localhost", 29092, "PLAINTEXT_HOST", "PLAINTEXT"),
+        EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "kafka-1", 9092),
+        EndPoint("PLAINTEXT_HOST", SecurityProtocol.PLAINTEXT, "localhost", 29092),
     )
     assert BrokerIdZNode.encode(decoded) == kafka
     assert_valid(BrokerIdZNode, kafka)
@@ -158,7 +158,7 @@ def test_broker_registration_with_two_listeners_is_kafkas_bytes() -> None:
 def test_broker_registration_with_rack_ssl_only_and_ipv6() -> None:
     info = BrokerInfo(
         BrokerId(7),
-        (EndPoint("::1", 9093, "INTERNAL", "SSL"),),
+        (EndPoint("INTERNAL", SecurityProtocol.SSL, "::1", 9093),),
         rack="rack-a",
         jmx_port=9999,
         features={"feature": {"min_version": 1, "max_version": 3}},
@@ -190,10 +190,10 @@ def test_older_broker_registrations_decode() -> None:
         "PLAINTEXT://192.168.2.242:9092",
         "SSL://192.168.2.242:9093",
     ]
-    assert info.endpoint("ssl") == EndPoint("192.168.2.242", 9093, "SSL", "SSL")
+    assert info.endpoint("ssl") == EndPoint("SSL", SecurityProtocol.SSL, "192.168.2.242", 9093)
     v1 = b'{"version":1,"host":"192.168.1.148","port":9092,"jmx_port":9999}'
     assert BrokerIdZNode.decode(0, v1).endpoints == (
-        EndPoint("192.168.1.148", 9092, "PLAINTEXT", "PLAINTEXT"),
+        EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "192.168.1.148", 9092),
     )
 
 
@@ -465,11 +465,21 @@ def test_consumer_znodes() -> None:
     assert_invalid(ConsumerOwnersZNode, "")
 
 
-def test_endpoint_parsing() -> None:
-    assert EndPoint.parse("SASL_SSL://h:1", {}) == EndPoint("h", 1, "SASL_SSL", "SASL_SSL")
-    assert EndPoint.parse("CLIENT://:9092", {"CLIENT": "SSL"}) == EndPoint(
-        None, 9092, "CLIENT", "SSL"
+def test_broker_registration_listener_protocols() -> None:
+    """As Kafka's BrokerIdZNode.decode: without a listener_security_protocol_map (v2) each
+    listener is named after its protocol; a listener the map does not name, or a protocol
+    Kafka does not know, is not a registration Kafka wrote."""
+    v2 = (b'{"version":2,"host":"h","port":9092,"jmx_port":-1,"timestamp":"1",'
+          b'"endpoints":["PLAINTEXT://h:9092","SSL://h:9093"]}')
+    assert BrokerIdZNode.decode(3, v2).endpoints == (
+        EndPoint("PLAINTEXT", SecurityProtocol.PLAINTEXT, "h", 9092),
+        EndPoint("SSL", SecurityProtocol.SSL, "h", 9093),
     )
-    assert EndPoint(None, 9092, "CLIENT", "SSL").connection_string == "CLIENT://:9092"
-    with pytest.raises(ValueError, match="not a listener"):
-        EndPoint.parse("localhost:9092")
+    unmapped = (b'{"version":5,"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+                b'"endpoints":["CLIENT://h:9092"],"jmx_port":-1,"timestamp":"1"}')
+    with pytest.raises(ZNodeDecodeError, match="no security protocol defined for listener"):
+        BrokerIdZNode.decode(3, unmapped)
+    unknown = (b'{"version":5,"listener_security_protocol_map":{"CLIENT":"QUIC"},'
+               b'"endpoints":["CLIENT://h:9092"],"jmx_port":-1,"timestamp":"1"}')
+    with pytest.raises(ZNodeDecodeError, match="unknown security protocol"):
+        BrokerIdZNode.decode(3, unknown)

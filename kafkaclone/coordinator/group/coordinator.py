@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -93,31 +93,18 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """The broker settings the coordinator uses, with Kafka's defaults."""
+    """The broker settings the coordinator uses. The values (and their defaults) come from
+    the broker's config table: the broker builds this (kafkaclone.server.broker)."""
 
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3000
-    group_max_size: int = INT_MAX
-    offsets_topic_num_partitions: int = 50
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
-    offsets_retention_check_interval_ms: int = 600_000
-    offsets_commit_timeout_ms: int = 5000
-
-    @classmethod
-    def from_kafka_config(cls, config: Any) -> GroupConfig:
-        return cls(
-            group_min_session_timeout_ms=config.group_min_session_timeout_ms,
-            group_max_session_timeout_ms=config.group_max_session_timeout_ms,
-            group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            group_max_size=config.group_max_size,
-            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
-            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
-            offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
-            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
-            offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
-        )
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_initial_rebalance_delay_ms: int
+    group_max_size: int
+    offsets_topic_num_partitions: int
+    offset_metadata_max_bytes: int
+    offsets_retention_ms: int
+    offsets_retention_check_interval_ms: int
+    offsets_commit_timeout_ms: int
 
 
 @dataclass(frozen=True)
@@ -943,15 +930,32 @@ class GroupCoordinator:
         """Kafka's cleanupGroupMetadata: delete expired offsets of the groups this broker
         coordinates; an Empty group left without offsets is removed. The number of offsets
         deleted."""
+        return await self._cleanup_group_metadata(self._expired_offsets)
+
+    async def handle_deleted_partitions(self, partitions: Iterable[TopicPartition]) -> int:
+        """Kafka's handleDeletedPartitions (on an UpdateMetadata that deleted partitions):
+        their committed offsets leave every group this broker coordinates, so a topic
+        created again under the name starts without them; an Empty group left without
+        offsets is removed. The number of offsets deleted."""
+        deleted = set(partitions)
+
+        async def of_deleted_partitions(group: GroupMetadata) -> list[TopicPartition]:
+            offsets = await self.store.fetch_offsets(group.group_id, None)
+            return sorted(tp for tp in offsets if tp in deleted)
+
+        return await self._cleanup_group_metadata(of_deleted_partitions)
+
+    async def _cleanup_group_metadata(
+            self, selector: Callable[[GroupMetadata], Awaitable[list[TopicPartition]]]) -> int:
         removed = 0
         for group_id, group in list(self.groups.items()):
             if self.partition_for(group_id) not in self.owned_partitions:
                 continue
-            expired = await self._expired_offsets(group)
-            if expired:
-                await self.store.delete_offsets(group_id, expired)
-                removed += len(expired)
-                logger.info("Removed %d expired offsets of group %s", len(expired), group_id)
+            selected = await selector(group)
+            if selected:
+                await self.store.delete_offsets(group_id, selected)
+                removed += len(selected)
+                logger.info("Removed %d offsets of group %s", len(selected), group_id)
             if group.is_in(GroupState.EMPTY) and self.groups.get(group_id) is group:
                 remaining = await self.store.fetch_offsets(group_id, None)
                 if not remaining and group.is_in(GroupState.EMPTY):

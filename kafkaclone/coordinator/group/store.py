@@ -25,7 +25,7 @@ from typing import Final, Protocol
 from twisted.internet.defer import Deferred, DeferredList
 
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.zk.client import KafkaZkClient, StateChangeHandler
+from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.znodes import (
     ConsumerIdsZNode,
     ConsumerOffsetZNode,
@@ -33,6 +33,7 @@ from kafkaclone.zk.znodes import (
     ConsumerRegistration,
     OffsetCommitMetadata,
 )
+from kafkaclone.zk.zookeeper_client import StateChangeHandler
 
 logger = logging.getLogger(__name__)
 

@@ -1,1 +1,2 @@
-"""Producer ids and transactions (not built yet)."""
+"""Producer ids (``producer_id_manager``: blocks from /latest_producer_id_block); the
+transaction coordinator (transactions in __transaction_state) is not built yet."""

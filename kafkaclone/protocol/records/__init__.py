@@ -2,23 +2,23 @@
 
 The broker keeps batches "deflated": ``iter_batches`` yields zero-copy views whose
 ``ensure_valid()`` checks one CRC per batch; records are decoded (``records()``) only
-where they must be read.
+where they must be read. The layout constants are imported from their one home:
+``batch`` (v2), ``legacy`` (v0/v1), ``common`` (what both share).
 """
 
 from kafkaclone.protocol.records.batch import (
-    HEADER,
-    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
     RecordBatch,
     RecordInput,
     build_end_transaction_marker_batch,
     build_record_batch,
     iter_batches,
+    unpack_header,
     validate_batches,
 )
 from kafkaclone.protocol.records.common import (
     CREATE_TIME,
     LOG_APPEND_TIME,
-    LOG_OVERHEAD,
     NO_TIMESTAMP,
     NO_TIMESTAMP_TYPE,
     BytesLike,
@@ -51,12 +51,10 @@ from kafkaclone.protocol.records.record import (
 __all__ = [
     "CREATE_TIME",
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
-    "HEADER",
     "LOG_APPEND_TIME",
-    "LOG_OVERHEAD",
     "NO_TIMESTAMP",
     "NO_TIMESTAMP_TYPE",
-    "RECORD_BATCH_OVERHEAD",
+    "BatchHeader",
     "BytesLike",
     "Codec",
     "ControlRecordType",
@@ -80,5 +78,6 @@ __all__ = [
     "iter_legacy_entries",
     "iter_legacy_records",
     "iter_records",
+    "unpack_header",
     "validate_batches",
 ]

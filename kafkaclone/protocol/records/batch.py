@@ -1,14 +1,16 @@
-"""Record batches (magic 2): a zero-copy view, a builder and iteration over a buffer.
+"""Record batches (magic 2): the header layout, a zero-copy view, a builder and iteration
+over a buffer.
 
-The batch header (61 bytes, Kafka's DefaultRecordBatch)::
+The batch header (61 bytes, Kafka's DefaultRecordBatch), the one declaration of the v2
+layout (``HEADER``, the ``*_OFFSET`` and ``*_MASK`` constants below, ``BatchHeader``)::
 
-    baseOffset            int64    0
-    batchLength           int32    8    (bytes after this field)
+    baseOffset            int64    0    (OFFSET_OFFSET, shared with legacy entries)
+    batchLength           int32    8    (SIZE_OFFSET, shared: bytes after this field)
     partitionLeaderEpoch  int32   12
-    magic                 int8    16
+    magic                 int8    16    (MAGIC_OFFSET, shared)
     crc                   uint32  17    (CRC-32C of bytes 21..end)
-    attributes            int16   21    (bits 0-2 codec, 3 timestamp type, 4 transactional,
-                                         5 control, 6 delete horizon)
+    attributes            int16   21    (bits 0-2 codec, 3 timestamp type (both shared),
+                                         4 transactional, 5 control, 6 delete horizon)
     lastOffsetDelta       int32   23
     baseTimestamp         int64   27
     maxTimestamp          int64   35
@@ -17,6 +19,8 @@ The batch header (61 bytes, Kafka's DefaultRecordBatch)::
     baseSequence          int32   53
     recordsCount          int32   57
     records ...                   61    (compressed as a whole if the codec is not NONE)
+
+What both formats share lives in kafkaclone.protocol.records.common.
 
 baseOffset and partitionLeaderEpoch lie outside the CRC, so a broker rewrites them in place
 without recomputing it. The broker validates a batch with ``ensure_valid()`` (one CRC over
@@ -28,16 +32,21 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
 from kafkaclone.common.errors import CorruptMessageError, InvalidRecordError
 from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
     CREATE_TIME,
+    HEADER_SIZE_UP_TO_MAGIC,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    OFFSET_OFFSET,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
     BytesLike,
     as_view,
 )
@@ -60,23 +69,26 @@ from kafkaclone.protocol.records.record import (
     iter_records,
 )
 
-MAGIC_V2: Final = 2
-HEADER_SIZE_UP_TO_MAGIC: Final = 17
-RECORD_BATCH_OVERHEAD: Final = 61
+# -- the v2 layout ------------------------------------------------------------------------
 
-BASE_OFFSET_OFFSET: Final = 0
-LENGTH_OFFSET: Final = 8
+MAGIC_V2: Final = 2
+
+HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+"""The 13 header fields, in BatchHeader's order."""
 PARTITION_LEADER_EPOCH_OFFSET: Final = 12
 CRC_OFFSET: Final = 17
 ATTRIBUTES_OFFSET: Final = 21
+"""Where the CRC-32C starts."""
 LAST_OFFSET_DELTA_OFFSET: Final = 23
 BASE_TIMESTAMP_OFFSET: Final = 27
 MAX_TIMESTAMP_OFFSET: Final = 35
 PRODUCER_ID_OFFSET: Final = 43
+PRODUCER_EPOCH_OFFSET: Final = 51
+BASE_SEQUENCE_OFFSET: Final = 53
 RECORDS_COUNT_OFFSET: Final = 57
+RECORD_BATCH_OVERHEAD: Final = 61
+"""The header's size: the smallest batch."""
 
-COMPRESSION_CODEC_MASK: Final = 0x07
-TIMESTAMP_TYPE_MASK: Final = 0x08
 TRANSACTIONAL_FLAG_MASK: Final = 0x10
 CONTROL_FLAG_MASK: Final = 0x20
 DELETE_HORIZON_FLAG_MASK: Final = 0x40
@@ -86,7 +98,6 @@ NO_PRODUCER_EPOCH: Final = -1
 NO_SEQUENCE: Final = -1
 NO_PARTITION_LEADER_EPOCH: Final = -1
 
-HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
@@ -95,17 +106,94 @@ _INT64: Final = struct.Struct(">q")
 _INT32_MAX: Final = 0x7FFFFFFF
 
 
+class BatchHeader(NamedTuple):
+    """The header of a v2 batch, field by field with Kafka's names (``HEADER``'s order),
+    plus what derives from it. ``unpack_header`` reads one from a buffer."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def compression_codec(self) -> int:
+        """The codec id in the attributes (0 NONE ... 4 ZSTD; 5-7 are no codec)."""
+        return self.attributes & COMPRESSION_CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """CREATE_TIME (0) or LOG_APPEND_TIME (1)."""
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.attributes & TRANSACTIONAL_FLAG_MASK != 0
+
+    @property
+    def is_control(self) -> bool:
+        return self.attributes & CONTROL_FLAG_MASK != 0
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id > NO_PRODUCER_ID
+
+    @property
+    def last_sequence(self) -> int:
+        """baseSequence + lastOffsetDelta, wrapping at int32 max (Kafka's incrementSequence)."""
+        base_sequence = self.base_sequence
+        if base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        delta = self.last_offset_delta
+        if base_sequence > _INT32_MAX - delta:
+            return delta - (_INT32_MAX - base_sequence) - 1
+        return base_sequence + delta
+
+
+_unpack_header_fields: Final = HEADER.unpack_from
+_new_tuple: Final = tuple.__new__
+
+
+def unpack_header(buf: BytesLike, offset: int = 0) -> BatchHeader:
+    """The header of the batch at ``offset`` in ``buf``, which must hold its 61 bytes.
+    Checks nothing (not even the magic)."""
+    # tuple.__new__ rather than BatchHeader._make: the same tuple, without _make's length
+    # check (the struct has 13 fields), ~45 ns per batch on a path that runs per batch.
+    return _new_tuple(BatchHeader, _unpack_header_fields(buf, offset))
+
+
 class RecordBatch:
     """A view over one v2 batch in a buffer; copies nothing.
 
-    The header is unpacked once; the setters write through to the buffer (which must then
-    be writable: a bytearray or a memoryview of one) and keep the unpacked copy current.
+    The header is unpacked on first use (``header``), so a batch that is only framed and
+    CRC-checked never unpacks it. The setters write through to the buffer (which must then
+    be writable: a bytearray or a memoryview of one) and drop the unpacked copy.
     """
 
     __slots__ = ("_header", "_view")
 
     _view: memoryview
-    _header: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+    _header: BatchHeader | None
 
     def __init__(self, buf: BytesLike) -> None:
         """View the batch at the start of ``buf`` (bytes after it are ignored).
@@ -119,28 +207,24 @@ class RecordBatch:
                 f"Record batch is corrupt (the size {len(view)} is smaller than the minimum "
                 f"allowed overhead {RECORD_BATCH_OVERHEAD})"
             )
-        header = HEADER.unpack_from(view)
-        if header[3] != MAGIC_V2:
-            raise CorruptMessageError(f"not a v2 record batch (magic {header[3]})")
-        size = header[1] + LOG_OVERHEAD
+        header = unpack_header(view)
+        if header.magic != MAGIC_V2:
+            raise CorruptMessageError(f"not a v2 record batch (magic {header.magic})")
+        size = header.size_in_bytes
         if size < RECORD_BATCH_OVERHEAD or size > len(view):
             raise CorruptMessageError(
-                f"Record batch is corrupt (batch length {header[1]} does not fit the "
+                f"Record batch is corrupt (batch length {header.batch_length} does not fit the "
                 f"{len(view)} bytes available)"
             )
         self._view = view[:size]
         self._header = header
 
     @classmethod
-    def _wrap(
-        cls,
-        view: memoryview,
-        header: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int],
-    ) -> RecordBatch:
-        """The fast path of ``iter_batches``: bounds already checked."""
+    def _wrap(cls, view: memoryview) -> RecordBatch:
+        """The fast path of ``iter_batches``: bounds and magic already checked."""
         batch = cls.__new__(cls)
         batch._view = view
-        batch._header = header
+        batch._header = None
         return batch
 
     def __repr__(self) -> str:
@@ -150,110 +234,112 @@ class RecordBatch:
             f"attributes={self.attributes:#x})"
         )
 
+    @property
+    def header(self) -> BatchHeader:
+        """The header fields, unpacked on first use."""
+        header = self._header
+        if header is None:
+            header = self._header = unpack_header(self._view)
+        return header
+
     # -- header fields, with Kafka's names --
 
     @property
     def base_offset(self) -> int:
-        return self._header[0]
+        return self.header.base_offset
 
     @property
     def batch_length(self) -> int:
-        return self._header[1]
+        return self.header.batch_length
 
     @property
     def partition_leader_epoch(self) -> int:
-        return self._header[2]
+        return self.header.partition_leader_epoch
 
     @property
     def magic(self) -> int:
-        return self._header[3]
+        return self.header.magic
 
     @property
     def crc(self) -> int:
-        return self._header[4]
+        return self.header.crc
 
     @property
     def attributes(self) -> int:
-        return self._header[5]
+        return self.header.attributes
 
     @property
     def last_offset_delta(self) -> int:
-        return self._header[6]
+        return self.header.last_offset_delta
 
     @property
     def base_timestamp(self) -> int:
-        return self._header[7]
+        return self.header.base_timestamp
 
     @property
     def max_timestamp(self) -> int:
-        return self._header[8]
+        return self.header.max_timestamp
 
     @property
     def producer_id(self) -> int:
-        return self._header[9]
+        return self.header.producer_id
 
     @property
     def producer_epoch(self) -> int:
-        return self._header[10]
+        return self.header.producer_epoch
 
     @property
     def base_sequence(self) -> int:
-        return self._header[11]
+        return self.header.base_sequence
 
     @property
     def records_count(self) -> int:
-        return self._header[12]
+        return self.header.records_count
 
     # -- derived --
 
     @property
     def last_offset(self) -> int:
-        return self._header[0] + self._header[6]
+        return self.header.last_offset
 
     @property
     def next_offset(self) -> int:
-        return self._header[0] + self._header[6] + 1
+        return self.header.next_offset
 
     @property
     def last_sequence(self) -> int:
         """baseSequence + lastOffsetDelta, wrapping at int32 max (Kafka's incrementSequence)."""
-        base_sequence = self._header[11]
-        if base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        delta = self._header[6]
-        if base_sequence > _INT32_MAX - delta:
-            return delta - (_INT32_MAX - base_sequence) - 1
-        return base_sequence + delta
+        return self.header.last_sequence
 
     @property
     def size_in_bytes(self) -> int:
-        return self._header[1] + LOG_OVERHEAD
+        return len(self._view)
 
     @property
     def compression(self) -> Codec:
         """UnsupportedCompressionTypeError for codec ids 5-7."""
-        return Codec.from_id(self._header[5] & COMPRESSION_CODEC_MASK)
+        return Codec.from_id(self.header.compression_codec)
 
     @property
     def is_compressed(self) -> bool:
-        return self._header[5] & COMPRESSION_CODEC_MASK != 0
+        return self.header.compression_codec != 0
 
     @property
     def timestamp_type(self) -> int:
         """0 for CreateTime, 1 for LogAppendTime."""
-        return LOG_APPEND_TIME if self._header[5] & TIMESTAMP_TYPE_MASK else CREATE_TIME
+        return self.header.timestamp_type
 
     @property
     def is_transactional(self) -> bool:
-        return self._header[5] & TRANSACTIONAL_FLAG_MASK != 0
+        return self.header.is_transactional
 
     @property
     def is_control(self) -> bool:
-        return self._header[5] & CONTROL_FLAG_MASK != 0
+        return self.header.is_control
 
     @property
     def has_producer_id(self) -> bool:
-        return self._header[9] > NO_PRODUCER_ID
+        return self.header.has_producer_id
 
     # -- bytes --
 
@@ -279,26 +365,33 @@ class RecordBatch:
         """CRC-32C of the bytes from the attributes to the end."""
         return crc32c(self._view[ATTRIBUTES_OFFSET:])
 
+    def _stored_crc(self) -> int:
+        # Read from the bytes, so that validating a batch does not unpack its header.
+        stored: int = _UINT32.unpack_from(self._view, CRC_OFFSET)[0]
+        return stored
+
     def is_valid(self) -> bool:
-        return crc32c(self._view[ATTRIBUTES_OFFSET:]) == self._header[4]
+        return crc32c(self._view[ATTRIBUTES_OFFSET:]) == self._stored_crc()
 
     def ensure_valid(self) -> None:
         """CorruptMessageError unless the stored CRC matches the content."""
         computed = crc32c(self._view[ATTRIBUTES_OFFSET:])
-        if computed != self._header[4]:
+        stored = self._stored_crc()
+        if computed != stored:
             raise CorruptMessageError(
-                f"Record is corrupt (stored crc = {self._header[4]}, computed crc = {computed})"
+                f"Record is corrupt (stored crc = {stored}, computed crc = {computed})"
             )
 
     def validate_offset_range(self) -> None:
         """InvalidRecordError unless recordsCount is positive and matches lastOffsetDelta,
         the check Kafka's LogValidator makes on every produced v2 batch."""
-        count = self._header[12]
-        if self._header[6] < 0:
+        header = self.header
+        count = header.records_count
+        if header.last_offset_delta < 0:
             raise InvalidRecordError("Batch has an invalid offset range")
         if count <= 0:
             raise InvalidRecordError("Invalid reported count for record batch")
-        if self._header[6] + 1 != count:
+        if header.last_offset_delta + 1 != count:
             raise InvalidRecordError("Inconsistent batch offset range and record count")
 
     # -- in-place rewrites --
@@ -310,13 +403,13 @@ class RecordBatch:
 
     def set_base_offset(self, base_offset: int) -> None:
         """Rewrite baseOffset (outside the CRC: the CRC stays valid)."""
-        _INT64.pack_into(self._writable(), BASE_OFFSET_OFFSET, base_offset)
-        self._header = HEADER.unpack_from(self._view)
+        _INT64.pack_into(self._writable(), OFFSET_OFFSET, base_offset)
+        self._header = None
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         """Rewrite partitionLeaderEpoch (outside the CRC: the CRC stays valid)."""
         _INT32.pack_into(self._writable(), PARTITION_LEADER_EPOCH_OFFSET, epoch)
-        self._header = HEADER.unpack_from(self._view)
+        self._header = None
 
     def set_max_timestamp(self, timestamp_type: int, max_timestamp: int) -> None:
         """Set the timestamp type bit and maxTimestamp, then recompute the CRC (what a
@@ -324,16 +417,17 @@ class RecordBatch:
 
         The CRC is recomputed from the content, so validate the batch before calling this.
         """
-        if timestamp_type == self.timestamp_type and max_timestamp == self.max_timestamp:
+        header = self.header
+        if timestamp_type == header.timestamp_type and max_timestamp == header.max_timestamp:
             return
         view = self._writable()
-        attributes = self._header[5] & ~TIMESTAMP_TYPE_MASK
+        attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
         if timestamp_type == LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_MASK
         _INT16.pack_into(view, ATTRIBUTES_OFFSET, attributes)
         _INT64.pack_into(view, MAX_TIMESTAMP_OFFSET, max_timestamp)
         _UINT32.pack_into(view, CRC_OFFSET, crc32c(view[ATTRIBUTES_OFFSET:]))
-        self._header = HEADER.unpack_from(view)
+        self._header = None
 
     # -- records --
 
@@ -354,7 +448,7 @@ class RecordBatch:
         CorruptMessageError / MessageTooLargeError / UnsupportedCompressionTypeError from
         decompression. Does not check the CRC: call ``ensure_valid()`` for that.
         """
-        count = self._header[12]
+        count = self.header.records_count
         if count < 0:
             raise InvalidRecordError(f"Found invalid record count {count} in magic v2 batch")
         codec = self.compression
@@ -365,14 +459,15 @@ class RecordBatch:
 
     def offset_of(self, record: Record) -> int:
         """The absolute offset of one of this batch's records."""
-        return self._header[0] + record.offset_delta
+        return self.header.base_offset + record.offset_delta
 
     def timestamp_of(self, record: Record) -> int:
         """The timestamp of one of this batch's records: maxTimestamp under
         LogAppendTime, baseTimestamp + delta otherwise."""
-        if self._header[5] & TIMESTAMP_TYPE_MASK:
-            return self._header[8]
-        return self._header[7] + record.timestamp_delta
+        header = self.header
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            return header.max_timestamp
+        return header.base_timestamp + record.timestamp_delta
 
 
 # -- iteration over a buffer of batches ---------------------------------------------------
@@ -392,13 +487,12 @@ def iter_batches(
     end = len(view)
     pos = 0
     unpack_int32 = _INT32.unpack_from
-    unpack_header = HEADER.unpack_from
     while pos < end:
         remaining = end - pos
         if remaining < LOG_OVERHEAD:
             _partial_tail(allow_partial_tail, remaining)
             return
-        (length,) = unpack_int32(view, pos + LENGTH_OFFSET)
+        (length,) = unpack_int32(view, pos + SIZE_OFFSET)
         if length < LEGACY_RECORD_OVERHEAD_V0:
             raise CorruptMessageError(
                 f"Record size {length} is less than the minimum record overhead "
@@ -415,7 +509,7 @@ def iter_batches(
                     f"Record batch is corrupt (the size {size} is smaller than the minimum "
                     f"allowed overhead {RECORD_BATCH_OVERHEAD})"
                 )
-            yield RecordBatch._wrap(view[pos : pos + size], unpack_header(view, pos))
+            yield RecordBatch._wrap(view[pos : pos + size])
         elif magic <= 1:
             yield LegacyRecordBatch(view[pos : pos + size])
         else:

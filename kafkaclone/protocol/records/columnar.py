@@ -39,11 +39,16 @@ from kafkaclone.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
     RecordBatch,
     iter_batches,
 )
-from kafkaclone.protocol.records.common import CREATE_TIME, LOG_APPEND_TIME, BytesLike
+from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    TIMESTAMP_TYPE_MASK,
+    BytesLike,
+)
 from kafkaclone.protocol.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Codec,
@@ -315,28 +320,26 @@ def _collect_batches(
             )
             continue
         assert isinstance(batch, RecordBatch)
-        # The header tuple iter_batches unpacked: (baseOffset, length, epoch, magic, crc,
-        # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, pid, epoch, seq, count)
-        header = batch._header
-        if header[0] >= end:
+        header = batch.header
+        if header.base_offset >= end:
             continue
-        if check_crcs and crc32c(batch.view[ATTRIBUTES_OFFSET:]) != header[4]:
+        if check_crcs and crc32c(batch.view[ATTRIBUTES_OFFSET:]) != header.crc:
             batch.ensure_valid()  # raises with Kafka's message
-        attributes = header[5]
-        count = header[12]
+        attributes = header.attributes
+        count = header.records_count
         if attributes & CONTROL_FLAG_MASK or count == 0:
             continue
         if count < 0:
             raise InvalidRecordError(f"Found invalid record count {count} in magic v2 batch")
         payload = batch.view[RECORD_BATCH_OVERHEAD:]
-        if attributes & 0x07:
-            codec = Codec.from_id(attributes & 0x07)
+        if attributes & COMPRESSION_CODEC_MASK:
+            codec = Codec.from_id(attributes & COMPRESSION_CODEC_MASK)
             payload = memoryview(decompress(codec, payload, max_size=max_decompressed_size))
         pieces_append(payload)
-        base_offsets_append(header[0])
-        base_timestamps_append(header[7])
+        base_offsets_append(header.base_offset)
+        base_timestamps_append(header.base_timestamp)
         if attributes & TIMESTAMP_TYPE_MASK:
-            log_append_times_append(header[8])
+            log_append_times_append(header.max_timestamp)
             timestamp_types_append(LOG_APPEND_TIME)
         else:
             log_append_times_append(-1)

@@ -33,12 +33,15 @@ from kafkaclone.common.errors import (
     UnsupportedForMessageFormatError,
 )
 from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
     CREATE_TIME,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     NO_TIMESTAMP,
     NO_TIMESTAMP_TYPE,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
     BytesLike,
     as_view,
 )
@@ -57,8 +60,6 @@ LEGACY_RECORD_OVERHEAD_V1: Final = 22  # ... and a timestamp
 _CRC_OFFSET: Final = LOG_OVERHEAD
 _ATTRIBUTES_OFFSET: Final = MAGIC_OFFSET + 1
 _TIMESTAMP_OFFSET: Final = MAGIC_OFFSET + 2
-_COMPRESSION_CODEC_MASK: Final = 0x07
-_TIMESTAMP_TYPE_MASK: Final = 0x08
 
 _ENTRY_V0: Final = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _ENTRY_V1: Final = struct.Struct(">qiIbbq")  # ... timestamp
@@ -213,18 +214,18 @@ class LegacyRecordBatch:
     @property
     def compression(self) -> Codec:
         """UnsupportedCompressionTypeError for codec ids 5-7."""
-        return Codec.from_id(self._attributes & _COMPRESSION_CODEC_MASK)
+        return Codec.from_id(self._attributes & COMPRESSION_CODEC_MASK)
 
     @property
     def is_compressed(self) -> bool:
-        return self._attributes & _COMPRESSION_CODEC_MASK != 0
+        return self._attributes & COMPRESSION_CODEC_MASK != 0
 
     @property
     def timestamp_type(self) -> int:
         """-1 for magic 0; 0 CreateTime or 1 LogAppendTime for magic 1."""
         if self._magic == MAGIC_V0:
             return NO_TIMESTAMP_TYPE
-        return LOG_APPEND_TIME if self._attributes & _TIMESTAMP_TYPE_MASK else CREATE_TIME
+        return LOG_APPEND_TIME if self._attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
 
     @property
     def timestamp(self) -> int:
@@ -288,9 +289,9 @@ class LegacyRecordBatch:
         if timestamp_type == self.timestamp_type and timestamp == self._timestamp:
             return
         view = self._writable()
-        attributes = self._attributes & ~_TIMESTAMP_TYPE_MASK
+        attributes = self._attributes & ~TIMESTAMP_TYPE_MASK
         if timestamp_type == LOG_APPEND_TIME:
-            attributes |= _TIMESTAMP_TYPE_MASK
+            attributes |= TIMESTAMP_TYPE_MASK
         view[_ATTRIBUTES_OFFSET] = attributes & 0xFF
         _INT64.pack_into(view, _TIMESTAMP_OFFSET, timestamp)
         self._crc = zlib.crc32(view[MAGIC_OFFSET:])
@@ -394,7 +395,7 @@ def iter_legacy_entries(buf: BytesLike, *, allow_partial_tail: bool) -> Iterator
         if remaining < LOG_OVERHEAD:
             _partial_tail(allow_partial_tail, remaining)
             return
-        (size,) = _INT32.unpack_from(view, pos + 8)
+        (size,) = _INT32.unpack_from(view, pos + SIZE_OFFSET)
         if size < LEGACY_RECORD_OVERHEAD_V0:
             raise CorruptMessageError(
                 f"Record size {size} is less than the minimum record overhead "
@@ -504,7 +505,7 @@ def build_legacy_message_set(
         return b""
     if magic == MAGIC_V0:
         messages = [(offset, NO_TIMESTAMP, key, value) for offset, _, key, value in messages]
-    timestamp_bit = _TIMESTAMP_TYPE_MASK if magic == MAGIC_V1 and timestamp_type else 0
+    timestamp_bit = TIMESTAMP_TYPE_MASK if magic == MAGIC_V1 and timestamp_type else 0
 
     out = bytearray()
     if codec is Codec.NONE:

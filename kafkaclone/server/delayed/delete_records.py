@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from kafkaclone.common.errors import (
     NONE,
@@ -15,7 +14,7 @@ from kafkaclone.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.server.delayed.purgatory import DelayedOperation
+from kafkaclone.server.delayed.purgatory import DelayedOperation, PartitionSource
 
 
 @dataclass
@@ -24,10 +23,6 @@ class DeleteRecordsPartitionStatus:
     low_watermark: int = -1
     error_code: int = NONE
     acks_pending: bool = True
-
-
-class PartitionSource(Protocol):
-    def get_partition(self, tp: TopicPartition) -> Any: ...
 
 
 class DelayedDeleteRecords(DelayedOperation):

@@ -11,13 +11,14 @@ bytes accumulated; then the partitions are read again and answered.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from kafkaclone.cluster.partition import FetchIsolation
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import UNKNOWN_OFFSET, LogOffsetMetadata
-from kafkaclone.server.delayed.purgatory import DelayedOperation
+from kafkaclone.server.delayed.purgatory import DelayedOperation, PartitionSource
+from kafkaclone.server.replica_selector import ClientMetadata
 
 
 class FetchParams(NamedTuple):
@@ -29,6 +30,8 @@ class FetchParams(NamedTuple):
     max_bytes: int
     isolation: FetchIsolation
     fetch_only_from_leader: bool = True
+    client_metadata: ClientMetadata | None = None
+    """A consumer's Fetch v11+: its rack, for the preferred read replica (KIP-392)."""
 
     @property
     def is_from_follower(self) -> bool:
@@ -57,6 +60,8 @@ class LogReadResult(NamedTuple):
     follower_log_start_offset: int
     fetch_time_ms: int
     diverging_epoch: tuple[int, int] | None = None
+    preferred_read_replica: int = -1
+    """The follower the consumer should fetch from instead (no records then); -1: none."""
 
     @property
     def size(self) -> int:
@@ -66,9 +71,7 @@ class LogReadResult(NamedTuple):
 UNKNOWN_OFFSET_METADATA = LogOffsetMetadata(UNKNOWN_OFFSET)
 
 
-class FetchReader(Protocol):
-    def get_partition(self, tp: TopicPartition) -> Any: ...
-
+class FetchReader(PartitionSource, Protocol):
     def read_from_local_log(self, params: FetchParams,
                             infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
                             ) -> list[tuple[TopicPartition, LogReadResult]]: ...

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from kafkaclone.common.errors import (
     NONE,
@@ -20,7 +19,7 @@ from kafkaclone.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.server.delayed.purgatory import DelayedOperation
+from kafkaclone.server.delayed.purgatory import DelayedOperation, PartitionSource
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +40,6 @@ class ProducePartitionStatus:
     required_offset: int
     result: ProducePartitionResult
     acks_pending: bool = True
-
-
-class PartitionSource(Protocol):
-    def get_partition(self, tp: TopicPartition) -> Any: ...
 
 
 class DelayedProduce(DelayedOperation):

@@ -15,11 +15,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from kafkaclone.common.clock import Scheduler
 
+if TYPE_CHECKING:
+    from kafkaclone.cluster.partition import Partition
+    from kafkaclone.common.topic_partition import TopicPartition
+
 logger = logging.getLogger(__name__)
+
+
+class PartitionSource(Protocol):
+    """Where delayed operations look up the partitions they wait on (the ReplicaManager)."""
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None: ...
 
 
 class DelayedOperation:

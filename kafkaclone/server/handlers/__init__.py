@@ -1,1 +1,3 @@
-"""One module per API handler (not built yet)."""
+"""One module per API handler, each registered with its version range (``registry``);
+ApiVersions is computed from the registry. Handlers see the broker as
+``kafkaclone.server.services.BrokerServices``."""

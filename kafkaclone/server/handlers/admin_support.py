@@ -1,7 +1,8 @@
 """What the admin handlers share (Kafka 2.8's ZkAdminManager and ConfigHelper, ZooKeeper mode).
 
-- waiting, on the broker's reactor clock, for the metadata cache to show a change the
-  controller is making (Kafka's DelayedCreatePartitions / DelayedDeleteTopics);
+- waiting in the broker's topic purgatory until the controller's UpdateMetadata shows a
+  leader for every partition CreateTopics or CreatePartitions created
+  (DelayedCreatePartitions);
 - config entries as DescribeConfigs and CreateTopics v5+ report them: the value, its
   source and its synonyms, from the topic's overrides (``/config/topics/<t>``), this
   broker's dynamic configs (``/config/brokers/<id>``), the cluster-wide dynamic defaults
@@ -14,28 +15,32 @@ This module registers no handler (the registry imports it like the others, harml
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from twisted.internet.task import deferLater
+from twisted.internet.defer import Deferred
 
+from kafkaclone.common.acl import AclOperation
+from kafkaclone.common.acl import ResourceType as AclResourceType
 from kafkaclone.common.config_def import ConfigError, ConfigKey
 from kafkaclone.common.errors import (
+    ClusterAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
     NotControllerError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
 )
 from kafkaclone.log.config import LOG_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, LogConfig
 from kafkaclone.server.config import BROKER_CONFIG, broker_config_synonyms
+from kafkaclone.server.delayed.admin import DelayedCreatePartitions
+from kafkaclone.server.handlers.registry import RequestContext
 from kafkaclone.server.services import BrokerServices
-from kafkaclone.zk.znodes import ConfigEntityZNode, ConfigType
+from kafkaclone.zk.znodes import ConfigEntityType, ConfigEntityZNode
 
 NO_NUM_PARTITIONS: Final = -1
 NO_REPLICATION_FACTOR: Final = -1
-POLL_INTERVAL_S: Final = 0.02
-"""How often a waiting admin request looks at the metadata cache again."""
 
 
 class ResourceType(enum.IntEnum):
@@ -90,43 +95,26 @@ def error_of(exc: BaseException) -> tuple[int, str | None]:
 
 
 def is_active_controller(broker: BrokerServices) -> bool:
-    controller = getattr(broker, "controller", None)
-    return controller is not None and bool(controller.is_active)
+    controller = broker.controller
+    return controller is not None and controller.is_active
 
 
 NOT_CONTROLLER: Final = NotControllerError.code
 
 
-def _clock(broker: BrokerServices) -> Any:
-    clock = getattr(broker, "reactor", None)
-    if clock is None:
-        from twisted.internet import reactor as clock
-    return clock
-
-
-async def wait_until(broker: BrokerServices, done: Callable[[], bool], timeout_ms: int) -> bool:
-    """Whether ``done()`` held within ``timeout_ms`` on the broker's clock (it is looked at
-    every POLL_INTERVAL_S, as the controller's UpdateMetadata requests arrive)."""
-    clock = _clock(broker)
-    deadline = clock.seconds() + timeout_ms / 1000.0
-    while not done():
-        remaining = deadline - clock.seconds()
-        if remaining <= 0:
-            return False
-        await deferLater(clock, min(POLL_INTERVAL_S, remaining), lambda: None)
-    return True
-
-
-def partitions_have_leaders(broker: BrokerServices, topic: str,
-                            partitions: Iterable[int]) -> bool:
-    """Kafka's DelayedCreatePartitions test: every partition is in the metadata cache with
-    a leader."""
-    cache = broker.metadata_cache
-    for partition in partitions:
-        state = cache.partition_state(topic, partition)
-        if state is None or state.leader < 0:
-            return False
-    return True
+async def wait_for_leaders(broker: BrokerServices, partitions: Mapping[str, Collection[int]],
+                           timeout_ms: int) -> set[str]:
+    """The topics of ``partitions`` (topic -> new partition ids) still without a leader for
+    every partition once DelayedCreatePartitions completed or expired after ``timeout_ms``;
+    all of them for a timeout <= 0 (Kafka answers REQUEST_TIMED_OUT at once: the topics are
+    created all the same)."""
+    if timeout_ms <= 0:
+        return set(partitions)
+    answered: Deferred[set[str]] = Deferred()
+    broker.topic_purgatory.try_complete_else_watch(
+        DelayedCreatePartitions(timeout_ms, partitions, broker.metadata_cache,
+                                answered.callback), partitions)
+    return await answered
 
 
 # --- config entries --------------------------------------------------------------------------
@@ -185,8 +173,8 @@ def _string(key: ConfigKey | None, value: object) -> str | None:
 
 async def broker_config_layers(broker: BrokerServices) -> BrokerConfigLayers:
     zk = broker.zk_client
-    dynamic_broker = await zk.get_entity_configs(ConfigType.BROKER, str(broker.broker_id))
-    dynamic_default = await zk.get_entity_configs(ConfigType.BROKER,
+    dynamic_broker = await zk.get_entity_configs(ConfigEntityType.BROKER, str(broker.broker_id))
+    dynamic_default = await zk.get_entity_configs(ConfigEntityType.BROKER,
                                                   ConfigEntityZNode.DEFAULT_ENTITY_NAME)
     config = broker.config
     static = {name: _string(BROKER_CONFIG.get(name), value)
@@ -214,10 +202,10 @@ def _config_synonyms(layers: BrokerConfigLayers, name: str, chain: Iterable[str]
 
 
 def topic_log_config(layers: BrokerConfigLayers, topic_props: Mapping[str, str]) -> LogConfig:
-    """A topic's LogConfig: its overrides over the broker's topic defaults. Unknown override
-    names are ignored here (they were refused when written)."""
+    """A topic's LogConfig: its overrides over the broker's topic defaults, dynamic ones
+    included."""
     defaults = LogConfig.from_broker_props(layers.effective_broker_props())
-    return LogConfig.from_props(topic_props, defaults=defaults, ignore_unknown=True)
+    return LogConfig.from_topic_overrides(topic_props, defaults)
 
 
 def topic_config_entries(layers: BrokerConfigLayers, topic_props: Mapping[str, str],
@@ -344,3 +332,17 @@ def alter_config_error(exc: BaseException, resource_type: int,
                 f"name='{resource_name}'): {exc.message}")
     return error_of(exc)
 
+
+
+def config_resource_refusal(ctx: RequestContext, operation: AclOperation, resource_type: int,
+                            resource_name: str) -> KafkaError | None:
+    """The error for a config resource the principal may not ``operation`` (DescribeConfigs /
+    AlterConfigs): a topic needs it on the topic, a broker or broker logger on the cluster
+    (KafkaApis.authorizeConfigResource); None when allowed."""
+    if resource_type == ResourceType.TOPIC:
+        if ctx.authorize(operation, AclResourceType.TOPIC, resource_name):
+            return None
+        return TopicAuthorizationFailedError()
+    if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        return None if ctx.authorize_cluster(operation) else ClusterAuthorizationFailedError()
+    return None

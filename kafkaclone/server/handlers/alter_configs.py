@@ -12,16 +12,17 @@ values are INVALID_REQUEST. validate_only checks and writes nothing.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.common.errors import NONE, InvalidRequestError, UnknownTopicOrPartitionError
 from kafkaclone.common.topic import validate_topic_name
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import AlterConfigsRequest, AlterConfigsResponse
 from kafkaclone.server.handlers.admin_support import (
     ResourceType,
     alter_config_error,
     broker_id_of_resource,
+    config_resource_refusal,
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
@@ -30,8 +31,7 @@ from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.ALTER_CONFIGS].response
-_Result = _RESPONSE.structs["AlterConfigsResourceResponse"]
+_Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 async def alter_resource_configs(broker: BrokerServices, resource_type: int, name: str,
@@ -58,18 +58,25 @@ async def alter_resource_configs(broker: BrokerServices, resource_type: int, nam
 
 
 @handler(ApiKey.ALTER_CONFIGS, versions=(0, 2))
-async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(
+        ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     broker: BrokerServices = ctx.broker
     results = []
     for resource in request.resources:
         result = _Result(error_code=NONE, error_message=None,
                          resource_type=resource.resource_type,
                          resource_name=resource.resource_name)
+        refusal = config_resource_refusal(ctx, AclOperation.ALTER_CONFIGS,
+                                          resource.resource_type, resource.resource_name)
+        if refusal is not None:
+            result.error_code, result.error_message = refusal.code, refusal.message
+            results.append(result)
+            continue
         try:
             nulls = [c.name for c in resource.configs if c.value is None]
             if nulls:
                 raise InvalidRequestError(f"Null value not supported for : {','.join(nulls)}")
-            props = {c.name: c.value for c in resource.configs}
+            props = {c.name: c.value for c in resource.configs if c.value is not None}
             await alter_resource_configs(broker, resource.resource_type,
                                          resource.resource_name, props,
                                          bool(request.validate_only))
@@ -79,4 +86,4 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
             result.error_code, result.error_message = alter_config_error(
                 exc, resource.resource_type, resource.resource_name)
         results.append(result)
-    return _RESPONSE(responses=results)
+    return AlterConfigsResponse(responses=results)

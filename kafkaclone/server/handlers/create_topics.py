@@ -4,11 +4,12 @@ ZkAdminManager.createTopics in ZooKeeper mode.
 Only the controller accepts (others answer NOT_CONTROLLER). Each topic is validated (name,
 existence, counts or manual assignment, configs) before anything is written; a valid one
 is written to ZooKeeper (``/config/topics/<t>`` then ``/brokers/topics/<t>``) unless the
-request is validate_only. The answer then waits, at most ``timeout_ms`` on the broker's
-clock, until the metadata cache shows a leader for every new partition (the controller's
-UpdateMetadata); topics still leaderless then are REQUEST_TIMED_OUT, as Kafka's
-DelayedCreatePartitions answers. v5+ report the partition count, the replication factor
-and the configs of each created topic; v7 its id.
+request is validate_only. The answer then waits in the topic purgatory
+(DelayedCreatePartitions), at most ``timeout_ms``, until the controller's UpdateMetadata
+shows a leader for every new partition in the metadata cache; topics still leaderless then
+are REQUEST_TIMED_OUT. Replicas are placed rack-aware when every live broker has a
+``broker.rack`` (Kafka's AdminUtils.assignReplicasToBrokers). v5+ report the partition
+count, the replication factor and the configs of each created topic; v7 its id.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.config_def import ConfigError
 from kafkaclone.common.errors import (
     NONE,
@@ -26,9 +28,10 @@ from kafkaclone.common.errors import (
     KafkaError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
 )
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import CreateTopicsRequest, CreateTopicsResponse
 from kafkaclone.server.handlers.admin_support import (
     NO_NUM_PARTITIONS,
     NO_REPLICATION_FACTOR,
@@ -36,19 +39,17 @@ from kafkaclone.server.handlers.admin_support import (
     broker_config_layers,
     error_of,
     is_active_controller,
-    partitions_have_leaders,
     topic_config_entries,
-    wait_until,
+    wait_for_leaders,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
-from kafkaclone.zk.admin import assign_replicas_to_brokers
+from kafkaclone.zk.admin import BrokerMetadata, assign_replicas_to_brokers
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.CREATE_TOPICS].response
-_Result = _RESPONSE.structs["CreatableTopicResult"]
-_Config = _RESPONSE.structs["CreatableTopicConfigs"]
+_Result = CreateTopicsResponse.CreatableTopicResult
+_Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 _ZERO_ID = uuid.UUID(int=0)
 
 
@@ -74,12 +75,16 @@ async def _prepare(broker: BrokerServices, topic: Any) -> dict[int, tuple[int, .
     replication_factor = (config.get_int("default.replication.factor")
                           if topic.replication_factor == NO_REPLICATION_FACTOR
                           else topic.replication_factor)
-    live = [b.id for b in broker.metadata_cache.alive_brokers()]
+    # Kafka places on the metadata cache's live brokers with their racks: some with a rack
+    # and some without is "Not all brokers have rack information ..." (UNKNOWN_SERVER_ERROR).
+    live = sorted((BrokerMetadata(b.id, b.rack) for b in broker.metadata_cache.alive_brokers()),
+                  key=lambda b: b.id)
     return assign_replicas_to_brokers(live, partitions, replication_factor)
 
 
 @handler(ApiKey.CREATE_TOPICS, versions=(0, 7))
-async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_topics(
+        ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     results = {t.name: _Result(name=t.name, error_code=NONE, error_message=None)
@@ -88,7 +93,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     if not is_active_controller(broker):
         for result in ordered:
             result.error_code = NOT_CONTROLLER
-        return _RESPONSE(topics=ordered)
+        return CreateTopicsResponse(topics=ordered)
 
     counts = Counter(t.name for t in request.topics)
     for name, count in counts.items():
@@ -96,6 +101,9 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             results[name].error_code = InvalidRequestError.code
             results[name].error_message = "Found multiple entries for this topic."
 
+    # Create on the cluster allows every topic, else Create on each topic is needed.
+    denied = (frozenset() if ctx.authorize_cluster(AclOperation.CREATE) else
+              ctx.unauthorized_names(AclOperation.CREATE, ResourceType.TOPIC, counts))
     validate_only = version >= 1 and bool(request.validate_only)
     created: dict[str, set[int]] = {}
     layers = None
@@ -103,11 +111,15 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         result = results[topic.name]
         if counts[topic.name] > 1:
             continue
+        if topic.name in denied:
+            result.error_code = TopicAuthorizationFailedError.code
+            result.error_message = "Authorization failed."
+            continue
         try:
             if version >= 5 and layers is None:
                 layers = await broker_config_layers(broker)
             assignment = await _prepare(broker, topic)
-            configs = {c.name: c.value for c in topic.configs}
+            configs = {c.name: c.value for c in topic.configs if c.value is not None}
             await broker.admin_zk.validate_topic_create(topic.name, assignment, configs)
             topic_id = _ZERO_ID
             if not validate_only:
@@ -137,17 +149,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             ]
 
     if created and not validate_only:
-        def all_have_leaders() -> bool:
-            return all(partitions_have_leaders(broker, name, partitions)
-                       for name, partitions in created.items())
-
-        # Kafka answers REQUEST_TIMED_OUT at once for a timeout <= 0 (the topics are created).
-        waited = request.timeout_ms > 0 and await wait_until(broker, all_have_leaders,
-                                                             request.timeout_ms)
-        for name, partitions in created.items():
-            if not waited and (request.timeout_ms <= 0
-                               or not partitions_have_leaders(broker, name, partitions)):
-                result = results[name]
-                result.error_code, result.error_message = RequestTimedOutError.code, None
-                result.configs, result.num_partitions, result.replication_factor = [], -1, -1
-    return _RESPONSE(topics=ordered)
+        for name in await wait_for_leaders(broker, created, request.timeout_ms):
+            result = results[name]
+            result.error_code, result.error_message = RequestTimedOutError.code, None
+            result.configs, result.num_partitions, result.replication_factor = [], -1, -1
+    return CreateTopicsResponse(topics=ordered)

@@ -4,24 +4,22 @@ unknown one GROUP_ID_NOT_FOUND (Kafka 2.8's GroupCoordinator.handleDeleteGroups)
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.common.errors import KafkaError
-from kafkaclone.protocol.api import APIS
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import GroupAuthorizationFailedError
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.protocol.message_types import DeleteGroupsRequest, DeleteGroupsResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
-_RESPONSE = APIS[ApiKey.DELETE_GROUPS].response
-_Result = _RESPONSE.structs["DeletableGroupResult"]
+_Result = DeleteGroupsResponse.DeletableGroupResult
 
 
 @handler(ApiKey.DELETE_GROUPS, versions=(0, 2))
-async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_groups(
+        ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request.groups_names))
-    try:
-        errors = await coordinator_of(ctx).handle_delete_groups(names)
-    except KafkaError as exc:
-        errors = dict.fromkeys(names, exc.code)
-    return _RESPONSE(throttle_time_ms=0, results=[
+    denied = ctx.unauthorized_names(AclOperation.DELETE, ResourceType.GROUP, names)
+    errors = await ctx.broker.group_coordinator.handle_delete_groups(
+        [name for name in names if name not in denied])
+    errors.update(dict.fromkeys(denied, GroupAuthorizationFailedError.code))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
         _Result(group_id=name, error_code=errors[name]) for name in names])

@@ -11,30 +11,31 @@ internal topic).
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.common.errors import UnknownTopicOrPartitionError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import DeleteRecordsRequest, DeleteRecordsResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.DELETE_RECORDS].response
-_TopicResult = _RESPONSE.structs["DeleteRecordsTopicResult"]
-_PartitionResult = _RESPONSE.structs["DeleteRecordsPartitionResult"]
+_TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
+_PartitionResult = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
 
 
 @handler(ApiKey.DELETE_RECORDS, versions=(0, 2))
-async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_records(
+        ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     broker: BrokerServices = ctx.broker
     cache = broker.metadata_cache
     offsets: dict[TopicPartition, int] = {}
     unknown: set[TopicPartition] = set()
+    denied = ctx.unauthorized_names(AclOperation.DELETE, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     for topic in request.topics:
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
-            if cache.partition_state(tp.topic, tp.partition) is None:
+            if topic.name in denied or cache.partition_state(tp.topic, tp.partition) is None:
                 unknown.add(tp)
             else:
                 offsets[tp] = partition.offset
@@ -46,12 +47,14 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
             if tp in unknown:
+                code = (TopicAuthorizationFailedError.code if topic.name in denied
+                        else UnknownTopicOrPartitionError.code)
                 results.append(_PartitionResult(partition_index=tp.partition, low_watermark=-1,
-                                                error_code=UnknownTopicOrPartitionError.code))
+                                                error_code=code))
             else:
                 status = statuses[tp]
                 results.append(_PartitionResult(partition_index=tp.partition,
                                                 low_watermark=status.low_watermark,
                                                 error_code=status.error_code))
         topics.append(_TopicResult(name=topic.name, partitions=results))
-    return _RESPONSE(throttle_time_ms=0, topics=topics)
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -6,8 +6,9 @@ every topic is INVALID_REQUEST (v0-2) or TOPIC_DELETION_DISABLED (v3+). A topic 
 metadata cache does not know is UNKNOWN_TOPIC_OR_PARTITION; v6 may name topics by id
 (UNKNOWN_TOPIC_ID when the id is unknown; a name and an id together are INVALID_REQUEST).
 A known topic is marked for deletion (``/admin/delete_topics/<t>``; marking it twice is
-fine) and the answer waits, at most ``timeout_ms``, until the controller's UpdateMetadata
-has removed it from the cache; REQUEST_TIMED_OUT otherwise.
+fine) and the answer waits in the topic purgatory (DelayedDeleteTopics), at most
+``timeout_ms``, until the controller's UpdateMetadata has removed it from the cache;
+REQUEST_TIMED_OUT otherwise.
 """
 
 from __future__ import annotations
@@ -16,21 +17,25 @@ import logging
 import uuid
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
     InvalidRequestError,
     RequestTimedOutError,
+    TopicAuthorizationFailedError,
     TopicDeletionDisabledError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import DeleteTopicsRequest, DeleteTopicsResponse
+from kafkaclone.server.delayed.admin import DelayedDeleteTopics
 from kafkaclone.server.handlers.admin_support import (
     NOT_CONTROLLER,
     error_of,
     is_active_controller,
-    wait_until,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
@@ -38,8 +43,7 @@ from kafkaclone.zk.errors import TopicAlreadyMarkedForDeletionError
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.DELETE_TOPICS].response
-_Result = _RESPONSE.structs["DeletableTopicResult"]
+_Result = DeleteTopicsResponse.DeletableTopicResult
 _ZERO_ID = uuid.UUID(int=0)
 
 
@@ -50,13 +54,14 @@ def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID]]
 
 
 @handler(ApiKey.DELETE_TOPICS, versions=(0, 6))
-async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_topics(
+        ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     requested = _requested(request, version)
 
-    def answer(results: list[Any]) -> Any:
-        return _RESPONSE(responses=results)
+    def answer(results: list[Any]) -> DeleteTopicsResponse:
+        return DeleteTopicsResponse(responses=results)
 
     if not is_active_controller(broker):
         return answer([_Result(name=n, topic_id=i, error_code=NOT_CONTROLLER)
@@ -80,6 +85,8 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
         results.append(result)
         if resolved is None:
             result.error_code = UnknownTopicIdError.code
+        elif not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, resolved):
+            result.error_code = TopicAuthorizationFailedError.code
         elif not cache.contains(resolved):
             result.error_code = UnknownTopicOrPartitionError.code
         else:
@@ -98,12 +105,13 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
         pending.append(name)
 
     if pending:
-        def all_gone() -> bool:
-            return not any(cache.contains(name) for name in pending)
-
-        waited = request.timeout_ms > 0 and await wait_until(broker, all_gone,
-                                                             request.timeout_ms)
-        for name in pending:
-            if not waited and (request.timeout_ms <= 0 or cache.contains(name)):
-                to_delete[name].error_code = RequestTimedOutError.code
+        still_there = set(pending)
+        if request.timeout_ms > 0:
+            answered: Deferred[set[str]] = Deferred()
+            broker.topic_purgatory.try_complete_else_watch(
+                DelayedDeleteTopics(request.timeout_ms, pending, cache, answered.callback),
+                pending)
+            still_there = await answered
+        for name in still_there:
+            to_delete[name].error_code = RequestTimedOutError.code
     return answer(results)

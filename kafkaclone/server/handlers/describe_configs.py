@@ -13,16 +13,16 @@ when asked, documentation. v0 has no sources, only ``is_default``.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.common.errors import (
     NONE,
     InvalidRequestError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic import validate_topic_name
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import DescribeConfigsRequest, DescribeConfigsResponse
 from kafkaclone.server.handlers.admin_support import (
     BrokerConfigLayers,
     ConfigEntry,
@@ -31,22 +31,23 @@ from kafkaclone.server.handlers.admin_support import (
     broker_config_entries,
     broker_config_layers,
     broker_id_of_resource,
+    config_resource_refusal,
     error_of,
     topic_config_entries,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
-from kafkaclone.zk.znodes import ConfigType
+from kafkaclone.zk.znodes import ConfigEntityType
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.DESCRIBE_CONFIGS].response
-_Result = _RESPONSE.structs["DescribeConfigsResult"]
-_Entry = _RESPONSE.structs["DescribeConfigsResourceResult"]
-_Synonym = _RESPONSE.structs["DescribeConfigsSynonym"]
+_Resource = DescribeConfigsRequest.DescribeConfigsResource
+_Result = DescribeConfigsResponse.DescribeConfigsResult
+_Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+_Synonym = _Entry.DescribeConfigsSynonym
 
 
-def _entry(entry: ConfigEntry) -> Any:
+def _entry(entry: ConfigEntry) -> _Entry:
     return _Entry(
         name=entry.name, value=entry.value, read_only=entry.read_only,
         is_default=entry.source == ConfigSource.DEFAULT_CONFIG,
@@ -56,7 +57,7 @@ def _entry(entry: ConfigEntry) -> Any:
         config_type=entry.config_type, documentation=entry.documentation)
 
 
-async def _describe(broker: BrokerServices, layers: BrokerConfigLayers, resource: Any,
+async def _describe(broker: BrokerServices, layers: BrokerConfigLayers, resource: _Resource,
                     include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
     keys = resource.configuration_keys
     if resource.resource_type == ResourceType.TOPIC:
@@ -64,7 +65,7 @@ async def _describe(broker: BrokerServices, layers: BrokerConfigLayers, resource
         validate_topic_name(topic)
         if not broker.metadata_cache.contains(topic):
             raise UnknownTopicOrPartitionError()
-        props = await broker.admin_zk.fetch_entity_config(ConfigType.TOPIC, topic)
+        props = await broker.admin_zk.fetch_entity_config(ConfigEntityType.TOPIC, topic)
         return topic_config_entries(layers, props, keys, include_synonyms=include_synonyms,
                                     include_documentation=include_documentation)
     if resource.resource_type == ResourceType.BROKER:
@@ -76,7 +77,8 @@ async def _describe(broker: BrokerServices, layers: BrokerConfigLayers, resource
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
-async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_configs(
+        ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     include_synonyms = version >= 1 and bool(request.include_synonyms)
@@ -87,6 +89,12 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
         result = _Result(error_code=NONE, error_message=None,
                          resource_type=resource.resource_type,
                          resource_name=resource.resource_name, configs=[])
+        refusal = config_resource_refusal(ctx, AclOperation.DESCRIBE_CONFIGS,
+                                          resource.resource_type, resource.resource_name)
+        if refusal is not None:
+            result.error_code, result.error_message = refusal.code, refusal.message
+            results.append(result)
+            continue
         try:
             if layers is None:
                 layers = await broker_config_layers(broker)
@@ -99,4 +107,4 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
         else:
             result.configs = [_entry(e) for e in entries]
         results.append(result)
-    return _RESPONSE(results=results)
+    return DescribeConfigsResponse(results=results)

@@ -13,8 +13,14 @@ zstd) a topic with ``compression.type=zstd`` is UNSUPPORTED_COMPRESSION_TYPE.
 - ``replica_id >= 0``: a follower. It reads up to the log end offset, and its fetch offset
   tells the leader how far it got (ISR expand, high watermark). ``replica_id = -1``: a
   consumer, up to the high watermark (read_committed: the last stable offset, which is the
-  high watermark until transactions exist). ``-2`` (a debugging consumer) may read a
-  follower's replica.
+  high watermark until transactions exist); ``-2`` (a debugging consumer) the same.
+- Follower fetching (KIP-392), as Kafka 2.8: a consumer's Fetch v11+ (which carries its
+  ``rack_id``) may read a follower's replica, up to the follower's high watermark (an
+  offset between that and its log end offset reads nothing; beyond its log end offset is
+  OFFSET_OUT_OF_RANGE, on which the client goes back to the leader); older versions read
+  only from the leader. With ``replica.selector.class`` set, the leader may answer a v11+
+  consumer with no records and ``preferred_read_replica``, the follower in the client's
+  rack to fetch from (ReplicaManager.find_preferred_read_replica).
 - KIP-74: the first batch is returned whole even above the limits; otherwise each partition
   gets at most its ``partition_max_bytes`` and the response at most ``max_bytes`` (capped
   by ``fetch.max.bytes``).
@@ -30,51 +36,72 @@ zstd) a topic with ``compression.type=zstd`` is UNSUPPORTED_COMPRESSION_TYPE.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from kafkaclone.cluster.partition import FetchIsolation
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
+    TopicAuthorizationFailedError,
     UnsupportedCompressionTypeError,
     UnsupportedVersionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.conversion import down_convert, fetch_magic
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.records import LOG_OVERHEAD
-from kafkaclone.server.delayed.fetch import FetchParams, LogReadResult, PartitionFetchInfo
+from kafkaclone.protocol.message_types import FetchRequest, FetchResponse
+from kafkaclone.protocol.records.common import LOG_OVERHEAD, SIZE_OFFSET
+from kafkaclone.server.delayed.fetch import (
+    UNKNOWN_OFFSET_METADATA,
+    FetchParams,
+    LogReadResult,
+    PartitionFetchInfo,
+)
 from kafkaclone.server.fetch_session import new_context
 from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.replica_selector import ClientMetadata
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.FETCH].response
-_TopicResponse = _RESPONSE.structs["FetchableTopicResponse"]
-_PartitionData = _RESPONSE.structs["PartitionData"]
-_EpochEndOffset = _RESPONSE.structs["EpochEndOffset"]
+_TopicResponse = FetchResponse.FetchableTopicResponse
+_PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
+_EpochEndOffset = FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset
 
 CONSUMER_REPLICA_ID: Final = -1
 DEBUGGING_CONSUMER_ID: Final = -2
+FUTURE_LOCAL_REPLICA_ID: Final = -3
+"""Kafka's Request.FutureLocalReplicaId (a log moving between log dirs): not a consumer."""
 READ_COMMITTED: Final = 1
 INVALID_SESSION_ID: Final = 0
 _EMPTY: Final = b""
 _LAST_UNCONVERTED_VERSION: Final = 3
 _LAST_HARD_LIMIT_VERSION: Final = 2
 _FIRST_ZSTD_VERSION: Final = 10
+_FIRST_CLIENT_METADATA_VERSION: Final = 11
 _LAST_STORAGE_ERROR_HIDDEN: Final = 5
-_LENGTH_OFFSET: Final = 8
 
 
-def fetch_params(request: Any, broker: BrokerServices) -> FetchParams:
+def fetch_params(ctx: RequestContext, request: FetchRequest) -> FetchParams:
+    """Kafka 2.8's KafkaApis.handleFetchRequest and the head of ReplicaManager.fetchMessages:
+    the isolation, and whether only the leader may answer (followers, and consumers before
+    v11, which carries the client metadata)."""
+    broker: BrokerServices = ctx.broker
     replica_id = request.replica_id
-    if replica_id >= 0:
+    is_from_follower = replica_id >= 0
+    is_from_consumer = not (is_from_follower or replica_id == FUTURE_LOCAL_REPLICA_ID)
+    if not is_from_consumer:
         isolation = FetchIsolation.LOG_END
     else:
         isolation = (FetchIsolation.TXN_COMMITTED if request.isolation_level == READ_COMMITTED
                      else FetchIsolation.HIGH_WATERMARK)
+    client_metadata = None
+    if ctx.api_version >= _FIRST_CLIENT_METADATA_VERSION:
+        client_metadata = ClientMetadata(
+            rack_id=request.rack_id or "", client_id=ctx.client_id or "",
+            client_address=ctx.connection.client_host,
+            listener_name=ctx.connection.listener_name)
     max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
     return FetchParams(
         replica_id=replica_id,
@@ -82,11 +109,14 @@ def fetch_params(request: Any, broker: BrokerServices) -> FetchParams:
         min_bytes=min(request.min_bytes, max_bytes),
         max_bytes=max_bytes,
         isolation=isolation,
-        fetch_only_from_leader=replica_id != DEBUGGING_CONSUMER_ID,
+        fetch_only_from_leader=is_from_follower or (is_from_consumer
+                                                    and client_metadata is None),
+        client_metadata=client_metadata,
     )
 
 
-def _partition_data(index: int, result: LogReadResult, isolation: FetchIsolation) -> Any:
+def _partition_data(index: int, result: LogReadResult,
+                    isolation: FetchIsolation) -> _PartitionData:
     data = _PartitionData(
         partition_index=index,
         error_code=result.error_code,
@@ -94,7 +124,7 @@ def _partition_data(index: int, result: LogReadResult, isolation: FetchIsolation
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
         aborted_transactions=[] if isolation is FetchIsolation.TXN_COMMITTED else None,
-        preferred_read_replica=-1,
+        preferred_read_replica=result.preferred_read_replica,
         records=result.records if result.records is not None else _EMPTY,
     )
     if result.diverging_epoch is not None:
@@ -109,7 +139,7 @@ def _whole_batches(records: memoryview, limit: int) -> memoryview:
     end = len(records)
     while size + LOG_OVERHEAD <= end:
         batch_size = LOG_OVERHEAD + int.from_bytes(
-            records[size + _LENGTH_OFFSET:size + LOG_OVERHEAD], "big", signed=True)
+            records[size + SIZE_OFFSET:size + LOG_OVERHEAD], "big", signed=True)
         if size + batch_size > min(limit, end):
             break
         size += batch_size
@@ -150,7 +180,7 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
     records = _hard_limited(result.records, limit) if version <= _LAST_HARD_LIMIT_VERSION \
         else result.records
     if len(records) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(
-            records[_LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
+            records[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
         return result._replace(records=records)  # no complete batch: nothing to convert
     log = broker.replica_manager.log_manager.get_log(tp)
     if (not from_follower and log is not None
@@ -183,10 +213,27 @@ def _convert_results(version: int, broker: BrokerServices, params: FetchParams,
     return converted
 
 
+_TOPIC_AUTHORIZATION_FAILED: Final = LogReadResult(
+    TopicAuthorizationFailedError.code, None, UNKNOWN_OFFSET_METADATA, -1, -1, -1, -1, -1, -1)
+
+
+def _unauthorized_topics(ctx: RequestContext, params: FetchParams,
+                         partitions: list[tuple[TopicPartition, PartitionFetchInfo]],
+                         ) -> frozenset[str]:
+    """A follower needs ClusterAction on the cluster, a consumer Read on each topic
+    (KafkaApis.handleFetchRequest); the topics refused TOPIC_AUTHORIZATION_FAILED."""
+    if params.is_from_follower:
+        if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return frozenset()
+        return frozenset(tp.topic for tp, _ in partitions)
+    return ctx.unauthorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                  (tp.topic for tp, _ in partitions))
+
+
 @handler(ApiKey.FETCH, versions=(0, 12))
-async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker: BrokerServices = ctx.broker
-    params = fetch_params(request, broker)
+    params = fetch_params(ctx, request)
     infos = [
         (TopicPartition(topic.topic, p.partition),
          PartitionFetchInfo(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
@@ -199,23 +246,30 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     context = new_context(sessions, request.session_id, request.session_epoch, infos,
                           forgotten, params.is_from_follower)
     if context.error_code != NONE:
-        return _RESPONSE(throttle_time_ms=0, error_code=context.error_code,
+        return FetchResponse(throttle_time_ms=0, error_code=context.error_code,
                          session_id=INVALID_SESSION_ID, responses=[])
-    results = await broker.replica_manager.fetch_messages(params, context.partitions)
+    denied = _unauthorized_topics(ctx, params, context.partitions)
+    if denied:
+        read = dict(await broker.replica_manager.fetch_messages(
+            params, [(tp, info) for tp, info in context.partitions if tp.topic not in denied]))
+        results = [(tp, read.get(tp, _TOPIC_AUTHORIZATION_FAILED))
+                   for tp, _ in context.partitions]
+    else:
+        results = await broker.replica_manager.fetch_messages(params, context.partitions)
     session_id, results = context.respond(sessions, results)
     if ctx.api_version <= _LAST_UNCONVERTED_VERSION:
         results = _convert_results(ctx.api_version, broker, params, infos, results)
     elif ctx.api_version < _FIRST_ZSTD_VERSION:
         results = [(tp, _older_version_errors(ctx.api_version, broker, tp, result))
                    for tp, result in results]
-    responses: list[Any] = []
+    responses: list[_TopicResponse] = []
     current_topic: str | None = None
-    partitions: list[Any] = []
+    partitions: list[_PartitionData] = []
     for tp, result in results:
         if tp.topic != current_topic:
             partitions = []
             responses.append(_TopicResponse(topic=tp.topic, partitions=partitions))
             current_topic = tp.topic
         partitions.append(_partition_data(tp.partition, result, params.isolation))
-    return _RESPONSE(throttle_time_ms=0, error_code=NONE, session_id=session_id,
+    return FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=session_id,
                      responses=responses)

@@ -6,36 +6,33 @@ v5 adds static membership (``group.instance.id``); v7 reports the protocol type.
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.common.errors import KafkaError
-from kafkaclone.protocol.api import APIS
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import GroupAuthorizationFailedError
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import client_host, coordinator_of
+from kafkaclone.protocol.message_types import JoinGroupRequest, JoinGroupResponse
+from kafkaclone.server.handlers.group_support import client_host
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
-_RESPONSE = APIS[ApiKey.JOIN_GROUP].response
-_Member = _RESPONSE.structs["JoinGroupResponseMember"]
+_Member = JoinGroupResponse.JoinGroupResponseMember
 
 
 @handler(ApiKey.JOIN_GROUP, versions=(0, 7))
-async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
-    try:
-        coordinator = coordinator_of(ctx)
-    except KafkaError as exc:
-        return _RESPONSE(throttle_time_ms=0, error_code=exc.code, generation_id=-1,
-                         protocol_type=None, protocol_name=None if version >= 7 else "",
-                         leader="", member_id=request.member_id, members=[])
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return JoinGroupResponse(
+            throttle_time_ms=0, error_code=GroupAuthorizationFailedError.code,
+            generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "",
+            leader="", member_id=request.member_id, members=[])
     instance_id = request.group_instance_id if version >= 5 else None
     rebalance_timeout = (request.rebalance_timeout_ms if version >= 1
                          else request.session_timeout_ms)
-    result = await coordinator.handle_join_group(
+    result = await ctx.broker.group_coordinator.handle_join_group(
         request.group_id, request.member_id, instance_id,
         version >= 4 and instance_id is None, ctx.client_id or "", client_host(ctx),
         rebalance_timeout, request.session_timeout_ms, request.protocol_type,
         [(p.name, bytes(p.metadata)) for p in request.protocols])
-    return _RESPONSE(
+    return JoinGroupResponse(
         throttle_time_ms=0, error_code=result.error_code, generation_id=result.generation_id,
         protocol_type=result.protocol_type,
         protocol_name=(result.protocol_name if version >= 7 else result.protocol_name or ""),

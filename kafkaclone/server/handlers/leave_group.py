@@ -5,33 +5,29 @@ response's error."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.common.errors import NONE, KafkaError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import NONE, GroupAuthorizationFailedError
 from kafkaclone.coordinator.group.coordinator import LeaveMember
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.protocol.message_types import LeaveGroupRequest, LeaveGroupResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
-_RESPONSE = APIS[ApiKey.LEAVE_GROUP].response
-_Member = _RESPONSE.structs["MemberResponse"]
+_Member = LeaveGroupResponse.MemberResponse
 
 
 @handler(ApiKey.LEAVE_GROUP, versions=(0, 4))
-async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = ctx.api_version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0,
+                                  error_code=GroupAuthorizationFailedError.code, members=[])
     if version >= 3:
         leaving = [LeaveMember(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [LeaveMember(request.member_id, None)]
-    try:
-        coordinator = coordinator_of(ctx)
-    except KafkaError as exc:
-        return _RESPONSE(throttle_time_ms=0, error_code=exc.code, members=[])
-    error, results = coordinator.handle_leave_group(request.group_id, leaving)
+    error, results = ctx.broker.group_coordinator.handle_leave_group(request.group_id, leaving)
     if version < 3 and error == NONE and results:
         error = results[0][1]
-    return _RESPONSE(throttle_time_ms=0, error_code=error, members=[
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=[
         _Member(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=code)
         for m, code in results])

@@ -16,24 +16,31 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Final
+from typing import Final
 
-from kafkaclone.common.errors import NONE, InvalidRequestError, KafkaError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import (
+    NONE,
+    InvalidRequestError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+)
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import ListOffsetsRequest, ListOffsetsResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.LIST_OFFSETS].response
-_TopicResponse = _RESPONSE.structs["ListOffsetsTopicResponse"]
-_PartitionResponse = _RESPONSE.structs["ListOffsetsPartitionResponse"]
+_Partition = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+_TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+_PartitionResponse = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 
 CONSUMER_REPLICA_ID: Final = -1
 DEBUGGING_REPLICA_ID: Final = -2
 
 
-def _v0(broker: BrokerServices, request: Any, tp: TopicPartition, partition: Any) -> Any:
+def _v0(broker: BrokerServices, request: ListOffsetsRequest, tp: TopicPartition,
+        partition: _Partition) -> _PartitionResponse:
     try:
         offsets = broker.replica_manager.legacy_fetch_offsets_for_timestamp(
             tp, partition.timestamp, partition.max_num_offsets,
@@ -46,8 +53,8 @@ def _v0(broker: BrokerServices, request: Any, tp: TopicPartition, partition: Any
                               old_style_offsets=offsets)
 
 
-def _v1_and_above(broker: BrokerServices, request: Any, tp: TopicPartition,
-                  partition: Any) -> Any:
+def _v1_and_above(broker: BrokerServices, request: ListOffsetsRequest, tp: TopicPartition,
+                  partition: _Partition) -> _PartitionResponse:
     isolation = request.isolation_level if request.replica_id == CONSUMER_REPLICA_ID else None
     try:
         found = broker.replica_manager.fetch_offset_for_timestamp(
@@ -65,17 +72,24 @@ def _v1_and_above(broker: BrokerServices, request: Any, tp: TopicPartition,
 
 
 @handler(ApiKey.LIST_OFFSETS, versions=(0, 6))
-async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
+async def handle_list_offsets(
+        ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     duplicates = Counter(TopicPartition(t.name, p.partition_index)
                          for t in request.topics for p in t.partitions)
+    denied = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
-            if version >= 1 and duplicates[tp] > 1:
+            if topic.name in denied:
+                partitions.append(_PartitionResponse(
+                    partition_index=tp.partition, error_code=TopicAuthorizationFailedError.code,
+                    timestamp=-1, offset=-1, leader_epoch=-1))
+            elif version >= 1 and duplicates[tp] > 1:
                 partitions.append(_PartitionResponse(
                     partition_index=tp.partition, error_code=InvalidRequestError.code,
                     timestamp=-1, offset=-1, leader_epoch=-1))
@@ -84,4 +98,4 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             else:
                 partitions.append(_v1_and_above(broker, request, tp, partition))
         topics.append(_TopicResponse(name=topic.name, partitions=partitions))
-    return _RESPONSE(throttle_time_ms=0, topics=topics)
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -17,33 +17,34 @@ As Kafka 2.8's ``KafkaApis.handleOffsetCommitRequest``:
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.clock import now_ms
 from kafkaclone.common.errors import (
     NONE,
-    KafkaError,
+    GroupAuthorizationFailedError,
     OffsetMetadataTooLargeError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.coordinator import offsets_for_commit
-from kafkaclone.protocol.api import APIS
+from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.protocol.message_types import OffsetCommitRequest, OffsetCommitResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
 logger = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.OFFSET_COMMIT].response
-_Topic = _RESPONSE.structs["OffsetCommitResponseTopic"]
-_Partition = _RESPONSE.structs["OffsetCommitResponsePartition"]
+_Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+_Partition = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
 
 
-def _response(request: Any, errors: dict[TopicPartition, int]) -> Any:
-    return _RESPONSE(throttle_time_ms=0, topics=[
+def _response(request: OffsetCommitRequest,
+              errors: dict[TopicPartition, int]) -> OffsetCommitResponse:
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
         _Topic(name=topic.name, partitions=[
             _Partition(partition_index=p.partition_index,
                        error_code=errors[TopicPartition(topic.name, p.partition_index)])
@@ -52,16 +53,24 @@ def _response(request: Any, errors: dict[TopicPartition, int]) -> Any:
 
 
 @handler(ApiKey.OFFSET_COMMIT, versions=(0, 8))
-async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(
+        ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     cache = broker.metadata_cache
+    group_denied = not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id)
+    denied = ctx.unauthorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     errors: dict[TopicPartition, int] = {}
     entries = []
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            if cache.partition_state(topic.name, p.partition_index) is None:
+            if group_denied:
+                errors[tp] = GroupAuthorizationFailedError.code
+            elif topic.name in denied:
+                errors[tp] = TopicAuthorizationFailedError.code
+            elif cache.partition_state(topic.name, p.partition_index) is None:
                 errors[tp] = UnknownTopicOrPartitionError.code
             else:
                 entries.append((tp, p.committed_offset,
@@ -74,21 +83,17 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     if version == 0:
         errors.update(await _legacy_commit(broker, request.group_id, offsets))
         return _response(request, errors)
-    try:
-        coordinator = coordinator_of(ctx)
-    except KafkaError as exc:
-        errors.update(dict.fromkeys(offsets, exc.code))
-        return _response(request, errors)
     if offsets:
-        errors.update(await coordinator.handle_commit_offsets(
+        errors.update(await broker.group_coordinator.handle_commit_offsets(
             request.group_id, request.member_id,
             request.group_instance_id if version >= 7 else None, request.generation_id,
             offsets))
     return _response(request, errors)
 
 
-async def _legacy_commit(broker: BrokerServices, group_id: str,
-                         offsets: dict[TopicPartition, Any]) -> dict[TopicPartition, int]:
+async def _legacy_commit(
+        broker: BrokerServices, group_id: str,
+        offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
     """OffsetCommit v0: straight to ZooKeeper, on whichever broker received it."""
     errors: dict[TopicPartition, int] = {}
     valid = {}

@@ -6,42 +6,49 @@ GroupCoordinator.handleDeleteOffsets)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.common.errors import NONE, KafkaError, UnknownTopicOrPartitionError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import (
+    NONE,
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.protocol.message_types import OffsetDeleteRequest, OffsetDeleteResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
-_RESPONSE = APIS[ApiKey.OFFSET_DELETE].response
-_Topic = _RESPONSE.structs["OffsetDeleteResponseTopic"]
-_Partition = _RESPONSE.structs["OffsetDeleteResponsePartition"]
+_Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+_Partition = OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
 
 
 @handler(ApiKey.OFFSET_DELETE, versions=(0, 0))
-async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_delete(
+        ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     broker: BrokerServices = ctx.broker
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=GroupAuthorizationFailedError.code,
+                                    throttle_time_ms=0, topics=[])
+    denied = ctx.unauthorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     errors: dict[TopicPartition, int] = {}
     known: list[TopicPartition] = []
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            if broker.metadata_cache.partition_state(tp.topic, tp.partition) is None:
+            if topic.name in denied:
+                errors[tp] = TopicAuthorizationFailedError.code
+            elif broker.metadata_cache.partition_state(tp.topic, tp.partition) is None:
                 errors[tp] = UnknownTopicOrPartitionError.code
             else:
                 known.append(tp)
-    try:
-        error, deleted = await coordinator_of(ctx).handle_delete_offsets(request.group_id,
-                                                                         known)
-    except KafkaError as exc:
-        error, deleted = exc.code, {}
+    error, deleted = await ctx.broker.group_coordinator.handle_delete_offsets(request.group_id,
+                                                                              known)
     if error != NONE:
-        return _RESPONSE(error_code=error, throttle_time_ms=0, topics=[])
+        return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
     errors.update(deleted)
-    return _RESPONSE(error_code=NONE, throttle_time_ms=0, topics=[
+    return OffsetDeleteResponse(error_code=NONE, throttle_time_ms=0, topics=[
         _Topic(name=topic.name, partitions=[
             _Partition(partition_index=p.partition_index,
                        error_code=errors[TopicPartition(topic.name, p.partition_index)])

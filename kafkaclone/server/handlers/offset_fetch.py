@@ -14,33 +14,32 @@ As Kafka 2.8's ``KafkaApis.handleOffsetFetchRequest``:
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
-    KafkaError,
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.protocol.message_types import OffsetFetchRequest, OffsetFetchResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
 logger = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.OFFSET_FETCH].response
-_Topic = _RESPONSE.structs["OffsetFetchResponseTopic"]
-_Partition = _RESPONSE.structs["OffsetFetchResponsePartition"]
+_Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+_Partition = OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition
 
 INVALID_OFFSET = -1
 
 
-def _topics(results: dict[TopicPartition, tuple[int, int, str, int]]) -> list[Any]:
+def _topics(results: dict[TopicPartition, tuple[int, int, str, int]]) -> list[_Topic]:
     """(offset, leader epoch, metadata, error) per partition, grouped by topic."""
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[_Partition]] = {}
     for tp, (offset, epoch, metadata, error) in results.items():
         by_topic.setdefault(tp.topic, []).append(_Partition(
             partition_index=tp.partition, committed_offset=offset,
@@ -48,39 +47,54 @@ def _topics(results: dict[TopicPartition, tuple[int, int, str, int]]) -> list[An
     return [_Topic(name=name, partitions=partitions) for name, partitions in by_topic.items()]
 
 
-def _requested(request: Any) -> list[TopicPartition] | None:
+def _requested(request: OffsetFetchRequest) -> list[TopicPartition] | None:
     if request.topics is None:
         return None
     return [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
 
 
 @handler(ApiKey.OFFSET_FETCH, versions=(0, 7))
-async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_fetch(
+        ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     requested = _requested(request)
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+        error = GroupAuthorizationFailedError.code
+        if version >= 2:
+            return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
+        return OffsetFetchResponse(throttle_time_ms=0, topics=_topics({
+            tp: (INVALID_OFFSET, -1, "", error) for tp in requested or []}))
+    # Offsets of topics the principal may not Describe: TOPIC_AUTHORIZATION_FAILED when
+    # named, left out when every partition is asked for.
+    denied = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                    (tp.topic for tp in requested or ()))
+    unauthorized = {tp: (INVALID_OFFSET, -1, "", TopicAuthorizationFailedError.code)
+                    for tp in requested or () if tp.topic in denied}
+    if requested is not None and denied:
+        requested = [tp for tp in requested if tp.topic not in denied]
     if version == 0:
         assert requested is not None
-        return _RESPONSE(throttle_time_ms=0, error_code=NONE,
-                         topics=_topics(await _legacy_fetch(broker, request.group_id,
-                                                            requested)))
-    try:
-        error, found = await coordinator_of(ctx).handle_fetch_offsets(request.group_id,
-                                                                      requested)
-    except KafkaError as exc:
-        error, found = exc.code, {}
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=NONE, topics=_topics(
+            {**await _legacy_fetch(broker, request.group_id, requested), **unauthorized}))
+    error, found = await ctx.broker.group_coordinator.handle_fetch_offsets(request.group_id,
+                                                                           requested)
+    hidden = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                    (tp.topic for tp in found)) if requested is None else ()
+    if hidden:
+        found = {tp: value for tp, value in found.items() if tp.topic not in hidden}
     if error != NONE:
         if version >= 2:
-            return _RESPONSE(throttle_time_ms=0, error_code=error, topics=[])
-        return _RESPONSE(throttle_time_ms=0, topics=_topics({
+            return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
+        return OffsetFetchResponse(throttle_time_ms=0, topics=_topics({
             tp: (INVALID_OFFSET, -1, "", error) for tp in requested or []}))
-    results = {}
+    results = dict(unauthorized)
     for tp, value in found.items():
         if value is None:
             results[tp] = (INVALID_OFFSET, -1, "", NONE)
         else:
             results[tp] = (value.offset, value.leader_epoch, value.metadata, NONE)
-    return _RESPONSE(throttle_time_ms=0, error_code=NONE, topics=_topics(results))
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=NONE, topics=_topics(results))
 
 
 async def _legacy_fetch(broker: BrokerServices, group_id: str,

@@ -14,8 +14,11 @@ Per partition, as Kafka answers:
   UNSUPPORTED_COMPRESSION_TYPE;
 - then the ReplicaManager's append (kafkaclone.server.replica_manager): NOT_LEADER_OR_FOLLOWER,
   NOT_ENOUGH_REPLICAS, CORRUPT_MESSAGE (bad CRC; nothing is appended), MESSAGE_TOO_LARGE,
-  RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, and with acks=-1
-  NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT;
+  RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, the producer state's
+  OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID (nothing is
+  appended; a duplicate of one of a producer's last 5 batches is answered with the offset
+  it got the first time), and with acks=-1 NOT_ENOUGH_REPLICAS_AFTER_APPEND or
+  REQUEST_TIMED_OUT;
 - acks other than 0, 1, -1: INVALID_REQUIRED_ACKS everywhere.
 
 acks=0 gets no response; if a partition failed the connection is closed instead, so the
@@ -25,73 +28,80 @@ client refreshes its metadata (as Kafka does).
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
     InvalidRecordError,
     InvalidRequiredAcksError,
     KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.conversion import up_convert
 from kafkaclone.network.socket_server import CloseConnection
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import ProduceRequest, ProduceResponse
 from kafkaclone.protocol.records import Codec
+from kafkaclone.protocol.records.batch import ATTRIBUTES_OFFSET, MAGIC_V2
+from kafkaclone.protocol.records.common import (
+    COMPRESSION_CODEC_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    SIZE_OFFSET,
+)
+from kafkaclone.protocol.types import Buffer
 from kafkaclone.server.delayed.produce import ProducePartitionResult
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
-_RESPONSE = APIS[ApiKey.PRODUCE].response
-_TopicResponse = _RESPONSE.structs["TopicProduceResponse"]
-_PartitionResponse = _RESPONSE.structs["PartitionProduceResponse"]
-
-_HEADER_SIZE_UP_TO_MAGIC: Final = 17
-_MAGIC_OFFSET: Final = 16
-_ATTRIBUTES_OFFSET: Final = 21
-_LOG_OVERHEAD: Final = 12
+_TopicResponse = ProduceResponse.TopicProduceResponse
+_PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 
 
-def validate_records(version: int, records: Any) -> memoryview:
+def validate_records(version: int, records: Buffer | None) -> memoryview:
     """Kafka's ProduceRequest.validateRecords: exactly one magic 2 batch (a trailing
     partial batch is dropped, as Kafka's batch iterator drops it); the batch's bytes."""
     view = memoryview(b"") if records is None else memoryview(records)
     size = len(view)
-    first_size = (int.from_bytes(view[8:12], "big", signed=True) + _LOG_OVERHEAD
-                  if size >= _HEADER_SIZE_UP_TO_MAGIC else 0)
-    if size < _HEADER_SIZE_UP_TO_MAGIC or first_size > size or first_size < _LOG_OVERHEAD:
+    first_size = (int.from_bytes(view[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True)
+                  + LOG_OVERHEAD if size >= HEADER_SIZE_UP_TO_MAGIC else 0)
+    if size < HEADER_SIZE_UP_TO_MAGIC or first_size > size or first_size < LOG_OVERHEAD:
         raise InvalidRecordError(
             f"Produce requests with version {version} must have at least one record batch")
-    if view[_MAGIC_OFFSET] != 2:
+    if view[MAGIC_OFFSET] != MAGIC_V2:
         raise InvalidRecordError(
             f"Produce requests with version {version} are only allowed to contain record "
             f"batches with magic version 2")
-    if (version < 7 and first_size > _ATTRIBUTES_OFFSET + 1
-            and view[_ATTRIBUTES_OFFSET + 1] & 0x07 == Codec.ZSTD):
+    # attributes is an int16: the codec bits are in its second (low) byte.
+    if (version < 7 and first_size > ATTRIBUTES_OFFSET + 1
+            and view[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK == Codec.ZSTD):
         raise UnsupportedCompressionTypeError(
             f"Produce requests with version {version} are not allowed to use ZStandard "
             f"compression")
     rest = size - first_size
-    if rest >= _HEADER_SIZE_UP_TO_MAGIC:
-        second = int.from_bytes(view[first_size + 8:first_size + 12], "big", signed=True)
-        if second + _LOG_OVERHEAD <= rest:
+    if rest >= HEADER_SIZE_UP_TO_MAGIC:
+        second = int.from_bytes(view[first_size + SIZE_OFFSET:first_size + LOG_OVERHEAD],
+                                "big", signed=True)
+        if second + LOG_OVERHEAD <= rest:
             raise InvalidRecordError(
                 f"Produce requests with version {version} are only allowed to contain "
                 f"exactly one record batch")
     return view[:first_size] if rest else view
 
 
-def _legacy_records(records: Any) -> memoryview | None:
+def _legacy_records(records: Buffer | None) -> memoryview | None:
     """A Produce v0-2 partition's message set as magic 2 (None: no complete entry)."""
     return None if records is None else up_convert(memoryview(records))
 
 
-def _partition_response(index: int, result: ProducePartitionResult) -> Any:
+def _partition_response(index: int, result: ProducePartitionResult) -> _PartitionResponse:
     if result.error_code != NONE:
         return _PartitionResponse(index=index, error_code=result.error_code, base_offset=-1,
                                   log_append_time_ms=-1, log_start_offset=-1,
@@ -103,10 +113,17 @@ def _partition_response(index: int, result: ProducePartitionResult) -> Any:
 
 
 @handler(ApiKey.PRODUCE, versions=(0, 9))
-async def handle_produce(ctx: RequestContext, request: Any) -> Any:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     cache = broker.metadata_cache
+    denied = ctx.unauthorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topic_data))
+    denied_code = TopicAuthorizationFailedError.code
+    if request.transactional_id is not None and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        denied = frozenset(topic.name for topic in request.topic_data)
+        denied_code = TransactionalIdAuthorizationFailedError.code
     order: list[tuple[str, list[int]]] = []
     results: dict[TopicPartition, ProducePartitionResult] = {}
     entries: dict[TopicPartition, memoryview] = {}
@@ -116,6 +133,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
             indexes.append(data.index)
+            if topic.name in denied:
+                results[tp] = ProducePartitionResult(denied_code)
+                continue
             if cache.partition_state(tp.topic, tp.partition) is None:
                 results[tp] = ProducePartitionResult(UnknownTopicOrPartitionError.code)
                 continue
@@ -147,7 +167,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 f"{ctx.correlation_id} from client id {ctx.client_id} with ack=0; errors on "
                 f"{', '.join(map(str, failed))}")
         return None
-    return _RESPONSE(responses=[
+    return ProduceResponse(responses=[
         _TopicResponse(name=name, partition_responses=[
             _partition_response(index, results[TopicPartition(name, index)])
             for index in indexes])

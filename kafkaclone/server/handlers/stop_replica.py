@@ -10,23 +10,23 @@ delete flag per partition.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from kafkaclone.common.errors import StaleBrokerEpochError
+from kafkaclone.common.acl import AclOperation
+from kafkaclone.common.errors import ClusterAuthorizationFailedError, StaleBrokerEpochError
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import StopReplicaRequest, StopReplicaResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.handlers.update_metadata import is_broker_epoch_stale
 from kafkaclone.server.replica_manager import NO_EPOCH, StopReplicaState
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
-_RESPONSE = APIS[ApiKey.STOP_REPLICA].response
-_PartitionError = _RESPONSE.structs["StopReplicaPartitionError"]
+_PartitionError = StopReplicaResponse.StopReplicaPartitionError
 
 
-def stop_replica_states(request: Any, version: int) -> dict[TopicPartition, StopReplicaState]:
+def stop_replica_states(request: StopReplicaRequest,
+                        version: int) -> dict[TopicPartition, StopReplicaState]:
     """Each partition of the request with its leader epoch and delete flag."""
     states: dict[TopicPartition, StopReplicaState] = {}
     if version == 0:
@@ -39,26 +39,32 @@ def stop_replica_states(request: Any, version: int) -> dict[TopicPartition, Stop
             for index in topic.partition_indexes:
                 states[TopicPartition(topic.name, index)] = state
     else:
-        for topic in request.topic_states:
-            for p in topic.partition_states:
-                states[TopicPartition(topic.topic_name, p.partition_index)] = StopReplicaState(
-                    p.leader_epoch, bool(p.delete_partition))
+        for topic_state in request.topic_states:
+            for partition_state in topic_state.partition_states:
+                tp = TopicPartition(topic_state.topic_name, partition_state.partition_index)
+                states[tp] = StopReplicaState(partition_state.leader_epoch,
+                                              bool(partition_state.delete_partition))
     return states
 
 
 @handler(ApiKey.STOP_REPLICA, versions=(0, 3))
-async def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
+async def handle_stop_replica(
+        ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
     broker: BrokerServices = ctx.broker
     states = stop_replica_states(request, ctx.api_version)
-    if is_broker_epoch_stale(broker, request.broker_epoch):
-        log.info("Received StopReplica request with broker epoch %d smaller than the "
-                 "current broker epoch %d", request.broker_epoch, broker.broker_epoch)
-        code = StaleBrokerEpochError.code
-        return _RESPONSE(error_code=code, partition_errors=[
+    refused = not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+    if refused or is_broker_epoch_stale(broker, request.broker_epoch):
+        if refused:
+            code = ClusterAuthorizationFailedError.code
+        else:
+            log.info("Received StopReplica request with broker epoch %d smaller than the "
+                     "current broker epoch %d", request.broker_epoch, broker.broker_epoch)
+            code = StaleBrokerEpochError.code
+        return StopReplicaResponse(error_code=code, partition_errors=[
             _PartitionError(topic_name=tp.topic, partition_index=tp.partition, error_code=code)
             for tp in states])
     result = await broker.replica_manager.stop_replicas(
         request.controller_id, request.controller_epoch, states)
-    return _RESPONSE(error_code=result.error_code, partition_errors=[
+    return StopReplicaResponse(error_code=result.error_code, partition_errors=[
         _PartitionError(topic_name=tp.topic, partition_index=tp.partition, error_code=code)
         for tp, code in result.partition_errors.items()])

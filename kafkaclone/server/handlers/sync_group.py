@@ -4,30 +4,25 @@ reports the protocol type and name."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafkaclone.common.errors import KafkaError
-from kafkaclone.protocol.api import APIS
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import GroupAuthorizationFailedError
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.handlers.group_support import coordinator_of
+from kafkaclone.protocol.message_types import SyncGroupRequest, SyncGroupResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
-
-_RESPONSE = APIS[ApiKey.SYNC_GROUP].response
 
 
 @handler(ApiKey.SYNC_GROUP, versions=(0, 5))
-async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
-    try:
-        coordinator = coordinator_of(ctx)
-    except KafkaError as exc:
-        return _RESPONSE(throttle_time_ms=0, error_code=exc.code, assignment=b"")
-    result = await coordinator.handle_sync_group(
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return SyncGroupResponse(throttle_time_ms=0, error_code=GroupAuthorizationFailedError.code,
+                                 protocol_type=None, protocol_name=None, assignment=b"")
+    result = await ctx.broker.group_coordinator.handle_sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.protocol_type if version >= 5 else None,
         request.protocol_name if version >= 5 else None,
         request.group_instance_id if version >= 3 else None,
         {a.member_id: bytes(a.assignment) for a in request.assignments})
-    return _RESPONSE(throttle_time_ms=0, error_code=result.error_code,
+    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error_code,
                      protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                      assignment=result.assignment)

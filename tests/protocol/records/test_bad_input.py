@@ -18,7 +18,6 @@ from kafkaclone.common.errors import (
     UnsupportedCompressionTypeError,
 )
 from kafkaclone.protocol.records import (
-    RECORD_BATCH_OVERHEAD,
     Codec,
     RecordBatch,
     build_legacy_message_set,
@@ -28,6 +27,7 @@ from kafkaclone.protocol.records import (
     iter_legacy_entries,
     iter_legacy_records,
 )
+from kafkaclone.protocol.records.batch import RECORD_BATCH_OVERHEAD
 
 ITEMS = [
     (b"key-%d" % i, b"value " * (i % 30), [("h", b"x")] if i % 2 else None, 1000 + i)

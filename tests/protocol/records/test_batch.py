@@ -12,9 +12,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkaclone.common.errors import CorruptMessageError, InvalidRecordError
 from kafkaclone.protocol.records import (
-    HEADER,
     LOG_APPEND_TIME,
-    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
     Codec,
     ControlRecordType,
     EndTransactionMarker,
@@ -28,8 +27,24 @@ from kafkaclone.protocol.records import (
     encode_control_record_key,
     encode_record,
     iter_batches,
+    unpack_header,
     validate_batches,
 )
+from kafkaclone.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    LAST_OFFSET_DELTA_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+)
+from kafkaclone.protocol.records.common import MAGIC_OFFSET, OFFSET_OFFSET, SIZE_OFFSET
 from kafkaclone.protocol.records.record import (
     append_varint,
     append_varlong,
@@ -132,9 +147,66 @@ def test_header_fields_and_flags() -> None:
     assert batch.crc == crc32c.crc32c(buf[21:]) == batch.compute_crc()
     assert batch.header_bytes().tobytes() == buf[:RECORD_BATCH_OVERHEAD]
     assert batch.to_bytes() == buf
-    fields = HEADER.unpack_from(buf)
-    assert fields[3] == 2 and fields[12] == 2
+    header = unpack_header(buf)
+    assert header == batch.header
+    assert (header.magic, header.records_count, header.last_offset) == (2, 2, 43)
     assert "base_offset=42" in repr(batch)
+
+
+def test_layout_offsets_match_the_header_format() -> None:
+    """Each named offset is where HEADER puts its field; the header is the whole overhead."""
+    offsets = [
+        OFFSET_OFFSET,
+        SIZE_OFFSET,
+        PARTITION_LEADER_EPOCH_OFFSET,
+        MAGIC_OFFSET,
+        CRC_OFFSET,
+        ATTRIBUTES_OFFSET,
+        LAST_OFFSET_DELTA_OFFSET,
+        BASE_TIMESTAMP_OFFSET,
+        MAX_TIMESTAMP_OFFSET,
+        PRODUCER_ID_OFFSET,
+        PRODUCER_EPOCH_OFFSET,
+        BASE_SEQUENCE_OFFSET,
+        RECORDS_COUNT_OFFSET,
+    ]
+    codes = HEADER.format.lstrip(">")
+    assert len(codes) == len(offsets) == len(BatchHeader._fields)
+    assert offsets == [struct.calcsize(">" + codes[:i]) for i in range(len(codes))]
+    assert HEADER.size == RECORD_BATCH_OVERHEAD
+
+
+def test_batch_header_derived_fields() -> None:
+    header = unpack_header(
+        build_record_batch(
+            [(b"k", b"v")] * 3,
+            base_offset=10,
+            codec=Codec.LZ4,
+            timestamp_type=LOG_APPEND_TIME,
+            base_timestamp=5,
+            producer_id=4,
+            base_sequence=0x7FFFFFFF,
+        )
+    )
+    assert (header.last_offset, header.next_offset) == (12, 13)
+    assert header.compression_codec == Codec.LZ4
+    assert header.timestamp_type == LOG_APPEND_TIME
+    assert header.has_producer_id and not header.is_transactional and not header.is_control
+    assert header.last_sequence == 1  # wraps past int32 max
+    marker = unpack_header(
+        build_end_transaction_marker_batch(
+            ControlRecordType.COMMIT, producer_id=1, producer_epoch=0, coordinator_epoch=0
+        )
+    )
+    assert marker.is_control and marker.is_transactional
+
+
+def test_header_is_read_again_after_a_rewrite() -> None:
+    buf = bytearray(build_record_batch([(b"k", b"v")]))
+    batch = only_batch(buf)
+    assert batch.header.base_offset == 0
+    batch.set_base_offset(77)
+    assert batch.header.base_offset == 77 and batch.last_offset == 77
 
 
 def test_identical_bytes_to_kafka_python_builder() -> None:

@@ -1,4 +1,6 @@
-"""Broker endpoints: ``listeners`` / ``advertised.listeners`` entries, parsed as Kafka does.
+"""Broker endpoints (Kafka's org.apache.kafka.common.Endpoint, kafka.cluster.EndPoint and
+SecurityProtocol): the ``listeners`` / ``advertised.listeners`` entries of a broker's config,
+parsed as Kafka does, and the endpoints it registers in ``/brokers/ids/<id>``.
 
 An endpoint is written ``NAME://host:port``: ``PLAINTEXT://127.0.0.1:9092``,
 ``CONTROLLER://:9093`` (empty host: the default interface), ``SSL://[::1]:9093`` (an IPv6
