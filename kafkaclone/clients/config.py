@@ -78,7 +78,7 @@ def _common() -> list[ConfigKey]:
 
 PRODUCER_CONFIG: Final = ConfigDef([
     *_common(),
-    _key("acks", STRING, "1", one_of("all", "-1", "0", "1"), importance=HIGH),
+    _key("acks", STRING, "all", one_of("all", "-1", "0", "1"), importance=HIGH),
     _key("batch.size", INT, 16384, at_least(0)),
     _key("linger.ms", LONG, 0, at_least(0)),
     _key("buffer.memory", LONG, 33554432, at_least(0), importance=HIGH),
@@ -89,7 +89,9 @@ PRODUCER_CONFIG: Final = ConfigDef([
     _key("retries", INT, INT_MAX, between(0, INT_MAX), importance=HIGH),
     _key("delivery.timeout.ms", INT, 120000, at_least(0)),
     _key("max.in.flight.requests.per.connection", INT, 5, at_least(1), importance=LOW),
-    _key("enable.idempotence", BOOLEAN, False, importance=LOW),
+    _key("enable.idempotence", BOOLEAN, True, importance=LOW,
+         doc="On unless set false, or left unset with a conflicting acks, retries or "
+             "max.in.flight.requests.per.connection (Kafka 3.2's rule)"),
     _key("partitioner", CLASS, "murmur2_random",
          doc="murmur2_random (Kafka's default), murmur2, round_robin, "
              "consistent_random, random, or a callable (key, count, available)"),
@@ -99,8 +101,9 @@ PRODUCER_CONFIG: Final = ConfigDef([
     _key("value.serializer", CLASS, None, importance=HIGH),
     _key("transactional.id", STRING, None, importance=LOW),
 ], strings_from_numbers=True)
-"""Kafka 2.8's ProducerConfig keys the client reads, with Kafka's defaults (acks=1 is
-Kafka 2.8's default; 3.0 changed it to all)."""
+"""Kafka 2.8's ProducerConfig keys the client reads, with Kafka's defaults, except acks=all
+and enable.idempotence=true: the defaults of Kafka 3.0 and later (Kafka 2.8's were 1 and
+false)."""
 
 
 CONSUMER_CONFIG: Final = ConfigDef([
