@@ -24,6 +24,9 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.protocols.basic import Int32StringReceiver
 from twisted.python.failure import Failure
 
+from kafkaclone.common.endpoint import SecurityProtocol
+from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
@@ -35,12 +38,16 @@ class CloseConnection(Exception):
 
 @dataclass(frozen=True)
 class ConnectionInfo:
-    """Who sent a request: the address pair of the connection, and a connection id."""
+    """Who sent a request: the address pair of the connection, a connection id, the
+    listener it came in on and the principal it authenticated as (``User:ANONYMOUS`` on a
+    PLAINTEXT listener and before a SASL exchange completes)."""
 
     connection_id: str
     client_host: str
     client_port: int
     listener_name: str = "PLAINTEXT"
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    principal: KafkaPrincipal = ANONYMOUS
 
 
 class RequestDispatcher(Protocol):

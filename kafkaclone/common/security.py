@@ -1,0 +1,43 @@
+"""Who is on the other end of a connection (Kafka's KafkaPrincipal).
+
+A principal is a type and a name, written ``User:alice``. Kafka's authenticators give
+``User:ANONYMOUS`` to a PLAINTEXT connection and to an SSL connection without a client
+certificate; a SASL connection gets ``User:<authenticated name>``; an SSL connection with a
+client certificate gets the name ``ssl.principal.mapping.rules`` makes of its subject DN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+USER_TYPE: Final = "User"
+
+
+@dataclass(frozen=True)
+class KafkaPrincipal:
+    """A principal: ``principal_type`` (always ``User`` for the built-in authenticators)
+    and ``name``."""
+
+    principal_type: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.principal_type}:{self.name}"
+
+    @classmethod
+    def user(cls, name: str) -> KafkaPrincipal:
+        return cls(USER_TYPE, name)
+
+    @classmethod
+    def parse(cls, text: str) -> KafkaPrincipal:
+        """``Type:name`` -> KafkaPrincipal (Kafka's SecurityUtils.parseKafkaPrincipal);
+        ValueError without a colon."""
+        principal_type, colon, name = text.partition(":")
+        if not colon or not principal_type:
+            raise ValueError(f"principal {text!r} is not of the form Type:name")
+        return cls(principal_type, name)
+
+
+ANONYMOUS: Final = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
+"""The principal of an unauthenticated connection (Kafka's KafkaPrincipal.ANONYMOUS)."""
