@@ -173,8 +173,10 @@ class ScramServerExchange:
         text = message.decode("utf-8", errors="replace")
         without_proof, _, proof_part = text.rpartition(",p=")
         attributes = _attributes(without_proof)
-        if attributes.get("r") != self._nonce or not proof_part:
-            raise ScramError("Invalid SCRAM client final message")
+        # Kafka's ScramSaslServer checks endsWith, not equality: older librdkafka (kcat on
+        # Debian) sends its own nonce again in front of the combined one.
+        if not attributes.get("r", "").endswith(self._nonce) or not proof_part:
+            raise ScramError("Invalid client nonce in the final client message.")
         try:
             proof = base64.b64decode(proof_part, validate=True)
         except ValueError:

@@ -21,7 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 @dataclass(frozen=True)
-class TestPki:
+class Pki:
     ca: Path
     broker_keystore: Path
     broker_key: Path
@@ -63,7 +63,7 @@ def _issue(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Nam
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def make_test_pki(directory: Path) -> TestPki:
+def make_test_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     pem = serialization.Encoding.PEM
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -74,7 +74,7 @@ def make_test_pki(directory: Path) -> TestPki:
                          server=True)
     client_key = ec.generate_private_key(ec.SECP256R1())
     client_cert = _issue(_name("alice"), client_key, ca_name, ca_key, ca=False)
-    pki = TestPki(directory / "ca.pem", directory / "broker.pem", directory / "broker.key",
+    pki = Pki(directory / "ca.pem", directory / "broker.pem", directory / "broker.key",
                   directory / "broker.crt", directory / "client.key", directory / "client.crt",
                   client_cert.subject.rfc4514_string())
     pki.ca.write_bytes(ca_cert.public_bytes(pem))
