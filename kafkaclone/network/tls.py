@@ -175,15 +175,22 @@ def _x509(pem: bytes) -> crypto.X509:
     return crypto.X509.from_cryptography(x509.load_pem_x509_certificate(pem))
 
 
+def _key_options(key: KeyMaterial) -> dict[str, object]:
+    """The key and chain as ``cryptography`` objects: pyOpenSSL takes them directly (its
+    own X509/PKey wrappers are deprecated there)."""
+    return {
+        "privateKey": serialization.load_pem_private_key(key.key_pem, None),
+        "certificate": x509.load_pem_x509_certificate(key.certificate_pem),
+        "extraCertChain": [x509.load_pem_x509_certificate(pem) for pem in key.chain_pem],
+    }
+
+
 def _options(config: SslConfig, *, server: bool) -> ssl.CertificateOptions:
     extra: dict[str, object] = {**_version_bounds(config.enabled_protocols),
                                 **_ciphers(config.cipher_suites)}
     key = config.key
     if key is not None:
-        extra["privateKey"] = crypto.PKey.from_cryptography_key(
-            serialization.load_pem_private_key(key.key_pem, None))  # type: ignore[arg-type]
-        extra["certificate"] = _x509(key.certificate_pem)
-        extra["extraCertChain"] = [_x509(pem) for pem in key.chain_pem]
+        extra.update(_key_options(key))
     verify = not server or config.client_auth != "none"
     if verify:
         if not config.trusted_certificates:
@@ -218,15 +225,10 @@ def client_tls_options(config: SslConfig, hostname: str) -> ClientTlsOptions:
     if config.endpoint_identification_algorithm.lower() == "https":
         trust = ssl.trustRootFromCertificates(  # type: ignore[no-untyped-call]
             [ssl.Certificate.loadPEM(pem) for pem in config.trusted_certificates])
-        client_certificate = None
-        if config.key is not None:
-            client_certificate = ssl.PrivateCertificate.loadPEM(  # type: ignore[no-untyped-call]
-                config.key.certificate_pem + config.key.key_pem)
         extra = {**_version_bounds(config.enabled_protocols), **_ciphers(config.cipher_suites)}
-        if config.key is not None and config.key.chain_pem:
-            extra["extraCertChain"] = [_x509(pem) for pem in config.key.chain_pem]
+        if config.key is not None:
+            extra.update(_key_options(config.key))  # the client certificate
         return ssl.optionsForClientTLS(hostname, trustRoot=trust,
-                                       clientCertificate=client_certificate,
                                        extraCertificateOptions=extra)
     return _options(config, server=False)
 
