@@ -28,6 +28,7 @@ from kafkaclone.clients.connection import (
     BrokerConnection,
     parse_bootstrap,
 )
+from kafkaclone.clients.security import PLAINTEXT, ClientSecurity
 from kafkaclone.common.errors import (
     NONE,
     KafkaError,
@@ -150,8 +151,10 @@ class AdminClient:
     def __init__(self, bootstrap_servers: str | Sequence[str], *,
                  client_id: str = "kafkaclone-admin",
                  request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-                 default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS) -> None:
+                 default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.default_api_timeout_ms = default_api_timeout_ms
@@ -179,7 +182,8 @@ class AdminClient:
 
     def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
         return BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                request_timeout_ms=self.request_timeout_ms)
+                                request_timeout_ms=self.request_timeout_ms,
+                                security=self.security)
 
     def _any_connection(self) -> BrokerConnection:
         for conn in self._connections.values():

@@ -46,6 +46,7 @@ from kafkaclone.common.scram import (
     make_credential,
 )
 from kafkaclone.common.topic import validate_topic_name
+from kafkaclone.tools.client_options import command_security
 from kafkaclone.tools.command import (
     CommandError,
     CommandParser,
@@ -338,7 +339,8 @@ def run_command(opts: argparse.Namespace, out: TextIO) -> None:
         raise CommandError("--entity-type users is supported with --zookeeper only: the "
                            "User SCRAM credential APIs are not served")
     if opts.bootstrap_server:
-        with AdminClient(opts.bootstrap_server, client_id="kafka-configs") as admin:
+        with AdminClient(opts.bootstrap_server, client_id="kafka-configs",
+                         security=command_security(opts.command_config)) as admin:
             if opts.describe:
                 describe_admin(admin, entity_type, name, opts.all, out)
             else:

@@ -218,3 +218,61 @@ def test_scram_user_deleted_cannot_authenticate(cluster: LocalCluster, pki: Pki,
     producer.produce("secured", b"must-not-arrive")
     producer.flush(10)
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+
+
+@pytest.mark.parametrize("listener", ["SASL_SSL", "SASL_PLAINTEXT", "SSL"])
+def test_project_clients_round_trip(cluster: LocalCluster, pki: Pki, listener: str) -> None:
+    from kafkaclone.clients.consumer import Consumer as OwnConsumer
+    from kafkaclone.clients.producer import Producer as OwnProducer
+
+    conf: dict[str, str] = {
+        "SASL_SSL": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                     "sasl.jaas.config":
+                         "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                         'username="alice" password="alice-secret";',
+                     "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca)},
+        "SASL_PLAINTEXT": client_configs(pki)["SASL_PLAINTEXT"],
+        "SSL": client_configs(pki)["SSL"],
+    }[listener]
+    topic = f"own-{listener.lower()}-{uuid.uuid4().hex[:6]}"
+    bootstrap = cluster.bootstrap_servers_for(listener)
+    producer = OwnProducer({"bootstrap.servers": bootstrap, "acks": "all", **conf})
+    for i in range(10):
+        producer.send(topic, f"own-{i}".encode())
+    assert producer.flush(30) == 0
+    producer.close()
+    consumer = OwnConsumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                            "auto.offset.reset": "earliest", **conf})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < 10 and time.monotonic() < deadline:
+        values += [record.value for record in consumer.poll(1.0)]
+    consumer.close()
+    assert values == [f"own-{i}".encode() for i in range(10)]
+
+
+def test_tools_pass_command_config_through(cluster: LocalCluster, pki: Pki,
+                                           tmp_path: Path) -> None:
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="alice-secret";\n'
+        f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n")
+    topic = f"tool-{uuid.uuid4().hex[:6]}"
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkaclone.tools.topic_command", "--bootstrap-server",
+         cluster.bootstrap_servers_for("SASL_SSL"), "--command-config", str(properties),
+         "--create", "--topic", topic, "--partitions", "2"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"Created topic {topic}." in done.stdout
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(properties.read_text().replace("alice-secret", "nope"))
+    refused = subprocess.run(
+        [sys.executable, "-m", "kafkaclone.tools.topic_command", "--bootstrap-server",
+         cluster.bootstrap_servers_for("SASL_SSL"), "--command-config", str(wrong), "--list"],
+        capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "Authentication failed" in refused.stdout + refused.stderr
