@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import quote, unquote
 
 USER_TYPE: Final = "User"
 
@@ -41,3 +42,13 @@ class KafkaPrincipal:
 
 ANONYMOUS: Final = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
 """The principal of an unauthenticated connection (Kafka's KafkaPrincipal.ANONYMOUS)."""
+
+
+def sanitize(name: str) -> str:
+    """A user or client id as a znode name (Kafka's Sanitizer.sanitize: URL-encoded, ``*``
+    as %2A)."""
+    return quote(name, safe="-._")
+
+
+def desanitize(name: str) -> str:
+    return unquote(name)

@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
-from urllib.parse import unquote
 
 from twisted.internet.defer import Deferred
 
 from kafkaclone.common.errors import KafkaError
+from kafkaclone.common.security import desanitize
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.zk.client import KafkaZkClient
@@ -191,8 +191,8 @@ class DynamicConfigManager:
         the znode name is the user name as Kafka's Sanitizer URL-encodes it."""
         assert self._user_config_handler is not None
         configs = await self._zk.get_entity_configs(ConfigEntityType.USER, sanitized_user)
-        logger.info("Processing config change of user %s", unquote(sanitized_user))
-        self._user_config_handler(unquote(sanitized_user), configs)
+        logger.info("Processing config change of user %s", desanitize(sanitized_user))
+        self._user_config_handler(desanitize(sanitized_user), configs)
 
     async def _apply_topic_configs(self, topics: list[str]) -> None:
         overrides = await self._zk.get_topic_configs(topics)

@@ -5,7 +5,8 @@
         --describe [--all]
         --alter [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]
 
-Users (``--entity-type users``, with ``--zookeeper`` as Kafka 2.8 bootstraps SCRAM users):
+Users (``--entity-type users``; with ``--zookeeper`` as Kafka 2.8 bootstraps SCRAM users,
+with ``--bootstrap-server`` through AlterUserScramCredentials / DescribeUserScramCredentials):
 ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'`` stores a SCRAM
 credential (salt, StoredKey, ServerKey, iterations; never the password) in
 ``/config/users/<user>`` and notifies the brokers; ``--delete-config SCRAM-SHA-256`` removes
@@ -25,7 +26,6 @@ import re
 import sys
 from collections.abc import Sequence
 from typing import TextIO
-from urllib.parse import quote, unquote
 
 from kafkaclone.clients.admin import (
     BROKER,
@@ -37,7 +37,7 @@ from kafkaclone.clients.admin import (
     ConfigEntry,
     ConfigResource,
 )
-from kafkaclone.common.errors import InvalidConfigError, KafkaError
+from kafkaclone.common.errors import InvalidConfigError, KafkaError, ResourceNotFoundError
 from kafkaclone.common.scram import (
     DEFAULT_ITERATIONS,
     MIN_ITERATIONS,
@@ -45,6 +45,7 @@ from kafkaclone.common.scram import (
     ScramCredential,
     make_credential,
 )
+from kafkaclone.common.security import desanitize, sanitize
 from kafkaclone.common.topic import validate_topic_name
 from kafkaclone.tools.client_options import command_security
 from kafkaclone.tools.command import (
@@ -238,14 +239,9 @@ def _entity_label(entity_type: str, name: str) -> str:
     return f"{'topic' if entity_type == 'topics' else entity_type} '{name}'"
 
 
-def sanitize_user(name: str) -> str:
-    """The znode name of a user (Kafka's Sanitizer: URL-encoded, ``*`` as %2A)."""
-    return quote(name, safe="-._")
-
-
-def scram_credential_config(mechanism: str, text: str) -> str:
-    """``[iterations=n,]password=p`` -> Kafka's stored credential (ConfigCommand's
-    scramCredential); ValueError with Kafka's message if malformed or too few iterations."""
+def parse_scram_credential(mechanism: str, text: str) -> tuple[int, str]:
+    """``[iterations=n,]password=p`` -> (iterations, password); ValueError with Kafka's
+    message (the password not repeated) if malformed or too few iterations."""
     match = _SCRAM_CREDENTIAL.fullmatch(text)
     if match is None:
         raise ValueError(f"Invalid credential property {mechanism}={text.split('password=')[0]}"
@@ -254,7 +250,43 @@ def scram_credential_config(mechanism: str, text: str) -> str:
     if iterations < MIN_ITERATIONS:
         raise ValueError(f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} "
                          f"required for {mechanism}")
-    return make_credential(mechanism, match.group(2), iterations).to_config_value()
+    return iterations, match.group(2)
+
+
+def describe_users_admin(admin: AdminClient, name: str | None, out: TextIO) -> None:
+    """DescribeUserScramCredentials, printed as Kafka 2.8's ConfigCommand does."""
+    try:
+        described = admin.describe_user_scram_credentials(None if name is None else [name])
+    except ResourceNotFoundError:
+        return
+    for user, mechanisms in described.items():
+        shown = ", ".join(f"{mechanism}=iterations={iterations}"
+                          for mechanism, iterations in mechanisms.items())
+        out.write(f"SCRAM credential configs for user-principal '{user}' are {shown}\n")
+
+
+def alter_user_admin(admin: AdminClient, name: str, to_add: dict[str, str],
+                     to_delete: list[str], out: TextIO) -> None:
+    """AlterUserScramCredentials: the password is salted by the client, never sent."""
+    others = [key for key in [*to_add, *to_delete] if key not in SCRAM_MECHANISMS]
+    if others:
+        raise CommandError(f"Only SCRAM credentials can be altered for users here, not "
+                           f"{', '.join(others)}")
+    upsertions = [(name, mechanism, *parse_scram_credential(mechanism, value))
+                  for mechanism, value in to_add.items()]
+    deletions = [(name, mechanism) for mechanism in to_delete]
+    results = admin.alter_user_scram_credentials(upsertions, deletions)
+    error = results.get(name)
+    if error is not None:
+        raise error
+    out.write(f"Completed updating config for user {name}.\n")
+
+
+def scram_credential_config(mechanism: str, text: str) -> str:
+    """``[iterations=n,]password=p`` -> Kafka's stored credential (ConfigCommand's
+    scramCredential)."""
+    iterations, password = parse_scram_credential(mechanism, text)
+    return make_credential(mechanism, password, iterations).to_config_value()
 
 
 def _shown_user_config(key: str, value: str) -> str:
@@ -271,14 +303,14 @@ def describe_zk(session: ZkSession, entity_type: str, name: str | None, out: Tex
     if name is None:
         names = session.run(session.zk.get_all_entities_with_config(entity_type))
     elif entity_type == "users":
-        names = [sanitize_user(name)]
+        names = [sanitize(name)]
     else:
         names = [name or "<default>"]
     for entity in names:
         configs = session.run(session.admin.fetch_entity_config(entity_type, entity))
         if entity_type == "users":
             shown = ",".join(_shown_user_config(k, v) for k, v in configs.items())
-            out.write(f"Configs for user-principal '{unquote(entity)}' are {shown}\n")
+            out.write(f"Configs for user-principal '{desanitize(entity)}' are {shown}\n")
             continue
         shown = ",".join(f"{k}={v}" for k, v in configs.items())
         out.write(f"Configs for {_entity_label(entity_type, entity)} are {shown}\n")
@@ -308,7 +340,7 @@ def alter_user_zk(session: ZkSession, name: str, to_add: dict[str, str],
                   to_delete: list[str], out: TextIO) -> None:
     """Kafka's ConfigCommand.alterConfig for users in ZooKeeper: SCRAM passwords become
     credentials before anything is written."""
-    entity = sanitize_user(name)
+    entity = sanitize(name)
     configs = session.run(session.admin.fetch_entity_config("users", entity))
     invalid = [k for k in to_delete if k not in configs]
     if invalid:
@@ -336,8 +368,14 @@ def run_command(opts: argparse.Namespace, out: TextIO) -> None:
     to_add = parse_add_config(opts.add_config)
     to_delete = parse_delete_config(opts.delete_config)
     if opts.bootstrap_server and entity_type == "users":
-        raise CommandError("--entity-type users is supported with --zookeeper only: the "
-                           "User SCRAM credential APIs are not served")
+        with AdminClient(opts.bootstrap_server, client_id="kafka-configs",
+                         security=command_security(opts.command_config)) as admin:
+            if opts.describe:
+                describe_users_admin(admin, name, out)
+            else:
+                assert name is not None
+                alter_user_admin(admin, name, to_add, to_delete, out)
+        return
     if opts.bootstrap_server:
         with AdminClient(opts.bootstrap_server, client_id="kafka-configs",
                          security=command_security(opts.command_config)) as admin:

@@ -276,3 +276,42 @@ def test_tools_pass_command_config_through(cluster: LocalCluster, pki: Pki,
         capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert "Authentication failed" in refused.stdout + refused.stderr
+
+
+def test_user_scram_credential_apis(cluster: LocalCluster, pki: Pki, tmp_path: Path) -> None:
+    """kafka-configs.sh --bootstrap-server (AlterUserScramCredentials) creates a user who
+    can then log in; confluent-kafka's admin describes it (DescribeUserScramCredentials)."""
+    from confluent_kafka.admin import AdminClient as CkAdmin
+    from confluent_kafka.admin import ScramMechanism
+
+    properties = tmp_path / "admin.properties"
+    properties.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=alice\n"
+        f"sasl.password=alice-secret\nssl.ca.location={pki.ca}\n")
+    bootstrap = cluster.bootstrap_servers_for("SASL_SSL")
+    base = [sys.executable, "-m", "kafkaclone.tools.configs_command", "--bootstrap-server",
+            bootstrap, "--command-config", str(properties), "--entity-type", "users",
+            "--entity-name", "carol"]
+    added = subprocess.run(
+        [*base, "--alter", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=carol-pw]"],
+        capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.strip() == "Completed updating config for user carol."
+    described = subprocess.run([*base, "--describe"], capture_output=True, text=True,
+                               timeout=60)
+    assert described.stdout.strip() == (
+        "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-512=iterations=8192")
+
+    admin = CkAdmin({"bootstrap.servers": bootstrap, **sasl_ssl_scram(pki)})
+    description = admin.describe_user_scram_credentials(["carol"])["carol"].result(30)
+    infos = description.scram_credential_infos
+    assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+
+    time.sleep(1.0)  # the change notification reaches the broker
+    assert produce_and_consume(bootstrap, sasl_ssl_scram(pki, "carol-pw", "carol"),
+                               f"carol-{uuid.uuid4().hex[:6]}", count=1) == [b"value-0"]
+    too_few = subprocess.run(
+        [*base, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]"],
+        capture_output=True, text=True, timeout=60)
+    assert too_few.returncode != 0
+    assert "Iterations 100 is less than the minimum 4096" in too_few.stderr
