@@ -315,3 +315,18 @@ def test_user_scram_credential_apis(cluster: LocalCluster, pki: Pki, tmp_path: P
         capture_output=True, text=True, timeout=60)
     assert too_few.returncode != 0
     assert "Iterations 100 is less than the minimum 4096" in too_few.stderr
+
+
+def test_kafka_python_pre_kip152_raw_tokens(cluster: LocalCluster) -> None:
+    """kafka-python told the broker is 0.10.1 authenticates PLAIN with SaslHandshake v0
+    and raw tokens (no SaslAuthenticate), as clients from before KIP-152 do."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers_for("SASL_PLAINTEXT"),
+        security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+        sasl_plain_username="alice", sasl_plain_password="alice-secret",
+        api_version=(0, 10, 1), acks="all", enable_idempotence=False)
+    metadata = producer.send(f"raw-{uuid.uuid4().hex[:6]}", b"v0").get(timeout=30)
+    producer.close()
+    assert metadata.offset == 0
