@@ -56,17 +56,19 @@ class ClientSecurity:
         """The security of a client config (see the module docstring)."""
 
         def get(name: str) -> str | None:
+            """The value, None if unset or empty."""
             value = props.get(name)
-            if value is None:
-                return None
-            text = str(value).strip()
-            return text or None
+            return None if value is None else str(value).strip() or None
 
         protocol = (get("security.protocol") or "PLAINTEXT").upper()
         if protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"security.protocol={protocol}: must be one of "
                              f"{', '.join(SECURITY_PROTOCOLS)}")
-        context = _ssl_context(get) if protocol in ("SSL", "SASL_SSL") else None
+        # Kafka: an empty ssl.endpoint.identification.algorithm turns the check off
+        algorithm = props.get("ssl.endpoint.identification.algorithm", "https")
+        check_hostname = str(algorithm).strip().lower() == "https"
+        context = (_ssl_context(get, check_hostname) if protocol in ("SSL", "SASL_SSL")
+                   else None)
         sasl = _sasl(get) if protocol.startswith("SASL_") else None
         return cls(protocol, context, sasl)
 
@@ -82,7 +84,7 @@ def _store_type(get: _Getter, key: str) -> None:
         raise ValueError(f"{key}={store_type} cannot be honoured by this client: use PEM")
 
 
-def _ssl_context(get: _Getter) -> ssl.SSLContext:
+def _ssl_context(get: _Getter, check_hostname: bool) -> ssl.SSLContext:
     context = ssl.create_default_context()
     _store_type(get, "ssl.truststore.type")
     ca_file = get("ssl.truststore.location") or get("ssl.ca.location")
@@ -90,8 +92,7 @@ def _ssl_context(get: _Getter) -> ssl.SSLContext:
     try:
         if ca_file is not None or ca_inline is not None:
             context = ssl.create_default_context(cafile=ca_file, cadata=ca_inline)
-        context.check_hostname = (
-            (get("ssl.endpoint.identification.algorithm") or "https").lower() == "https")
+        context.check_hostname = check_hostname
         _store_type(get, "ssl.keystore.type")
         keystore = get("ssl.keystore.location")
         certificate = keystore or get("ssl.certificate.location")
