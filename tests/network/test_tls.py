@@ -9,7 +9,17 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
+from OpenSSL import crypto
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.testing import StringTransport
 
+from kafkaclone.common.endpoint import SecurityProtocol
+from kafkaclone.network.socket_server import (
+    ConnectionInfo,
+    KafkaServerFactory,
+    KafkaServerProtocol,
+    ListenerSecurity,
+)
 from kafkaclone.network.tls import (
     SslConfig,
     SslPrincipalMapper,
@@ -18,6 +28,9 @@ from kafkaclone.network.tls import (
     pkcs12_key_material,
     server_tls_options,
 )
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import ApiVersionsRequest
 from kafkaclone.testing.certificates import make_test_pki
 
 
@@ -84,3 +97,63 @@ def test_client_auth_needs_a_trust_store(tmp_path: Path) -> None:
         server_tls_options(SslConfig(material, (), client_auth="required"))
     with pytest.raises(ValueError, match=r"ssl\.enabled\.protocols"):
         server_tls_options(SslConfig(material, (), enabled_protocols=("SSLv3",)))
+
+
+class _TlsTransport(StringTransport):
+    def __init__(self, certificate: crypto.X509 | None) -> None:
+        super().__init__()
+        self._certificate = certificate
+
+    def getPeerCertificate(self) -> crypto.X509 | None:
+        return self._certificate
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.principals: list[str] = []
+
+    def dispatch(self, connection: ConnectionInfo,
+                 frame: bytes | bytearray) -> Deferred[bytes | None]:
+        self.principals.append(str(connection.principal))
+        return succeed(b"ok")
+
+
+def _ssl_connection(certificate: crypto.X509 | None, rules: str
+                    ) -> tuple[KafkaServerProtocol, _TlsTransport, _Recorder]:
+    recorder = _Recorder()
+    factory = KafkaServerFactory(recorder, 1 << 20, "SSL", ListenerSecurity(
+        SecurityProtocol.SSL, SslPrincipalMapper(rules), None))
+    conn = factory.buildProtocol(None)
+    transport = _TlsTransport(certificate)
+    conn.makeConnection(transport)
+    return conn, transport, recorder
+
+
+def _request() -> bytes:
+    frame = api.encode_request(ApiKey.API_VERSIONS, 0, 1, "t", ApiVersionsRequest())
+    return len(frame).to_bytes(4, "big") + frame
+
+
+def test_ssl_principal_is_the_mapped_certificate_subject(tmp_path: Path) -> None:
+    pki = make_test_pki(tmp_path)
+    certificate = crypto.X509.from_cryptography(
+        x509.load_pem_x509_certificate(pki.client_certificate.read_bytes()))
+    conn, _, recorder = _ssl_connection(certificate, "DEFAULT")
+    conn.dataReceived(_request())
+    assert recorder.principals == ["User:CN=alice,OU=test,O=kafkaclone"]
+    conn, _, recorder = _ssl_connection(certificate, "RULE:^CN=(.*?),.*$/$1/U")
+    conn.dataReceived(_request())
+    assert recorder.principals == ["User:ALICE"]
+    conn, _, recorder = _ssl_connection(None, "DEFAULT")
+    conn.dataReceived(_request())
+    assert recorder.principals == ["User:ANONYMOUS"]
+
+
+def test_ssl_certificate_no_rule_matches_closes(tmp_path: Path) -> None:
+    pki = make_test_pki(tmp_path)
+    certificate = crypto.X509.from_cryptography(
+        x509.load_pem_x509_certificate(pki.client_certificate.read_bytes()))
+    conn, transport, recorder = _ssl_connection(certificate, "RULE:^CN=bob,.*$/bob/")
+    conn.dataReceived(_request())
+    assert recorder.principals == []
+    assert transport.disconnecting
