@@ -17,6 +17,7 @@ caller can report each one; a request that cannot be made at all raises.
 
 from __future__ import annotations
 
+import secrets
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +29,7 @@ from kafkaclone.clients.connection import (
     BrokerConnection,
     parse_bootstrap,
 )
+from kafkaclone.clients.security import PLAINTEXT, ClientSecurity
 from kafkaclone.common.acl import (
     ANY_FILTER,
     AccessControlEntry,
@@ -47,8 +49,10 @@ from kafkaclone.common.errors import (
     NotControllerError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
+    error_for_code,
     raise_for_code,
 )
+from kafkaclone.common.scram import salted_password
 from kafkaclone.common.topic import is_internal
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
@@ -162,12 +166,18 @@ APPEND: Final = 2
 SUBTRACT: Final = 3
 
 
+SCRAM_MECHANISM_NAMES: Final = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+"""The SCRAM mechanisms by their wire number (Kafka's ScramMechanism)."""
+
+
 class AdminClient:
     def __init__(self, bootstrap_servers: str | Sequence[str], *,
                  client_id: str = "kafkaclone-admin",
                  request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-                 default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS) -> None:
+                 default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.default_api_timeout_ms = default_api_timeout_ms
@@ -195,7 +205,8 @@ class AdminClient:
 
     def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
         return BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                request_timeout_ms=self.request_timeout_ms)
+                                request_timeout_ms=self.request_timeout_ms,
+                                security=self.security)
 
     def _any_connection(self) -> BrokerConnection:
         for conn in self._connections.values():
@@ -287,6 +298,49 @@ class AdminClient:
                     time.monotonic() > deadline:
                 return response
             time.sleep(0.1)
+
+    # --- SCRAM credentials (KIP-554) -------------------------------------------------------
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None = None
+                                        ) -> dict[str, dict[str, int]]:
+        """Each user's SCRAM mechanisms and their iteration counts (every user with
+        credentials when ``users`` is None); a per-user error raises."""
+        request_cls = APIS[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS].request
+        body = request_cls(users=None if users is None else [
+            request_cls.structs["UserName"](name=user) for user in users])
+        _, response = self._any_connection().request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                                                      body)
+        raise_for_code(response.error_code, response.error_message)
+        described: dict[str, dict[str, int]] = {}
+        for result in response.results:
+            raise_for_code(result.error_code, result.error_message)
+            described[result.user] = {SCRAM_MECHANISM_NAMES.get(info.mechanism, "UNKNOWN"):
+                                      info.iterations for info in result.credential_infos}
+        return described
+
+    def alter_user_scram_credentials(
+            self, upsertions: Sequence[tuple[str, str, int, str]] = (),
+            deletions: Sequence[tuple[str, str]] = ()) -> dict[str, KafkaError | None]:
+        """Upsert ``(user, mechanism, iterations, password)`` (the password is salted here
+        and never sent) and delete ``(user, mechanism)``: each user's outcome."""
+        request_cls = APIS[ApiKey.ALTER_USER_SCRAM_CREDENTIALS].request
+        numbers = {name: number for number, name in SCRAM_MECHANISM_NAMES.items()}
+        upsert_cls = request_cls.structs["ScramCredentialUpsertion"]
+        delete_cls = request_cls.structs["ScramCredentialDeletion"]
+        upserts = []
+        for user, mechanism, iterations, password in upsertions:
+            salt = secrets.token_bytes(32)
+            salted = salted_password(mechanism, password, salt, iterations) \
+                if mechanism in numbers else b""
+            upserts.append(upsert_cls(name=user, mechanism=numbers.get(mechanism, 0),
+                                      iterations=iterations, salt=salt, salted_password=salted))
+        body = request_cls(
+            deletions=[delete_cls(name=user, mechanism=numbers.get(mechanism, 0))
+                       for user, mechanism in deletions],
+            upsertions=upserts)
+        _, response = self._any_connection().request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body)
+        return {r.user: None if r.error_code == 0 else
+                error_for_code(r.error_code)(r.error_message or "") for r in response.results}
 
     # --- cluster ----------------------------------------------------------------------------
 

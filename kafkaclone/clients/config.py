@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from kafkaclone.clients.security import ClientSecurity
 from kafkaclone.common.config_def import (
     INT_MAX,
     AbstractConfig,
@@ -39,6 +40,7 @@ INT: Final = ConfigType.INT
 LONG: Final = ConfigType.LONG
 LIST: Final = ConfigType.LIST
 CLASS: Final = ConfigType.CLASS
+PASSWORD: Final = ConfigType.PASSWORD
 HIGH: Final = Importance.HIGH
 MEDIUM: Final = Importance.MEDIUM
 LOW: Final = Importance.LOW
@@ -68,7 +70,22 @@ def _common() -> list[ConfigKey]:
         _key("metadata.max.age.ms", LONG, 300000, at_least(0), importance=LOW),
         _key("connections.max.idle.ms", LONG, 540000),
         _key("socket.connection.setup.timeout.ms", LONG, 10000, at_least(0)),
-        _key("security.protocol", STRING, "PLAINTEXT", one_of("PLAINTEXT")),
+        _key("security.protocol", STRING, "PLAINTEXT",
+             one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+        _key("sasl.mechanism", STRING, "GSSAPI"),
+        _key("sasl.jaas.config", PASSWORD, None),
+        _key("sasl.username", STRING, None, doc="librdkafka's name"),
+        _key("sasl.password", PASSWORD, None, doc="librdkafka's name"),
+        _key("ssl.truststore.type", STRING, "PEM"),
+        _key("ssl.truststore.location", STRING, None),
+        _key("ssl.truststore.certificates", PASSWORD, None),
+        _key("ssl.keystore.type", STRING, "PEM"),
+        _key("ssl.keystore.location", STRING, None),
+        _key("ssl.key.password", PASSWORD, None),
+        _key("ssl.ca.location", STRING, None, doc="librdkafka's name"),
+        _key("ssl.certificate.location", STRING, None, doc="librdkafka's name"),
+        _key("ssl.key.location", STRING, None, doc="librdkafka's name"),
+        _key("ssl.endpoint.identification.algorithm", STRING, "https"),
         _key("client.dns.lookup", STRING, "use_all_dns_ips"),
         _key("send.buffer.bytes", INT, 131072, at_least(-1)),
         _key("receive.buffer.bytes", INT, 65536, at_least(-1)),
@@ -168,6 +185,10 @@ class ClientConfig(AbstractConfig):
             raise ConfigException(
                 'Missing required configuration "bootstrap.servers" which has no default '
                 'value.')
+        try:
+            self.security = ClientSecurity.from_properties(self.originals)
+        except ValueError as exc:
+            raise ConfigException(str(exc)) from None
 
     def get_configured_instances(self, name: str) -> list[object]:
         """Kafka's ``getConfiguredInstances``: every item of a class list, loaded."""

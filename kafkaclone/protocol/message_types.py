@@ -55,6 +55,47 @@ class AlterConfigsResponse:
 
 
 @dataclass(slots=True)
+class AlterUserScramCredentialsRequest:
+    """AlterUserScramCredentialsRequest (API key 51): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class ScramCredentialDeletion:
+        name: str = ""
+        mechanism: int = 0
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    @dataclass(slots=True)
+    class ScramCredentialUpsertion:
+        name: str = ""
+        mechanism: int = 0
+        iterations: int = 0
+        salt: bytes = b''
+        salted_password: bytes = b''
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    deletions: list[ScramCredentialDeletion] = field(default_factory=list)
+    upsertions: list[ScramCredentialUpsertion] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AlterUserScramCredentialsResponse:
+    """AlterUserScramCredentialsResponse (API key 51): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class AlterUserScramCredentialsResult:
+        user: str = ""
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = ""
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    results: list[AlterUserScramCredentialsResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class ApiVersionsRequest:
     """ApiVersionsRequest (API key 18): versions 0-3, flexible 3+."""
 
@@ -670,6 +711,47 @@ class DescribeGroupsResponse:
     # versions 1+
     throttle_time_ms: int = 0
     groups: list[DescribedGroup] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeUserScramCredentialsRequest:
+    """DescribeUserScramCredentialsRequest (API key 50): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class UserName:
+        name: str = ""
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    # nullable 0+
+    users: list[UserName] | None = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeUserScramCredentialsResponse:
+    """DescribeUserScramCredentialsResponse (API key 50): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class DescribeUserScramCredentialsResult:
+        @dataclass(slots=True)
+        class CredentialInfo:
+            mechanism: int = 0
+            iterations: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        user: str = ""
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = ""
+        credential_infos: list[CredentialInfo] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    # nullable 0+
+    error_message: str | None = ""
+    results: list[DescribeUserScramCredentialsResult] = field(default_factory=list)
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -1830,6 +1912,8 @@ class UpdateMetadataResponse:
 __all__ = [
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ConsumerProtocolAssignment",
@@ -1858,6 +1942,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "FetchRequest",

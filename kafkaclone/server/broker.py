@@ -3,6 +3,9 @@
 Startup follows Kafka 2.8's ``KafkaServer.startup``; each step is a child service, started
 in order and stopped in reverse:
 
+0. ``security``: resolve every listener's TLS and SASL settings and the inter-broker
+   client's (kafkaclone.server.security.listeners); anything that cannot be honoured
+   refuses to start, before anything else happens;
 1. ``zookeeper``: create the chroot of ``zookeeper.connect`` if missing, open the session,
    create Kafka's top-level paths, read or create ``/cluster/id`` (created once);
 2. ``log-manager``: resolve ``broker.id`` (generated from ``/brokers/seqid`` when -1),
@@ -12,7 +15,8 @@ in order and stopped in reverse:
    kafkaclone.coordinator.group, which follows this broker's leadership of
    ``__consumer_offsets`` partitions through the replica manager);
 4. ``socket-server``: listen on every ``listeners`` entry (port 0: the OS picks one, and
-   the bound port is what gets advertised);
+   the bound port is what gets advertised), with TLS on SSL and SASL_SSL listeners and the
+   SASL exchange in front of the dispatcher on SASL ones;
 5. ``registration``: the ephemeral ``/brokers/ids/<id>`` with the advertised listeners; its
    czxid is the broker epoch. After a session expiry the broker registers again;
 6. ``controller``: the controller candidacy
@@ -66,6 +70,8 @@ from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
 from kafkaclone.log.cleaner import CleanerConfig, LogCleaner
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
+from kafkaclone.network.authenticator import ScramCredentialCache
+from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from kafkaclone.server.broker_requests import send_controlled_shutdown
@@ -78,6 +84,11 @@ from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
+from kafkaclone.server.security.listeners import (
+    BrokerSecurity,
+    SecurityConfigError,
+    resolve_broker_security,
+)
 from kafkaclone.server.services import ControllerService
 from kafkaclone.zk.admin import AdminZkClient, RackAwareMode
 from kafkaclone.zk.client import KafkaZkClient
@@ -143,10 +154,12 @@ class _SessionHandler(StateChangeHandler):
             _log_failure, "re-registering the broker after a ZooKeeper session expiry")
 
 
-def controller_config(config: KafkaConfig) -> ControllerConfig:
+def controller_config(config: KafkaConfig,
+                      client_security: ClientSecurity = PLAINTEXT_CLIENT) -> ControllerConfig:
     """The controller's settings from the broker's config."""
     listener = config.control_plane_listener_name or config.inter_broker_listener_name
     return ControllerConfig(
+        client_security=client_security,
         broker_id=config.get_int("broker.id"),
         unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
         delete_topic_enable=config.get_bool("delete.topic.enable"),
@@ -176,12 +189,6 @@ def group_config(config: KafkaConfig) -> GroupConfig:
     )
 
 
-def _new_controller(config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
-                    broker_epoch: int, reactor: Any) -> ControllerLike:
-    return KafkaController(controller_config(config), zk_client, broker_id, broker_epoch,
-                           reactor)
-
-
 class KafkaBroker(MultiService):
     """A broker (kafkaclone.server.services.BrokerServices for its handlers)."""
 
@@ -200,7 +207,9 @@ class KafkaBroker(MultiService):
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
             DelayedOperationPurgatory("ElectLeader", reactor))
         self.request_handler = RequestHandler(broker=self)
-        self._controller_factory: ControllerFactory = controller_factory or _new_controller
+        self._controller_factory: ControllerFactory = controller_factory or self._new_controller
+        self.credential_cache = ScramCredentialCache()
+        self._security: BrokerSecurity | None = None
         self._zk_client: KafkaZkClient | None = None
         self._admin_zk: AdminZkClient | None = None
         self._log_manager: LogManager | None = None
@@ -219,6 +228,7 @@ class KafkaBroker(MultiService):
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
         for step in (
+            _Step("security", self._resolve_security, _nothing),
             _Step("zookeeper", self._start_zookeeper, self._stop_zookeeper),
             _Step("log-manager", self._start_log_manager, self._stop_log_manager),
             _Step("log-cleaner", self._start_log_cleaner, self._stop_log_cleaner),
@@ -235,7 +245,16 @@ class KafkaBroker(MultiService):
         ):
             self.addService(step)  # type: ignore[no-untyped-call]
 
+    def _new_controller(self, config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
+                        broker_epoch: int, reactor: Any) -> ControllerLike:
+        return KafkaController(controller_config(config, self.security.control_plane),
+                               zk_client, broker_id, broker_epoch, reactor)
+
     # -- BrokerServices ----------------------------------------------------------------------
+
+    @property
+    def security(self) -> BrokerSecurity:
+        return _started(self._security, "security settings")
 
     @property
     def zk_client(self) -> KafkaZkClient:
@@ -390,6 +409,12 @@ class KafkaBroker(MultiService):
 
     # -- steps -----------------------------------------------------------------------------------
 
+    async def _resolve_security(self) -> None:
+        try:
+            self._security = resolve_broker_security(self.config, self.credential_cache)
+        except SecurityConfigError as exc:
+            raise BrokerStartupError(str(exc)) from exc
+
     async def _start_zookeeper(self) -> None:
         config = self.config
         connect = config.zookeeper_connect
@@ -495,8 +520,9 @@ class KafkaBroker(MultiService):
                                  config=ReplicaManagerConfig.from_kafka_config(self.config),
                                  isr_zk_client=self.zk_client,
                                  metadata_cache=self.metadata_cache,
-                                 fetcher_config=ReplicaFetcherConfig.from_kafka_config(
-                                     self.config))
+                                 fetcher_config=dataclasses.replace(
+                                     ReplicaFetcherConfig.from_kafka_config(self.config),
+                                     client_security=self.security.inter_broker))
         manager.controller_epoch = self._controller_epoch
         manager.startup()
         self._replica_manager = manager
@@ -507,7 +533,8 @@ class KafkaBroker(MultiService):
 
     async def _start_dynamic_config(self) -> None:
         manager = DynamicConfigManager(self.broker_id, self.zk_client, self.log_manager,
-                                       self.config.originals, self.reactor)
+                                       self.config.originals, self.reactor,
+                                       user_config_handler=self.credential_cache.update_user)
         await manager.startup()
         self.dynamic_config_manager = manager
 
@@ -569,19 +596,25 @@ class KafkaBroker(MultiService):
     async def _start_socket_server(self) -> None:
         config = self.config
         for endpoint in config.listeners:
+            resolved = self.security.listeners[endpoint.listener_name]
             factory = KafkaServerFactory(self.request_handler, config.socket_request_max_bytes,
-                                         endpoint.listener_name)
+                                         endpoint.listener_name, resolved.security)
             try:
-                port = self.reactor.listenTCP(endpoint.port, factory,
-                                              interface=endpoint.host or "")
+                if resolved.tls is None:
+                    port = self.reactor.listenTCP(endpoint.port, factory,
+                                                  interface=endpoint.host or "")
+                else:
+                    port = self.reactor.listenSSL(endpoint.port, factory, resolved.tls,
+                                                  interface=endpoint.host or "")
             except twisted_error.CannotListenError as exc:
                 raise BrokerStartupError(
                     f"Socket server failed to bind to {endpoint.host or '0.0.0.0'}:"
                     f"{endpoint.port}: {_bind_reason(exc)}.") from exc
             self._ports[endpoint.listener_name] = port
             self._factories.append(factory)
-            logger.info("Awaiting socket connections on %s:%d (%s)", endpoint.host or "0.0.0.0",
-                        port.getHost().port, endpoint.listener_name)
+            logger.info("Awaiting socket connections on %s:%d (%s, %s)",
+                        endpoint.host or "0.0.0.0", port.getHost().port, endpoint.listener_name,
+                        endpoint.security_protocol.name)
 
     async def _stop_socket_server(self) -> None:
         ports, self._ports = self._ports, {}
@@ -700,7 +733,8 @@ class KafkaBroker(MultiService):
             return False
         error_code, remaining = await send_controlled_shutdown(
             self.reactor, endpoint.host, endpoint.port, self.broker_id, self.broker_epoch,
-            timeout_s=self.config.request_timeout_ms / 1000.0)
+            timeout_s=self.config.request_timeout_ms / 1000.0,
+            security=self.security.inter_broker)
         if error_code == NONE and not remaining:
             return True
         if remaining:
@@ -708,6 +742,10 @@ class KafkaBroker(MultiService):
                         ",".join(str(tp) for tp in sorted(remaining)))
         logger.info("Error from controller: %s", error_code)
         return False
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _bind_reason(exc: twisted_error.CannotListenError) -> str:

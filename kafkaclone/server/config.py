@@ -82,6 +82,11 @@ from kafkaclone.log.config import (
 from kafkaclone.log.config import TOPIC_CONFIG_SYNONYMS as TOPIC_CONFIG_SYNONYMS
 from kafkaclone.server.authorizer import ACL_AUTHORIZER_CLASS_NAMES
 from kafkaclone.server.replica_selector import REPLICA_SELECTORS
+from kafkaclone.server.security.keys import (
+    SASL_CONFIG_KEYS,
+    SSL_CONFIG_KEYS,
+    listener_prefixed_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -242,6 +247,8 @@ BROKER_CONFIG: Final = ConfigDef([
                   "The most ZooKeeper requests the broker keeps unanswered before waiting.",
                   validator=at_least(1)),
     ),
+    *_section("TLS", *SSL_CONFIG_KEYS),
+    *_section("SASL", *SASL_CONFIG_KEYS),
     *_section(
         "General",
         LOG_MANAGER_CONFIG_KEYS["broker.id"],
@@ -858,6 +865,8 @@ class KafkaConfig(AbstractConfig):
         unknown names are logged as warnings."""
         super().__init__(BROKER_CONFIG, props)
         for name in self.unknown_keys:
+            if listener_prefixed_key(name) is not None:
+                continue  # a per-listener security key (kafkaclone.server.security)
             logger.warning("Ignoring unknown configuration %s: kafkaclone does not know it", name)
         for key in BROKER_CONFIG:
             if key.deprecated and key.name in self._originals:

@@ -176,7 +176,7 @@ def _principals(values: Sequence[str]) -> list[str]:
     principals = []
     for value in values:
         try:
-            principals.append(str(KafkaPrincipal.from_string(value.strip())))
+            principals.append(str(KafkaPrincipal.parse(value.strip())))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return principals

@@ -18,6 +18,7 @@ from typing import TextIO
 from kafkaclone.clients.admin import AdminClient, Node
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS
+from kafkaclone.tools.client_options import command_security
 from kafkaclone.tools.command import CommandParser, run_tool
 
 
@@ -56,7 +57,8 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def run_command(opts: argparse.Namespace, out: TextIO) -> None:
-    with AdminClient(opts.bootstrap_server, client_id="kafka-broker-api-versions") as admin:
+    with AdminClient(opts.bootstrap_server, client_id="kafka-broker-api-versions",
+                     security=command_security(opts.command_config)) as admin:
         for node, versions in admin.api_versions().items():
             out.write(format_node(node, versions))
 

@@ -33,10 +33,10 @@ def test_enum_codes_and_spellings_are_kafkas() -> None:
 
 def test_principal_text_form() -> None:
     assert str(ANONYMOUS) == "User:ANONYMOUS"
-    assert KafkaPrincipal.from_string("User:CN=a,O=b") == KafkaPrincipal("User", "CN=a,O=b")
+    assert KafkaPrincipal.parse("User:CN=a,O=b") == KafkaPrincipal("User", "CN=a,O=b")
     for bad in ("alice", ":alice", "User:"):
         try:
-            KafkaPrincipal.from_string(bad)
+            KafkaPrincipal.parse(bad)
         except ValueError:
             continue
         raise AssertionError(bad)

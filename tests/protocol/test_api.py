@@ -49,6 +49,8 @@ KAFKA_2_8_RANGES = {
     ApiKey.DESCRIBE_ACLS: (0, 2),
     ApiKey.CREATE_ACLS: (0, 2),
     ApiKey.DELETE_ACLS: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # The first flexible (KIP-482) version of each API in Kafka 2.8; None: never flexible.
@@ -65,6 +67,7 @@ FIRST_FLEXIBLE = {
     ApiKey.CREATE_PARTITIONS: 2, ApiKey.DELETE_GROUPS: 2, ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.OFFSET_DELETE: None, ApiKey.DESCRIBE_CLUSTER: 0,
     ApiKey.DESCRIBE_ACLS: 2, ApiKey.CREATE_ACLS: 2, ApiKey.DELETE_ACLS: 2,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0, ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
 }
 
 

@@ -90,7 +90,7 @@ def authorizer(make_client: Callable[..., KafkaZkClient]) -> Iterator[AclAuthori
 
 def call(broker: SecuredBroker, principal: KafkaPrincipal, key: ApiKey, version: int,
          body: Any) -> Any:
-    connection = ConnectionInfo("PLAINTEXT-1", "10.0.0.7", 50000, "PLAINTEXT", principal)
+    connection = ConnectionInfo("PLAINTEXT-1", "10.0.0.7", 50000, principal=principal)
     frame = api.encode_request(key, version, 3, "someone", body)
     reply = run(RequestHandler(broker=broker).dispatch(connection, frame))  # type: ignore[arg-type]
     assert reply is not None

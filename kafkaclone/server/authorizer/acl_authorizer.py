@@ -76,7 +76,7 @@ def parse_super_users(value: str | None) -> frozenset[str]:
     """``super.users``: principals separated by semicolons (``User:admin;User:broker``)."""
     if not value:
         return frozenset()
-    return frozenset(str(KafkaPrincipal.from_string(item.strip()))
+    return frozenset(str(KafkaPrincipal.parse(item.strip()))
                      for item in value.split(";") if item.strip())
 
 

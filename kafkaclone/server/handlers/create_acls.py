@@ -49,7 +49,7 @@ def _invalid(binding: AclBinding) -> KafkaError | None:
     if not pattern.name:
         return InvalidRequestError("Invalid empty resource name specified.")
     try:
-        KafkaPrincipal.from_string(binding.entry.principal)
+        KafkaPrincipal.parse(binding.entry.principal)
     except ValueError as exc:
         return InvalidRequestError(f"Failed to create ACL: {exc}")
     return None
