@@ -200,6 +200,8 @@ def test_under_replicated_partitions_follow_a_dead_broker_and_its_return() -> No
             return sum(value(scrape(ports[b]), name) for b in brokers)
 
         assert total("kafka_controller_kafkacontroller_activecontrollercount") == 1
+        # The controller's events (its startup, the brokers joining) went through its queue.
+        assert total("kafka_controller_controllereventmanager_eventqueuetimems_count") >= 1
         done = subprocess.run(
             [str(SCRIPTS / "kafka-topics.sh"), "--bootstrap-server", cluster.bootstrap_servers,
              "--create", "--topic", "watched", "--replica-assignment", "1:2:3,1:2:3"],
