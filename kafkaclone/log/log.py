@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 import shutil
+import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -132,6 +133,8 @@ class Log:
         self._recovery_point = recovery_point
         self._high_watermark = 0
         self._last_flush_ms = now_ms(clock)
+        self.flush_time_listener: Callable[[float], None] | None = None
+        """Told how long each flush took, in ms (Kafka's LogFlushStats)."""
         self._scheduled: list[Any] = []
         self._pending_deletes: list[LogSegment] = []
         self._closed = False
@@ -639,8 +642,11 @@ class Log:
             offset = self.log_end_offset
         if offset <= self._recovery_point:
             return
+        started = time.perf_counter()
         for segment in self._segments_in_range(self._recovery_point, offset):
             segment.flush()
+        if self.flush_time_listener is not None:
+            self.flush_time_listener((time.perf_counter() - started) * 1000.0)
         self._recovery_point = offset
         self._last_flush_ms = now_ms(self._clock)
 

@@ -16,9 +16,13 @@ in order and stopped in reverse:
    ``__consumer_offsets`` partitions through the replica manager);
 4. ``socket-server``: listen on every ``listeners`` entry (port 0: the OS picks one, and
    the bound port is what gets advertised), with TLS on SSL and SASL_SSL listeners and the
-   SASL exchange in front of the dispatcher on SASL ones;
+   SASL exchange in front of the dispatcher on SASL ones; then ``metrics``: Prometheus text
+   on ``metrics.prometheus.port`` when it is not -1 (kafkaclone.server.metrics);
 5. ``registration``: the ephemeral ``/brokers/ids/<id>`` with the advertised listeners; its
-   czxid is the broker epoch. After a session expiry the broker registers again;
+   czxid is the broker epoch. After a session expiry the broker registers again. If the id
+   is still registered by another session (this broker killed -9 a moment ago, its session
+   not expired yet), the broker waits for that registration to go, at most
+   ``zookeeper.session.timeout.ms`` plus REGISTRATION_WAIT_MARGIN_MS, saying so in its log;
 6. ``controller``: the controller candidacy
    (``kafkaclone.controller.controller.KafkaController``).
 
@@ -46,6 +50,7 @@ from twisted.internet import error as twisted_error
 from twisted.internet import threads
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
+from twisted.web.server import Site
 
 from kafkaclone.common.endpoint import EndPoint
 from kafkaclone.common.errors import (
@@ -81,6 +86,14 @@ from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperati
 from kafkaclone.server.dynamic_config import DynamicConfigManager
 from kafkaclone.server.group_metadata_log import ReplicaGroupMetadataLog
 from kafkaclone.server.metadata_cache import MetadataCache
+from kafkaclone.server.metrics import (
+    BrokerMetrics,
+    ControllerCollector,
+    GroupLagCollector,
+    MetricsResource,
+    ReplicaManagerCollector,
+    register_collectors,
+)
 from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
@@ -99,6 +112,10 @@ from kafkaclone.zk.zookeeper_client import StateChangeHandler
 logger = logging.getLogger(__name__)
 
 BROKER_INFO_HANDLER: Final = "broker-info"
+REGISTRATION_WAIT_MARGIN_MS: Final = 5000
+"""How long past zookeeper.session.timeout.ms a starting broker waits for an old
+registration of its id to expire (ZooKeeper notices an expiry on its next tick)."""
+REGISTRATION_RETRY_S: Final = 0.5
 _T = TypeVar("_T")
 
 
@@ -206,7 +223,9 @@ class KafkaBroker(MultiService):
             DelayedOperationPurgatory("topic", reactor))
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
             DelayedOperationPurgatory("ElectLeader", reactor))
-        self.request_handler = RequestHandler(broker=self)
+        self.metrics: BrokerMetrics | None = (
+            BrokerMetrics() if config.metrics_prometheus_port >= 0 else None)
+        self.request_handler = RequestHandler(broker=self, metrics=self.metrics)
         self._controller_factory: ControllerFactory = controller_factory or self._new_controller
         self.credential_cache = ScramCredentialCache()
         self._security: BrokerSecurity | None = None
@@ -224,6 +243,7 @@ class KafkaBroker(MultiService):
         self._controller_epoch = 0
         self._ports: dict[str, Any] = {}
         self._factories: list[KafkaServerFactory] = []
+        self._metrics_port: Any = None
         self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
@@ -240,6 +260,7 @@ class KafkaBroker(MultiService):
             _Step("producer-id-manager", self._start_producer_id_manager,
                   self._stop_producer_id_manager),
             _Step("socket-server", self._start_socket_server, self._stop_socket_server),
+            _Step("metrics", self._start_metrics, self._stop_metrics),
             _Step("registration", self._register, self._deregister),
             _Step("controller", self._start_controller, self._stop_controller),
         ):
@@ -460,6 +481,8 @@ class KafkaBroker(MultiService):
                     logger.error("Invalid config overrides of topic %s: %s", topic, exc)
         manager = LogManager(manager_config, clock=self.reactor, topic_configs=topic_configs,
                              cluster_id=self.cluster_id)
+        if self.metrics is not None:
+            manager.flush_time_listener = self.metrics.record_log_flush
         try:
             manager.startup()
         except InconsistentClusterIdError as exc:
@@ -522,7 +545,8 @@ class KafkaBroker(MultiService):
                                  metadata_cache=self.metadata_cache,
                                  fetcher_config=dataclasses.replace(
                                      ReplicaFetcherConfig.from_kafka_config(self.config),
-                                     client_security=self.security.inter_broker))
+                                     client_security=self.security.inter_broker),
+                                 metrics=self.metrics)
         manager.controller_epoch = self._controller_epoch
         manager.startup()
         self._replica_manager = manager
@@ -645,14 +669,64 @@ class KafkaBroker(MultiService):
         host = endpoint.host if endpoint.host is not None else socket.getfqdn()
         return EndPoint(endpoint.listener_name, endpoint.security_protocol, host, port)
 
+    async def _start_metrics(self) -> None:
+        metrics = self.metrics
+        if metrics is None:
+            return
+        register_collectors(metrics, [
+            ReplicaManagerCollector(lambda: self._replica_manager),
+            ControllerCollector(lambda: self._controller),
+            GroupLagCollector(lambda: self._group_coordinator, lambda: self._replica_manager),
+        ])
+        host = self.config.metrics_prometheus_host
+        try:
+            self._metrics_port = self.reactor.listenTCP(
+                self.config.metrics_prometheus_port,
+                Site(MetricsResource(metrics)),  # type: ignore[no-untyped-call]
+                interface=host)
+        except twisted_error.CannotListenError as exc:
+            raise BrokerStartupError(
+                f"Metrics server failed to bind to {host}:{self.config.metrics_prometheus_port}"
+                f": {_bind_reason(exc)}.") from exc
+        logger.info("Serving Prometheus metrics on http://%s:%d/metrics", host,
+                    self.metrics_port())
+
+    async def _stop_metrics(self) -> None:
+        port, self._metrics_port = self._metrics_port, None
+        if port is not None:
+            await _wait(port.stopListening())
+
+    def metrics_port(self) -> int:
+        """The port metrics are served on (what port 0 became)."""
+        if self._metrics_port is None:
+            raise RuntimeError("the broker does not serve metrics")
+        return int(self._metrics_port.getHost().port)
+
     async def _register(self) -> None:
         zk = self.zk_client
         self.registered_endpoints = self.advertised_endpoints()
         info = self._broker_info()
-        try:
-            self.broker_epoch = await zk.register_broker(info)
-        except BrokerIdAlreadyRegisteredError as exc:
-            raise BrokerStartupError(str(exc)) from exc
+        wait_ms = self.config.zookeeper_session_timeout_ms + REGISTRATION_WAIT_MARGIN_MS
+        deadline = self.reactor.seconds() + wait_ms / 1000.0
+        waiting = False
+        while True:
+            try:
+                self.broker_epoch = await zk.register_broker(info)
+                break
+            except BrokerIdAlreadyRegisteredError as exc:
+                if self.reactor.seconds() >= deadline:
+                    raise BrokerStartupError(str(exc)) from exc
+                if not waiting:
+                    waiting = True
+                    logger.warning(
+                        "broker.id %d is still registered by another ZooKeeper session (a "
+                        "previous run of this broker whose session has not expired yet?): "
+                        "waiting up to %d ms for that registration to go", self.broker_id,
+                        wait_ms)
+            await _sleep(self.reactor, REGISTRATION_RETRY_S)
+        if waiting:
+            logger.info("The old registration of broker.id %d expired: registered",
+                        self.broker_id)
         zk.register_state_change_handler(_SessionHandler(self))
 
     def _broker_info(self) -> BrokerInfo:
@@ -683,6 +757,8 @@ class KafkaBroker(MultiService):
         controller = self._controller_factory(self.config, self.zk_client, self.broker_id,
                                               self.broker_epoch, self.reactor)
         self._controller = controller
+        if self.metrics is not None and isinstance(controller, KafkaController):
+            controller.events.queue_time_listener = self.metrics.record_event_queue_time
         await controller.startup()
 
     async def _stop_controller(self) -> None:

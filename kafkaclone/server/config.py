@@ -683,6 +683,17 @@ BROKER_CONFIG: Final = ConfigDef([
                   "The most incremental fetch sessions (KIP-227) the broker keeps.",
                   validator=at_least(0)),
     ),
+    *_section(
+        "Metrics",
+        ConfigKey("metrics.prometheus.port", INT, -1, MEDIUM,
+                  "kafkaclone's own (Kafka exposes JMX instead): the port on which the broker "
+                  "serves its metrics in Prometheus text format at /metrics. -1 turns it off; "
+                  "0 lets the OS pick a port (logged at startup).",
+                  validator=between(-1, 65535)),
+        ConfigKey("metrics.prometheus.host", STRING, "127.0.0.1", MEDIUM,
+                  "kafkaclone's own: the address the metrics port binds to (0.0.0.0 for "
+                  "every interface)."),
+    ),
 ])  # fmt: skip
 
 
@@ -1099,6 +1110,11 @@ class KafkaConfig(AbstractConfig):
     def inter_broker_protocol_version(self) -> str:
         """The canonical form of ``inter.broker.protocol.version``."""
         return _canonical(self.get_str("inter.broker.protocol.version"))
+
+    # --- metrics ---
+
+    metrics_prometheus_port = _Int("metrics.prometheus.port")
+    metrics_prometheus_host = _Str("metrics.prometheus.host")
 
     # --- controlled shutdown ---
 

@@ -174,6 +174,9 @@ class GroupCoordinator:
         self.metadata_log = metadata_log
         self.clock = clock
         self.groups: dict[str, GroupMetadata] = {}
+        self.committed_offsets: dict[str, dict[TopicPartition, int]] = {}
+        """Offsets committed through this coordinator since it loaded their group (the
+        input of the consumer-group lag metric; the store under /consumers is the truth)."""
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         self.is_active = False
@@ -303,6 +306,7 @@ class GroupCoordinator:
         self.loading_partitions.discard(partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
+            self.committed_offsets.pop(group_id, None)
             self._on_group_unloaded(group)
             self.store.update_mirror(group_id, None)
 
@@ -985,6 +989,7 @@ class GroupCoordinator:
             else:
                 group.transition_to(GroupState.DEAD, self._now())
                 del self.groups[group_id]
+                self.committed_offsets.pop(group_id, None)
                 try:
                     await self.store.delete_group(group_id)
                     await self._remove_group_metadata(group_id, group.generation_id)
@@ -1060,6 +1065,9 @@ class GroupCoordinator:
                 # (retriable: the client finds the coordinator again and retries).
                 code = CoordinatorNotAvailableError.code
             errors.update(dict.fromkeys(valid, code))
+            if code == NONE:
+                self.committed_offsets.setdefault(group_id, {}).update(
+                    (tp, value.offset) for tp, value in valid.items())
         return errors
 
     async def handle_fetch_offsets(
@@ -1102,6 +1110,8 @@ class GroupCoordinator:
         try:
             await self.store.delete_offsets(group_id, deletable)
             errors.update(dict.fromkeys(deletable, NONE))
+            for tp in deletable:
+                self.committed_offsets.get(group_id, {}).pop(tp, None)
         except Exception as exc:
             logger.error("Deleting offsets of group %s failed: %s", group_id, exc)
             errors.update(dict.fromkeys(deletable, UnknownServerError.code))

@@ -302,6 +302,22 @@ def validate_dynamic_broker_configs(props: Mapping[str, str], per_broker: bool) 
                 f"specified: {', '.join(per_broker_only)}")
 
 
+LISTENER_CHANGE_REFUSED: Final = (
+    "listeners cannot be changed at runtime on kafkaclone; restart the broker with the new "
+    "value")
+
+
+def refuse_listener_changes(props: Mapping[str, str], running: Mapping[str, object]) -> None:
+    """Kafka applies a per-broker listener change at runtime (a new listener is started and
+    the registration updated); kafkaclone does not, so a change is INVALID_REQUEST rather
+    than an OK that does nothing. The running value itself is accepted (an AlterConfigs
+    that restates it)."""
+    changed = sorted(name for name in PER_BROKER_CONFIGS
+                     if name in props and props[name] != running.get(name))
+    if changed:
+        raise BrokerConfigRejectedError(f"{LISTENER_CHANGE_REFUSED} ({', '.join(changed)})")
+
+
 def broker_id_of_resource(broker: BrokerServices, name: str) -> int | None:
     """The broker a BROKER resource names (None: the cluster-wide default); a resource
     naming another broker is INVALID_REQUEST, as in Kafka."""

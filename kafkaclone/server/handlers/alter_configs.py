@@ -23,6 +23,7 @@ from kafkaclone.server.handlers.admin_support import (
     alter_config_error,
     broker_id_of_resource,
     config_resource_refusal,
+    refuse_listener_changes,
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
@@ -48,6 +49,7 @@ async def alter_resource_configs(broker: BrokerServices, resource_type: int, nam
     elif resource_type == ResourceType.BROKER:
         broker_id = broker_id_of_resource(broker, name)
         validate_dynamic_broker_configs(props, per_broker=broker_id is not None)
+        refuse_listener_changes(props, broker.config.originals)
         if not validate_only:
             await broker.admin_zk.change_broker_config(broker_id, props)
     elif resource_type == ResourceType.BROKER_LOGGER:
