@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -98,16 +99,26 @@ def test_confluent_kafka_and_kafka_python_admins_on_a_real_cluster(cluster):
     kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=20000)
     try:
         kp.create_topics([KpNewTopic("kp-topic", 2, 2)], timeout_ms=20000)
-        assert "kp-topic" in kp.list_topics()
+        # CreateTopics answers once the broker that took it has the topic's metadata (Kafka's
+        # DelayedCreatePartitions); the others learn it from their own UpdateMetadata a
+        # moment later, and kafka-python asks any broker.
+        _eventually(lambda: "kp-topic" in kp.list_topics(), "kp-topic listed")
         (described,) = kp.describe_topics(["kp-topic"])
         assert len(described["partitions"]) == 2
         configs = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, "kp-topic")],
                                       config_filter="all")
         assert "retention.ms" in configs["topic"]["kp-topic"]
         kp.delete_topics(["kp-topic"], timeout_ms=20000)
-        assert "kp-topic" not in kp.list_topics()
+        _eventually(lambda: "kp-topic" not in kp.list_topics(), "kp-topic gone")
     finally:
         kp.close()
+
+
+def _eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f}s: {what}"
+        time.sleep(0.1)
 
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "zk_schema"
