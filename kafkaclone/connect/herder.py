@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kafkaclone.common.config_def import ConfigDef, ConfigKey
+from kafkaclone.common.config_def import ConfigKey
 from kafkaclone.connect.api import (
     Config,
     ConfigValue,
@@ -229,19 +230,19 @@ class StandaloneHerder:
 
     def _start_task(self, name: str, runtime: ConnectorRuntime, task_id: int) -> WorkerTask:
         task_props = runtime.task_configs[task_id]
-        task_cls = runtime.connector.task_class()
+        connector = runtime.connector
         worker_task: WorkerTask
-        if isinstance(runtime.connector, SourceConnector):
+        if isinstance(connector, SourceConnector):
             worker_task = WorkerSourceTask(name, task_id, self.settings,
-                                           runtime.connector.task_class()(), task_props,
+                                           connector.task_class()(), task_props,
                                            runtime.config, self.plugins, self.offsets)
-        else:
-            sink = task_cls()
-            assert isinstance(runtime.connector, SinkConnector)
+        elif isinstance(connector, SinkConnector):
             worker_task = WorkerSinkTask(name, task_id, self.settings,
-                                         runtime.connector.task_class()(), task_props,
+                                         connector.task_class()(), task_props,
                                          runtime.config, self.plugins)
-            del sink
+        else:
+            raise RestError(400, f"{type(connector).__name__} is neither a source nor a sink "
+                            "connector")
         worker_task.start(runtime.target_paused)
         return worker_task
 
@@ -364,7 +365,6 @@ def _java_map(config: Mapping[str, str]) -> str:
 
 
 def _trace(error: BaseException) -> str:
-    import traceback
     return "".join(traceback.format_exception(error))
 
 
@@ -387,5 +387,3 @@ def _value_json(value: ConfigValue) -> dict[str, object]:
             "recommended_values": [str(v) for v in value.recommended_values],
             "errors": list(value.errors), "visible": value.visible}
 
-
-__all__ = ["ConfigDef", "RestError", "StandaloneHerder"]
