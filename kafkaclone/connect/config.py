@@ -53,6 +53,23 @@ WORKER_CONFIG: Final = ConfigDef([
               "The name of the Kafka topic where connector offsets are stored."),
     ConfigKey("status.storage.topic", ConfigType.STRING, None, Importance.HIGH,
               "The name of the Kafka topic where connector and task status are stored."),
+    ConfigKey("config.storage.replication.factor", ConfigType.SHORT, 3, Importance.LOW,
+              "Replication factor used when creating the configuration storage topic."),
+    ConfigKey("offset.storage.replication.factor", ConfigType.SHORT, 3, Importance.LOW,
+              "Replication factor used when creating the offset storage topic."),
+    ConfigKey("offset.storage.partitions", ConfigType.INT, 25, Importance.LOW,
+              "The number of partitions used when creating the offset storage topic."),
+    ConfigKey("status.storage.replication.factor", ConfigType.SHORT, 3, Importance.LOW,
+              "Replication factor used when creating the status storage topic."),
+    ConfigKey("status.storage.partitions", ConfigType.INT, 5, Importance.LOW,
+              "The number of partitions used when creating the status storage topic."),
+    ConfigKey("session.timeout.ms", ConfigType.INT, 10000, Importance.HIGH,
+              "The timeout used to detect worker failures."),
+    ConfigKey("heartbeat.interval.ms", ConfigType.INT, 3000, Importance.HIGH,
+              "The expected time between heartbeats to the group coordinator."),
+    ConfigKey("rebalance.timeout.ms", ConfigType.INT, 60000, Importance.HIGH,
+              "The maximum allowed time for each worker to join the group once a rebalance "
+              "has begun."),
 ])
 
 ERRORS_GROUP: Final = "Error Handling"

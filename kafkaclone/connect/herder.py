@@ -26,7 +26,7 @@ from kafkaclone.connect.api import (
     validate_with,
 )
 from kafkaclone.connect.config import CONNECTOR_CONFIG, SINK_CONFIG
-from kafkaclone.connect.offsets import FileOffsetBackingStore
+from kafkaclone.connect.offsets import OffsetBackingStore
 from kafkaclone.connect.plugins import PluginNotFoundError, Plugins
 from kafkaclone.connect.worker import (
     State,
@@ -82,7 +82,7 @@ class ConnectorRuntime:
 
 class StandaloneHerder:
     def __init__(self, settings: WorkerSettings, plugins: Plugins,
-                 offsets: FileOffsetBackingStore) -> None:
+                 offsets: OffsetBackingStore) -> None:
         self.settings = settings
         self.plugins = plugins
         self.offsets = offsets

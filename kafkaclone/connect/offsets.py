@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from kafkaclone.connect.api import SourceOffset, SourcePartition
 
@@ -22,6 +23,18 @@ PartitionKey = tuple[tuple[str, object], ...]
 
 def partition_key(partition: SourcePartition) -> PartitionKey:
     return tuple(sorted(partition.items()))
+
+
+class OffsetBackingStore(Protocol):
+    """Where source offsets live: a local file (standalone) or ``offset.storage.topic``
+    (distributed)."""
+
+    def get(self, connector: str, partition: SourcePartition) -> SourceOffset | None: ...
+
+    def set(self, connector: str, offsets: Mapping[PartitionKey,
+                                                   tuple[SourcePartition, SourceOffset]]
+            ) -> None:
+        """Store ``offsets`` durably before returning."""
 
 
 class FileOffsetBackingStore:
@@ -67,7 +80,7 @@ class FileOffsetBackingStore:
 class ConnectorOffsetReader:
     """Kafka's ``OffsetStorageReaderImpl`` for one connector."""
 
-    def __init__(self, store: FileOffsetBackingStore, connector: str) -> None:
+    def __init__(self, store: OffsetBackingStore, connector: str) -> None:
         self.store = store
         self.connector = connector
 

@@ -47,7 +47,7 @@ from kafkaclone.connect.config import SINK_CONFIG
 from kafkaclone.connect.converters import Converter
 from kafkaclone.connect.offsets import (
     ConnectorOffsetReader,
-    FileOffsetBackingStore,
+    OffsetBackingStore,
     PartitionKey,
     partition_key,
 )
@@ -234,7 +234,7 @@ class WorkerSourceTask(WorkerTask):
     def __init__(self, connector: str, task_id: int, settings: WorkerSettings,
                  task: SourceTask, task_props: Mapping[str, str],
                  connector_props: Mapping[str, str], plugins: Plugins,
-                 offsets: FileOffsetBackingStore) -> None:
+                 offsets: OffsetBackingStore) -> None:
         super().__init__(connector, task_id, settings)
         self.task = task
         self.task_props = task_props
