@@ -127,6 +127,8 @@ class FileStreamSourceTask(SourceTask):
                 return None
         records: list[SourceRecord] = []
         stream = self.stream
+        now = int(time.time() * 1000)
+        source_partition = {FILENAME_FIELD: self.filename or "stdin"}
         while len(records) < self.batch_size:
             line = stream.readline()
             if not line.endswith(b"\n"):
@@ -137,8 +139,7 @@ class FileStreamSourceTask(SourceTask):
             records.append(SourceRecord(
                 topic=self.topic, kafka_partition=None, key_schema=None, key=None,
                 value_schema=STRING_SCHEMA, value=line[:-1].decode("utf-8").rstrip("\r"),
-                timestamp=int(time.time() * 1000),
-                source_partition={FILENAME_FIELD: self.filename or "stdin"},
+                timestamp=now, source_partition=source_partition,
                 source_offset={POSITION_FIELD: self.position}))
         if not records:
             self.stopping.wait(POLL_WAIT_S)

@@ -247,6 +247,9 @@ class WorkerSourceTask(WorkerTask):
         self.pending: dict[PartitionKey, tuple[Mapping[str, object], Mapping[str, object]]] = {}
         self.in_flight: list[FutureRecordMetadata] = []
         self.sent = 0
+        self.wants_acknowledgements = \
+            type(task).commit_record is not SourceTask.commit_record
+        """Whether the task overrides ``commit_record`` (else no per-record callback)."""
 
     def execute(self) -> None:
         self.producer = Producer({
@@ -273,8 +276,12 @@ class WorkerSourceTask(WorkerTask):
 
     def _send(self, records: Sequence[SourceRecord]) -> None:
         assert self.producer is not None
+        last_partition: object = None
+        key: PartitionKey = ()
         for record in records:
-            key = partition_key(record.source_partition)
+            if record.source_partition is not last_partition:
+                last_partition = record.source_partition
+                key = partition_key(record.source_partition)
             try:
                 transformed = apply_transforms(self.transforms, record)
                 if transformed is None:
@@ -293,7 +300,8 @@ class WorkerSourceTask(WorkerTask):
             future = self.producer.send(transformed.topic, value_bytes, key=key_bytes,
                                         partition=transformed.kafka_partition,
                                         timestamp=transformed.timestamp)
-            future.add_done_callback(functools.partial(self._acknowledged, record))
+            if self.wants_acknowledgements:
+                future.add_done_callback(functools.partial(self._acknowledged, record))
             self.in_flight.append(future)
             self.pending[key] = (record.source_partition, record.source_offset)
             self.sent += 1
