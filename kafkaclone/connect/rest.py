@@ -45,9 +45,10 @@ class ConnectRestResource(Resource):
         method = (request.method or b"GET").decode("ascii")
         path = [unquote(p.decode("utf-8")) for p in (request.postpath or []) if p]
         body = request.content.read() if request.content is not None else b""
+        expand = [v.decode() for v in (request.args or {}).get(b"expand", [])]
 
         def handle() -> tuple[int, object]:
-            return self.route(method, path, body)
+            return self.route(method, path, body, expand)
 
         def write(result: tuple[int, object]) -> None:
             status, document = result
@@ -69,12 +70,23 @@ class ConnectRestResource(Resource):
         self.run_blocking(handle).addCallbacks(write, failed)
         return NOT_DONE_YET
 
-    def route(self, method: str, path: list[str], body: bytes) -> tuple[int, object]:
+    def route(self, method: str, path: list[str], body: bytes, expand: list[str] | None = None
+              ) -> tuple[int, object]:
         h = self.herder
         match (method, path):
             case ("GET", []):
                 return 200, {"version": KAFKA_VERSION, "commit": COMMIT,
                              "kafka_cluster_id": self.cluster_id}
+            case ("GET", ["connectors"]) if expand:
+                # KIP-465: ?expand=status&expand=info
+                out: dict[str, dict[str, object]] = {}
+                for listed in h.connectors():
+                    entry = out[listed] = {}
+                    if "info" in expand:
+                        entry["info"] = h.connector_info(listed)
+                    if "status" in expand:
+                        entry["status"] = h.status(listed)
+                return 200, out
             case ("GET", ["connectors"]):
                 return 200, h.connectors()
             case ("POST", ["connectors"]):

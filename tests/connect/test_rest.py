@@ -96,3 +96,16 @@ def test_post_of_an_invalid_config_starts_nothing(resource: ConnectRestResource)
     assert status == 500
     assert "Failed to find any class that implements Connector" in unknown[  # type: ignore[index]
         "message"]
+
+
+def test_plugins_resolve_kafka_class_names_aliases_and_extra_entry_points() -> None:
+    plugins = Plugins({"com.example.Router": "kafkaclone.connect.transforms:RegexRouter"})
+    assert plugins.connector_class("FileStreamSource") is plugins.connector_class(
+        "org.apache.kafka.connect.file.FileStreamSourceConnector")
+    assert plugins.converter_class(
+        "org.apache.kafka.connect.converters.ByteArrayConverter").__name__ == \
+        "ByteArrayConverter"
+    assert plugins.transformation_class("com.example.Router").__name__ == "RegexRouter"
+    assert [p["class"] for p in plugins.connector_plugins()] == [
+        "org.apache.kafka.connect.file.FileStreamSourceConnector",
+        "org.apache.kafka.connect.file.FileStreamSinkConnector"]
