@@ -501,7 +501,7 @@ class WorkerSinkTask(WorkerTask):
 
     def close(self) -> None:
         if self.consumer is not None:
-            self.task.close(self.consumer.assignment())
+            # Leaving the group revokes the partitions: _on_revoke commits and closes them.
             self.consumer.close(autocommit=False)
             self.consumer = None
         self.task.stop()
