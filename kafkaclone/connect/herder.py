@@ -219,7 +219,7 @@ class StandaloneHerder:
             connector.start(config)
             runtime.status = Status(State.PAUSED if paused else State.RUNNING)
             max_tasks = int(config.get("tasks.max", "1"))
-            runtime.task_configs = [{**config, **task}
+            runtime.task_configs = [self._task_config(connector, config, task)
                                     for task in connector.task_configs(max_tasks)]
         except Exception as exc:
             logger.exception("Failed to start connector %s", name)
@@ -227,6 +227,19 @@ class StandaloneHerder:
             return
         for task_id in range(len(runtime.task_configs)):
             runtime.tasks.append(self._start_task(name, runtime, task_id))
+
+    @staticmethod
+    def _task_config(connector: Connector, config: Mapping[str, str],
+                     task: Mapping[str, str]) -> dict[str, str]:
+        """Kafka's ``Worker.connectorTaskConfigs``: the connector's task config plus
+        ``task.class`` (and a sink's ``topics`` / ``topics.regex``)."""
+        task_class = connector.task_class()
+        out = {**task, "task.class": f"{task_class.__module__}.{task_class.__qualname__}"}
+        if isinstance(connector, SinkConnector):
+            for key in ("topics", "topics.regex"):
+                if config.get(key):
+                    out[key] = config[key]
+        return out
 
     def _start_task(self, name: str, runtime: ConnectorRuntime, task_id: int) -> WorkerTask:
         task_props = runtime.task_configs[task_id]

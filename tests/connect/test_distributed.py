@@ -56,6 +56,17 @@ class DistributedWorker(Worker):
         raise AssertionError(self.log.read_text()[-3000:])
 
 
+def wait_for_state(worker: Worker, name: str, state: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        _, body = worker.call("GET", f"/connectors/{name}/status")
+        if isinstance(body, dict) and body["connector"]["state"] == state and \
+                all(t["state"] == state for t in body["tasks"]):
+            return
+        assert time.monotonic() < deadline, body
+        time.sleep(0.3)
+
+
 def owner_of(worker: Worker, name: str, timeout: float = 60) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -86,6 +97,15 @@ def test_two_workers_failover(tmp_path: Path) -> None:
             assert created[0] == 201, created
             assert second.call("GET", "/connectors") == (200, ["sink", "source"])
             wait_for_lines(sink_file, [f"line {i}" for i in range(300)])
+            assert second.call("PUT", "/connectors/source/pause") == (202, None)
+            wait_for_state(first, "source", "PAUSED")
+            assert first.call("PUT", "/connectors/source/resume") == (202, None)
+            wait_for_state(second, "source", "RUNNING")
+            status, tasks = second.call("GET", "/connectors/source/tasks")
+            assert status == 200
+            assert tasks == [{"id": {"connector": "source", "task": 0}, "config": {
+                "task.class": "kafkaclone.connect.file.FileStreamSourceTask",
+                "file": str(source_file), "topic": "dist", "batch.size": "2000"}}]
             owners = {owner_of(first, "source"), owner_of(first, "sink")}
             assert owners == {f"127.0.0.1:{w.port}" for w in workers}
             victim = next(w for w in workers if f"127.0.0.1:{w.port}" == owner_of(

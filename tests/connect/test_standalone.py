@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkaclone.clients.admin import AdminClient
 from kafkaclone.testing.cluster import LocalCluster
 from kafkaclone.testing.zookeeper import free_port
 
@@ -128,6 +129,15 @@ def test_file_to_topic_to_file_across_a_worker_kill(cluster: LocalCluster, tmp_p
         assert set(lines) == set(expected)
         firsts = [lines.index(line) for line in expected]
         assert firsts == sorted(firsts)
+        deadline = time.monotonic() + 30
+        while True:  # the sink commits to its group connect-<name> every flush interval
+            with AdminClient(cluster.bootstrap_servers) as admin:
+                committed = admin.list_consumer_group_offsets("connect-local-file-sink")
+            if committed.get(("connect-test", 0)) is not None and \
+                    committed[("connect-test", 0)].offset >= len(lines):
+                break
+            assert time.monotonic() < deadline, committed
+            time.sleep(0.3)
         status, body = worker.call("GET", "/connectors/local-file-source/status")
         assert status == 200
         assert isinstance(body, dict)
