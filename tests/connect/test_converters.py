@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafkaclone.connect.api import DataException
+from kafkaclone.connect.converters import ByteArrayConverter, JsonConverter, StringConverter
+from kafkaclone.connect.data import STRING_SCHEMA, SchemaType, struct_schema
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_json_converter_writes_kafkas_envelope_and_reads_it_back() -> None:
+    converter = JsonConverter()
+    converter.configure({}, is_key=False)
+    schema = struct_schema([("id", STRING_SCHEMA)], name="row")
+    raw = converter.from_connect_data("t", schema, {"id": "x"})
+    assert raw is not None
+    assert json.loads(raw) == {
+        "schema": {"type": "struct", "optional": False, "name": "row",
+                   "fields": [{"type": "string", "optional": False, "field": "id"}]},
+        "payload": {"id": "x"}}
+    back = converter.to_connect_data("t", raw)
+    assert back.value == {"id": "x"}
+    assert back.schema is not None
+    assert back.schema.type is SchemaType.STRUCT
+    assert converter.from_connect_data("t", STRING_SCHEMA, "line") == \
+        b'{"schema":{"type":"string","optional":false},"payload":"line"}'
+
+
+def test_json_converter_without_schemas_and_plain_json_refused_with_schemas() -> None:
+    plain = JsonConverter()
+    plain.configure({"schemas.enable": "false"}, is_key=True)
+    assert plain.from_connect_data("t", None, {"a": [1, b"\x00"]}) == b'{"a":[1,"AA=="]}'
+    assert plain.to_connect_data("t", b'{"a":1}').value == {"a": 1}
+    enveloped = JsonConverter()
+    enveloped.configure({}, is_key=False)
+    with pytest.raises(DataException, match="requires \"schema\" and \"payload\""):
+        enveloped.to_connect_data("t", b'{"a":1}')
+    assert enveloped.from_connect_data("t", None, None) is None
+
+
+def test_string_and_byte_array_converters() -> None:
+    strings = StringConverter()
+    strings.configure({}, is_key=False)
+    assert strings.from_connect_data("t", None, True) == b"true"
+    assert strings.to_connect_data("t", "é".encode()).value == "é"
+    raw = ByteArrayConverter()
+    assert raw.from_connect_data("t", None, b"\x01") == b"\x01"
+    with pytest.raises(DataException):
+        raw.from_connect_data("t", None, "text")
