@@ -8,17 +8,15 @@ the Python way). An entry point's name is the name a config uses: Kafka's class 
     kafkaclone.connect.plugins =
         com.example.MySourceConnector = my_package.connector:MySourceConnector
 
-The project's own plugins are declared once, in its setup.cfg. Read from a source
-checkout whose installed metadata predates them, that setup.cfg is read too.
+The project's own plugins are declared the same way, in its setup.cfg (the README's
+set-up installs them; after editing the entry points, install the package again).
 """
 
 from __future__ import annotations
 
-import configparser
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Final
 
 from kafkaclone.connect.api import Connector, SinkConnector, SourceConnector
@@ -26,7 +24,6 @@ from kafkaclone.connect.converters import Converter
 from kafkaclone.connect.transforms import Transformation
 
 GROUP: Final = "kafkaclone.connect.plugins"
-SETUP_CFG: Final = Path(__file__).resolve().parents[2] / "setup.cfg"
 
 
 class PluginNotFoundError(LookupError):
@@ -50,28 +47,11 @@ class PluginDesc:
         return loaded
 
 
-def _source_checkout_entries() -> dict[str, str]:
-    if not SETUP_CFG.exists():
-        return {}
-    parser = configparser.ConfigParser()
-    parser.read(SETUP_CFG)
-    if not parser.has_option("options.entry_points", GROUP):
-        return {}
-    out: dict[str, str] = {}
-    for line in parser.get("options.entry_points", GROUP).splitlines():
-        name, sep, target = line.partition("=")
-        if sep:
-            out[name.strip()] = target.strip()
-    return out
-
-
 class Plugins:
     """The registered plugins by name (Kafka's ``Plugins``)."""
 
     def __init__(self, extra: dict[str, str] | None = None) -> None:
-        found = _source_checkout_entries()
-        for entry in entry_points(group=GROUP):
-            found.setdefault(entry.name, entry.value)
+        found = {entry.name: entry.value for entry in entry_points(group=GROUP)}
         found.update(extra or {})
         self.entries = {name: PluginDesc(name, target) for name, target in found.items()}
 
@@ -102,15 +82,18 @@ class Plugins:
         return cls
 
     def connector_names(self) -> list[str]:
-        return [name for name, desc in self.entries.items() if "." in name
-                and _is_subclass(desc, Connector)]
+        return sorted(name for name, desc in self.entries.items() if "." in name
+                      and _is_subclass(desc, Connector))
 
     def connector_plugins(self) -> list[dict[str, str]]:
         """``GET /connector-plugins``: Kafka's class name, type and version of each
         connector (aliases left out, as Kafka lists each class once)."""
         out: list[dict[str, str]] = []
         seen: set[str] = set()
-        for name, desc in self.entries.items():
+        # Kafka's class names (dotted) before their short aliases, each class once.
+        by_kafka_name = sorted(self.entries.items(),
+                               key=lambda item: ("." not in item[0], item[0]))
+        for name, desc in by_kafka_name:
             if desc.target in seen or not _is_subclass(desc, Connector):
                 continue
             seen.add(desc.target)

@@ -106,6 +106,7 @@ def test_plugins_resolve_kafka_class_names_aliases_and_extra_entry_points() -> N
         "org.apache.kafka.connect.converters.ByteArrayConverter").__name__ == \
         "ByteArrayConverter"
     assert plugins.transformation_class("com.example.Router").__name__ == "RegexRouter"
+    # Sorted by class name, as Kafka's PluginDesc orders them.
     assert [p["class"] for p in plugins.connector_plugins()] == [
-        "org.apache.kafka.connect.file.FileStreamSourceConnector",
-        "org.apache.kafka.connect.file.FileStreamSinkConnector"]
+        "org.apache.kafka.connect.file.FileStreamSinkConnector",
+        "org.apache.kafka.connect.file.FileStreamSourceConnector"]
