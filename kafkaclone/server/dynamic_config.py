@@ -24,29 +24,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final
-
-from twisted.internet.defer import Deferred
+from typing import Any
 
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.common.security import desanitize
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
+from kafkaclone.zk.change_notification_listener import ZkNodeChangeNotificationListener
 from kafkaclone.zk.client import KafkaZkClient
-from kafkaclone.zk.errors import ZNodeDecodeError
 from kafkaclone.zk.znodes import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityType,
     ConfigEntityZNode,
 )
-from kafkaclone.zk.zookeeper_client import StateChangeHandler, ZNodeChildChangeHandler
 
 logger = logging.getLogger(__name__)
 
-CHANGE_EXPIRATION_MS: Final = 15 * 60 * 1000
-"""How long a notification stays (Kafka's ZkNodeChangeNotificationListener default)."""
-HANDLER_NAME: Final = "dynamic-config"
 
 
 class DynamicConfigManager:
@@ -62,89 +56,29 @@ class DynamicConfigManager:
         self._log_manager = log_manager
         self._static_props = dict(static_props)
         self._reactor = reactor
-        self.last_executed_change = -1
-        """The sequence number of the last notification processed."""
         self.dynamic_broker_configs: dict[str, str] = {}
         self.dynamic_default_configs: dict[str, str] = {}
-        self._running = False
-        self._processing: Deferred[None] | None = None
-        self._again = False
-        outer = self
-
-        class _Changes(ZNodeChildChangeHandler):
-            def handle_child_change(self) -> None:
-                outer.schedule()
-
-        class _Session(StateChangeHandler):
-            def after_initializing_session(self) -> None:
-                outer.schedule()
-
-        self._child_handler = _Changes(ConfigEntityChangeNotificationZNode.PATH)
-        self._session_handler = _Session(HANDLER_NAME)
+        self.notifications = ZkNodeChangeNotificationListener(
+            zk_client, reactor, ConfigEntityChangeNotificationZNode.PATH,
+            ConfigEntityChangeNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX,
+            self._process_notification, name="config change notifications")
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def startup(self) -> None:
-        self._running = True
         await self._reload_broker_configs()
         if self._user_config_handler is not None:
             for user in await self._zk.get_all_entities_with_config(ConfigEntityType.USER):
                 await self._apply_user_configs(user)
-        self._zk.register_znode_child_change_handler(self._child_handler)
-        self._zk.register_state_change_handler(self._session_handler)
-        await self._process_notifications()
+        await self.notifications.startup()
 
     def shutdown(self) -> None:
-        self._running = False
-        self._zk.unregister_znode_child_change_handler(self._child_handler.path)
-        self._zk.unregister_state_change_handler(HANDLER_NAME)
+        self.notifications.shutdown()
 
     # -- notifications ---------------------------------------------------------------------
 
-    def schedule(self) -> None:
-        """Process new notifications (coalesced: one pass at a time, another after it if
-        more arrived meanwhile)."""
-        if not self._running:
-            return
-        if self._processing is not None:
-            self._again = True
-            return
-        self._processing = Deferred.fromCoroutine(self._process_notifications())
-
-        def done(result: Any) -> None:
-            self._processing = None
-            if self._again:
-                self._again = False
-                self.schedule()
-
-        self._processing.addErrback(
-            lambda f: logger.error("Processing config changes failed: %s", f.getErrorMessage()))
-        self._processing.addBoth(done)
-
-    async def _process_notifications(self) -> None:
-        path = ConfigEntityChangeNotificationZNode.PATH
-        prefix = ConfigEntityChangeNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
-        children = await self._zk.get_children(path, register_watch=True)
-        now_ms = int(self._reactor.seconds() * 1000)
-        for child in sorted(children):
-            if not child.startswith(prefix):
-                continue
-            try:
-                sequence = int(child[len(prefix):])
-            except ValueError:
-                continue
-            found = await self._zk.get_data_and_stat(f"{path}/{child}")
-            if found is None:
-                continue
-            data, stat = found
-            if sequence > self.last_executed_change:
-                try:
-                    await self._process(ConfigEntityChangeNotificationSequenceZNode.decode(data))
-                except (ZNodeDecodeError, KafkaError) as exc:
-                    logger.error("Skipping config change notification %s: %s", child, exc)
-                self.last_executed_change = sequence
-            if int(stat.ctime) < now_ms - CHANGE_EXPIRATION_MS:
-                await self._zk.delete_recursive(f"{path}/{child}")
+    async def _process_notification(self, data: bytes) -> None:
+        await self._process(ConfigEntityChangeNotificationSequenceZNode.decode(data))
 
     async def _process(self, entity_path: str) -> None:
         entity_type, _, entity_name = entity_path.partition("/")

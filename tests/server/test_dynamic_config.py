@@ -19,9 +19,10 @@ from twisted.internet import reactor
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
-from kafkaclone.server.dynamic_config import CHANGE_EXPIRATION_MS, DynamicConfigManager
+from kafkaclone.server.dynamic_config import DynamicConfigManager
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.zk.admin import AdminZkClient
+from kafkaclone.zk.change_notification_listener import CHANGE_EXPIRATION_MS
 from kafkaclone.zk.client import KafkaZkClient
 
 STATIC = {"broker.id": "1", "log.retention.hours": "168", "log.segment.bytes": "1073741824"}
@@ -107,7 +108,7 @@ def test_startup_applies_what_changed_while_the_broker_was_down(
         assert config_of(log_manager, "plain").segment_bytes == 2097152
         assert config_of(log_manager, "tuned").retention_ms == 120000
         assert config_of(log_manager, "tuned").segment_bytes == 2097152
-        assert manager.last_executed_change >= 1
+        assert manager.notifications.last_executed_change >= 1
     finally:
         manager.shutdown()
 

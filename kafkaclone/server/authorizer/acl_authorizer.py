@@ -30,9 +30,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from twisted.internet.defer import Deferred
-from twisted.python.failure import Failure
-
 from kafkaclone.common.acl import (
     IMPLIED_BY,
     WILDCARD_HOST,
@@ -49,6 +46,7 @@ from kafkaclone.common.acl import (
 )
 from kafkaclone.common.errors import InvalidRequestError, KafkaError, UnknownServerError
 from kafkaclone.common.security import KafkaPrincipal
+from kafkaclone.zk.change_notification_listener import ZkNodeChangeNotificationListener
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ZNodeDecodeError
 from kafkaclone.zk.znodes import (
@@ -60,12 +58,9 @@ from kafkaclone.zk.znodes import (
     ExtendedAclChangeNotificationZNode,
     Versioned,
 )
-from kafkaclone.zk.zookeeper_client import StateChangeHandler, ZNodeChildChangeHandler
 
 logger = logging.getLogger(__name__)
 
-CHANGE_EXPIRATION_MS: Final = 15 * 60 * 1000
-"""How long a change notification stays (ZkNodeChangeNotificationListener's default)."""
 MAX_UPDATE_RETRIES: Final = 10
 """Conditional writes attempted per resource before giving up (AclAuthorizer.maxUpdateRetries)."""
 
@@ -125,12 +120,21 @@ class AclAuthorizer:
         self._prefixed: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
         self._versions: dict[ResourcePattern, int] = {}
         self._listeners = [
-            _ChangeListener(zk_client, reactor, self.refresh, AclChangeNotificationZNode.PATH,
-                            AclChangeNotificationSequenceZNode.decode),
-            _ChangeListener(zk_client, reactor, self.refresh,
-                            ExtendedAclChangeNotificationZNode.PATH,
-                            ExtendedAclChangeNotificationSequenceZNode.decode),
+            ZkNodeChangeNotificationListener(
+                zk_client, reactor, path, ACL_CHANGE_SEQUENCE_NUMBER_PREFIX,
+                self._refresher(decode), name=f"ACL change notifications under {path}")
+            for path, decode in (
+                (AclChangeNotificationZNode.PATH, AclChangeNotificationSequenceZNode.decode),
+                (ExtendedAclChangeNotificationZNode.PATH,
+                 ExtendedAclChangeNotificationSequenceZNode.decode))
         ]
+
+    def _refresher(self, decode: Callable[[bytes], ResourcePattern]
+                   ) -> Callable[[bytes], Awaitable[None]]:
+        """A change notification's payload -> re-read the resource it names."""
+        async def refresh(data: bytes) -> None:
+            await self.refresh(decode(data))
+        return refresh
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -382,89 +386,3 @@ class AclAuthorizer:
         await self._zk.create_acl_change_notification(pattern)
         return True
 
-
-class _ChangeListener:
-    """Follows one change-notification path (Kafka's ZkNodeChangeNotificationListener):
-    every notification newer than the last one processed makes the authorizer re-read the
-    resource it names; notifications older than 15 minutes are deleted."""
-
-    def __init__(self, zk_client: KafkaZkClient, reactor: Any,
-                 refresh: Callable[[ResourcePattern], Awaitable[None]], path: str,
-                 decode: Callable[[bytes], ResourcePattern]) -> None:
-        self._zk = zk_client
-        self._reactor = reactor
-        self._refresh = refresh
-        self.path = path
-        self._decode = decode
-        self.last_executed_change = -1
-        self._running = False
-        self._processing: Deferred[None] | None = None
-        self._again = False
-        outer = self
-
-        class _Changes(ZNodeChildChangeHandler):
-            def handle_child_change(self) -> None:
-                outer.schedule()
-
-        class _Session(StateChangeHandler):
-            def after_initializing_session(self) -> None:
-                outer.schedule()
-
-        self._child_handler = _Changes(path)
-        self._session_handler = _Session(f"acl-changes:{path}")
-
-    async def startup(self) -> None:
-        self._running = True
-        self._zk.register_znode_child_change_handler(self._child_handler)
-        self._zk.register_state_change_handler(self._session_handler)
-        await self._process_notifications()
-
-    def shutdown(self) -> None:
-        self._running = False
-        self._zk.unregister_znode_child_change_handler(self.path)
-        self._zk.unregister_state_change_handler(self._session_handler.name)
-
-    def schedule(self) -> None:
-        """One pass at a time; another after it when more notifications arrived meanwhile."""
-        if not self._running:
-            return
-        if self._processing is not None:
-            self._again = True
-            return
-        self._processing = Deferred.fromCoroutine(self._process_notifications())
-
-        def done(result: object) -> None:
-            self._processing = None
-            if self._again:
-                self._again = False
-                self.schedule()
-
-        def failed(failure: Failure) -> None:
-            if self._running:  # after shutdown the ZooKeeper session may be gone
-                logger.error("Processing ACL changes failed: %s", failure.getErrorMessage())
-
-        self._processing.addErrback(failed)
-        self._processing.addBoth(done)
-
-    async def _process_notifications(self) -> None:
-        children = await self._zk.get_children(self.path, register_watch=True)
-        now_ms = int(self._reactor.seconds() * 1000)
-        for child in sorted(children):
-            if not child.startswith(ACL_CHANGE_SEQUENCE_NUMBER_PREFIX):
-                continue
-            try:
-                sequence = int(child[len(ACL_CHANGE_SEQUENCE_NUMBER_PREFIX):])
-            except ValueError:
-                continue
-            found = await self._zk.get_data_and_stat(f"{self.path}/{child}")
-            if found is None:
-                continue
-            data, stat = found
-            if sequence > self.last_executed_change:
-                try:
-                    await self._refresh(self._decode(data))
-                except ZNodeDecodeError as exc:
-                    logger.error("Skipping ACL change notification %s: %s", child, exc)
-                self.last_executed_change = sequence
-            if int(stat.ctime) < now_ms - CHANGE_EXPIRATION_MS:
-                await self._zk.delete_path(f"{self.path}/{child}")
