@@ -72,7 +72,11 @@ from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.authenticator import ScramCredentialCache
 from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity
-from kafkaclone.network.socket_server import KafkaServerFactory
+from kafkaclone.network.socket_server import (
+    ConnectionQuotas,
+    KafkaServerFactory,
+    RequestQueue,
+)
 from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
@@ -224,6 +228,7 @@ class KafkaBroker(MultiService):
         self._controller_epoch = 0
         self._ports: dict[str, Any] = {}
         self._factories: list[KafkaServerFactory] = []
+        self.connection_quotas: ConnectionQuotas | None = None
         self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
@@ -595,10 +600,19 @@ class KafkaBroker(MultiService):
 
     async def _start_socket_server(self) -> None:
         config = self.config
+        request_queue = RequestQueue(config.queued_max_requests)
+        self.connection_quotas = ConnectionQuotas(
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+            max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+            max_connection_creation_rate=config.max_connection_creation_rate)
         for endpoint in config.listeners:
             resolved = self.security.listeners[endpoint.listener_name]
-            factory = KafkaServerFactory(self.request_handler, config.socket_request_max_bytes,
-                                         endpoint.listener_name, resolved.security)
+            factory = KafkaServerFactory(
+                self.request_handler, config.socket_request_max_bytes,
+                endpoint.listener_name, resolved.security, request_queue=request_queue,
+                quotas=self.connection_quotas,
+                connections_max_idle_ms=config.connections_max_idle_ms, clock=self.reactor)
             try:
                 if resolved.tls is None:
                     port = self.reactor.listenTCP(endpoint.port, factory,
