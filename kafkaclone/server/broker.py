@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
 
@@ -539,7 +539,8 @@ class KafkaBroker(MultiService):
     async def _start_dynamic_config(self) -> None:
         manager = DynamicConfigManager(self.broker_id, self.zk_client, self.log_manager,
                                        self.config.originals, self.reactor,
-                                       user_config_handler=self.credential_cache.update_user)
+                                       user_config_handler=self.credential_cache.update_user,
+                                       broker_config_handler=self._reconfigure_socket_server)
         await manager.startup()
         self.dynamic_config_manager = manager
 
@@ -629,6 +630,22 @@ class KafkaBroker(MultiService):
             logger.info("Awaiting socket connections on %s:%d (%s, %s)",
                         endpoint.host or "0.0.0.0", port.getHost().port, endpoint.listener_name,
                         endpoint.security_protocol.name)
+
+    def _reconfigure_socket_server(self, props: Mapping[str, Any]) -> None:
+        """The dynamic connection limits (Kafka's DynamicConnectionQuota): new limits for
+        new connections; those open stay."""
+        if self.connection_quotas is None:
+            return
+        try:
+            config = KafkaConfig(props)
+        except KafkaError as exc:
+            logger.error("Ignoring invalid dynamic socket server configs: %s", exc)
+            return
+        self.connection_quotas.reconfigure(
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+            max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+            max_connection_creation_rate=config.max_connection_creation_rate)
 
     async def _stop_socket_server(self) -> None:
         ports, self._ports = self._ports, {}

@@ -220,3 +220,45 @@ def test_a_slow_reader_holds_a_few_responses_and_others_are_served(tmp_path):
         for conn in list(factory.connections):
             conn.transport.loseConnection()
         _run_reactor_until(lambda: stopping.called and not factory.connections, 5)
+
+
+def test_sixty_connections_against_max_connections_per_ip_fifty_and_idle_close():
+    """Over real TCP: of 60 connections from 127.0.0.1 with max.connections.per.ip=50 the
+    51st to 60th are closed at once; the 50 accepted ones close after
+    connections.max.idle.ms."""
+    factory = KafkaServerFactory(ManualDispatcher(),
+                                 quotas=ConnectionQuotas(max_connections_per_ip=50),
+                                 connections_max_idle_ms=1500)
+    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+    sockets = []
+    try:
+        for _ in range(60):
+            s = socket.create_connection(("127.0.0.1", port.getHost().port), timeout=5)
+            sockets.append(s)
+            _run_reactor_until(lambda: False, 0.002)
+        _run_reactor_until(lambda: len(factory.connections) >= 50, 5)
+
+        def closed(s, wait):
+            s.settimeout(wait)
+            try:
+                return s.recv(1) == b""
+            except TimeoutError:
+                return False
+            except ConnectionResetError:
+                return True
+
+        refused_at = time.monotonic()
+        _run_reactor_until(lambda: False, 0.1)
+        assert [closed(s, 0.5) for s in sockets[50:]] == [True] * 10
+        assert time.monotonic() - refused_at < 1.2
+        assert not any(closed(s, 0.01) for s in sockets[:50])
+        assert len(factory.connections) == 50
+        _run_reactor_until(lambda: not factory.connections, 10)
+        assert not factory.connections
+        assert all(closed(s, 2) for s in sockets[:50])
+        assert factory.quotas.total == 0
+    finally:
+        for s in sockets:
+            s.close()
+        stopping = port.stopListening()
+        _run_reactor_until(lambda: stopping.called, 5)
