@@ -464,7 +464,7 @@ class KafkaBroker(MultiService):
                 except KafkaError as exc:
                     logger.error("Invalid config overrides of topic %s: %s", topic, exc)
         manager = LogManager(manager_config, clock=self.reactor, topic_configs=topic_configs,
-                             cluster_id=self.cluster_id)
+                             cluster_id=self.cluster_id, background=self._in_thread)
         try:
             manager.startup()
         except InconsistentClusterIdError as exc:
@@ -630,6 +630,15 @@ class KafkaBroker(MultiService):
             logger.info("Awaiting socket connections on %s:%d (%s, %s)",
                         endpoint.host or "0.0.0.0", port.getHost().port, endpoint.listener_name,
                         endpoint.security_protocol.name)
+
+    def _in_thread(self, work: Callable[[], None], done: Callable[[], None]) -> None:
+        """The log manager's background runner: ``work`` on the reactor's thread pool (the
+        periodic checkpoint writes), then ``done`` back on the reactor."""
+        result: Deferred[None] = threads.deferToThreadPool(
+            self.reactor, self.reactor.getThreadPool(), work)
+        result.addCallback(lambda _: done())
+        result.addErrback(lambda failure: logger.error(
+            "Background log task failed: %s", failure.getErrorMessage()))
 
     def _reconfigure_socket_server(self, props: Mapping[str, Any]) -> None:
         """The dynamic connection limits (Kafka's DynamicConnectionQuota): new limits for
