@@ -38,6 +38,7 @@ import dataclasses
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
 
@@ -229,6 +230,7 @@ class KafkaBroker(MultiService):
         self._ports: dict[str, Any] = {}
         self._factories: list[KafkaServerFactory] = []
         self.connection_quotas: ConnectionQuotas | None = None
+        self._scheduler_thread: ThreadPoolExecutor | None = None
         self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
@@ -488,6 +490,9 @@ class KafkaBroker(MultiService):
     async def _stop_log_manager(self) -> None:
         if self._log_manager is not None:
             self._log_manager.shutdown()
+        if self._scheduler_thread is not None:
+            self._scheduler_thread.shutdown(wait=True)
+            self._scheduler_thread = None
 
     async def _start_log_cleaner(self) -> None:
         config = self.config
@@ -632,13 +637,23 @@ class KafkaBroker(MultiService):
                         endpoint.security_protocol.name)
 
     def _in_thread(self, work: Callable[[], None], done: Callable[[], None]) -> None:
-        """The log manager's background runner: ``work`` on the reactor's thread pool (the
-        periodic checkpoint writes), then ``done`` back on the reactor."""
-        result: Deferred[None] = threads.deferToThreadPool(
-            self.reactor, self.reactor.getThreadPool(), work)
-        result.addCallback(lambda _: done())
-        result.addErrback(lambda failure: logger.error(
-            "Background log task failed: %s", failure.getErrorMessage()))
+        """The log manager's background runner: ``work`` on the broker's scheduler thread
+        (the periodic checkpoint writes, Kafka's kafka-scheduler), then ``done`` back on the
+        reactor. Its own executor, not the reactor's thread pool: that one starts only with
+        ``reactor.run``, and tests iterate the reactor instead."""
+        if self._scheduler_thread is None:
+            self._scheduler_thread = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"kafka-scheduler-{self.broker_id}")
+        future = self._scheduler_thread.submit(work)
+
+        def finished(future: Future[None]) -> None:
+            exc = future.exception()
+            if exc is not None:
+                logger.error("Background log task failed: %s", exc)
+            else:
+                self.reactor.callFromThread(done)
+
+        future.add_done_callback(finished)
 
     def _reconfigure_socket_server(self, props: Mapping[str, Any]) -> None:
         """The dynamic connection limits (Kafka's DynamicConnectionQuota): new limits for
