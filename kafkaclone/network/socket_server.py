@@ -34,6 +34,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
+from time import monotonic
 from typing import Any, Final, Protocol
 
 from twisted.internet import protocol
@@ -45,15 +46,24 @@ from kafkaclone.common.clock import DelayedCall, Scheduler
 from kafkaclone.common.endpoint import SecurityProtocol
 from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
 from kafkaclone.network.authenticator import SaslServerAuthenticator, SaslServerConfig
+from kafkaclone.network.request_metrics import (
+    RequestMetrics,
+    api_name,
+    request_description,
+)
 from kafkaclone.network.tls import SslPrincipalMapper, subject_dn
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("kafkaclone.network.request_logger")
+"""Kafka's kafka.request.logger: one DEBUG line per completed request."""
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
 DEFAULT_QUEUED_MAX_REQUESTS: Final = 500  # queued.max.requests
 MAX_IN_FLIGHT_REQUESTS: Final = 5
 """Unanswered requests after which a connection is not read until one is answered."""
 INT_MAX: Final = 2**31 - 1
+_LOGGED_HEADER_BYTES: Final = 256
+"""What the DEBUG request log keeps of a request: its header, client id included."""
 
 
 class CloseConnection(Exception):
@@ -184,23 +194,47 @@ class ConnectionQuotas:
 
 
 class _Slot:
-    __slots__ = ("done", "response")
+    """One request of a connection: its answer once done, and when it went through each
+    stage (monotonic seconds; for the RequestChannel metrics)."""
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "api_key",
+        "completed",
+        "dequeued",
+        "done",
+        "header",
+        "local_done",
+        "received",
+        "response",
+    )
+
+    def __init__(self, api_key: int, received: float, dequeued: float,
+                 header: bytes | None) -> None:
         self.done = False
         self.response: bytes | None = None
+        self.api_key = api_key
+        self.received = received
+        self.dequeued = dequeued
+        self.local_done = dequeued
+        self.completed = dequeued
+        self.header = header
 
 
 class RequestChannel:
-    """Keeps a connection's responses in request order, whatever order they complete in."""
+    """Keeps a connection's responses in request order, whatever order they complete in,
+    and times each request (:mod:`kafkaclone.network.request_metrics`)."""
 
     def __init__(self, send: Callable[[bytes], object], close: Callable[[], object],
                  released: Callable[[], object] | None = None,
-                 queue: RequestQueue | None = None) -> None:
+                 queue: RequestQueue | None = None,
+                 metrics: RequestMetrics | None = None,
+                 describe: Callable[[], tuple[str, str]] | None = None) -> None:
         self._send = send
         self._close = close
         self._released = released
         self._queue = queue
+        self._metrics = metrics
+        self._describe = describe
         self._slots: deque[_Slot] = deque()
         self.closed = False
         self._closing = False
@@ -209,8 +243,14 @@ class RequestChannel:
     def in_flight(self) -> int:
         return len(self._slots)
 
-    def track(self, result: Deferred[bytes | None]) -> None:
-        slot = _Slot()
+    def track(self, result: Deferred[bytes | None], api_key: int = -1,
+              received: float = 0.0, dequeued: float = 0.0,
+              header: bytes | None = None) -> None:
+        """Answer ``result`` in turn. ``api_key`` (-1: an exchange that is not a request,
+        untimed), ``received`` and ``dequeued`` time the request."""
+        slot = _Slot(api_key, received, dequeued, header)
+        if api_key >= 0:
+            slot.local_done = monotonic()
         self._slots.append(slot)
         if self._queue is not None:
             self._queue.size += 1
@@ -220,6 +260,8 @@ class RequestChannel:
     def _completed(self, response: bytes | None, slot: _Slot) -> None:
         slot.done = True
         slot.response = response
+        if slot.api_key >= 0:
+            slot.completed = monotonic()
         self._flush()
         if self._queue is not None:
             self._queue.release()
@@ -239,10 +281,35 @@ class RequestChannel:
     def _flush(self) -> None:
         while self._slots and self._slots[0].done and not self.closed:
             slot = self._slots.popleft()
+            if slot.api_key < 0 or self._metrics is None:
+                if slot.response is not None:
+                    self._send(slot.response)
+                continue
+            sending = monotonic()
             if slot.response is not None:
                 self._send(slot.response)
+            self._timed(slot, sending, monotonic())
         if self._closing and not self._slots:
             self.shutdown()
+
+    def _timed(self, slot: _Slot, sending: float, sent: float) -> None:
+        assert self._metrics is not None
+        name = api_name(slot.api_key)
+        queue_ms = (slot.dequeued - slot.received) * 1000
+        local_ms = (slot.local_done - slot.dequeued) * 1000
+        remote_ms = (slot.completed - slot.local_done) * 1000
+        response_queue_ms = (sending - slot.completed) * 1000
+        send_ms = (sent - sending) * 1000
+        self._metrics.record(name, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms)
+        if slot.header is not None:
+            connection, details = (self._describe() if self._describe is not None
+                                   else ("?", ""))
+            request_log.debug(
+                "Completed request:%s from connection %s;totalTime:%.3f,requestQueueTime:%.3f,"
+                "localTime:%.3f,remoteTime:%.3f,throttleTime:0,responseQueueTime:%.3f,"
+                "sendTime:%.3f,%s", request_description(slot.header), connection,
+                (sent - slot.received) * 1000, queue_ms, local_ms, remote_ms,
+                response_queue_ms, send_ms, details)
 
     def close_after_flush(self) -> None:
         """Close once the responses queued so far have been sent (a refused SASL exchange:
@@ -266,7 +333,8 @@ class KafkaServerProtocol(Int32StringReceiver):
                  connection_id: str, listener_name: str = "PLAINTEXT",
                  security: ListenerSecurity = PLAINTEXT_SECURITY,
                  request_queue: RequestQueue | None = None,
-                 max_in_flight: int = MAX_IN_FLIGHT_REQUESTS) -> None:
+                 max_in_flight: int = MAX_IN_FLIGHT_REQUESTS,
+                 request_metrics: RequestMetrics | None = None) -> None:
         self.dispatcher = dispatcher
         self.listener_name = listener_name
         self.security = security
@@ -278,7 +346,9 @@ class KafkaServerProtocol(Int32StringReceiver):
         self._request_queue = request_queue
         self._max_in_flight = max_in_flight
         self.channel = RequestChannel(self.sendString, self._abort, self.update_muting,
-                                      request_queue)
+                                      request_queue, request_metrics, self._describe)
+        self._timed = request_metrics is not None
+        self._data_received_at = 0.0
         self.info: ConnectionInfo | None = None
         self.muted = False
         """Whether the transport is paused (the connection is not read)."""
@@ -310,6 +380,8 @@ class KafkaServerProtocol(Int32StringReceiver):
         # connection is not muted.
         if self.channel.closed:
             return
+        if self._timed:
+            self._data_received_at = monotonic()
         self._buffer += data
         self._process_frames()
 
@@ -397,7 +469,24 @@ class KafkaServerProtocol(Int32StringReceiver):
         if self.authenticator is not None and not self.authenticator.complete:
             self.authenticator.frame_received(string)
             return
-        self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string))
+        if not self._timed or len(string) < 2:
+            self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string))
+            return
+        dequeued = monotonic()
+        header = bytes(string[:_LOGGED_HEADER_BYTES]) if request_log.isEnabledFor(
+            logging.DEBUG) else None
+        api_key = (string[0] << 8) | string[1]
+        self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string),
+                           api_key, min(self._data_received_at, dequeued), dequeued, header)
+
+    def _describe(self) -> tuple[str, str]:
+        """The connection id and the request log's trailing details, as Kafka's."""
+        info = self.info
+        if info is None:
+            return self.connection_id, ""
+        return (self.connection_id,
+                f"securityProtocol:{info.security_protocol.name},principal:{info.principal},"
+                f"listener:{info.listener_name}")
 
     def _principal_from_certificate(self, mapper: SslPrincipalMapper) -> bool:
         """An SSL listener's principal: the client certificate's subject DN through
@@ -454,7 +543,8 @@ class KafkaServerFactory(protocol.ServerFactory):
     ``quotas`` (shared by a broker's listeners) refuses connections over the limits: the
     socket is closed at once and the refusal logged at INFO, as Kafka's Acceptor does.
     ``connections_max_idle_ms`` closes a connection with no request in flight that neither
-    read nor wrote for that long (Kafka's Selector idle expiry)."""
+    read nor wrote for that long (Kafka's Selector idle expiry). ``request_metrics``
+    times every request (:mod:`kafkaclone.network.request_metrics`)."""
 
     def __init__(self, dispatcher: RequestDispatcher,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
@@ -463,7 +553,8 @@ class KafkaServerFactory(protocol.ServerFactory):
                  *, request_queue: RequestQueue | None = None,
                  quotas: ConnectionQuotas | None = None,
                  connections_max_idle_ms: int | None = None,
-                 clock: Scheduler | None = None) -> None:
+                 clock: Scheduler | None = None,
+                 request_metrics: RequestMetrics | None = None) -> None:
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
         self.listener_name = listener_name
@@ -472,6 +563,7 @@ class KafkaServerFactory(protocol.ServerFactory):
         self.quotas = quotas
         self.connections_max_idle_ms = connections_max_idle_ms
         self.clock = clock
+        self.request_metrics = request_metrics
         self.connections: set[KafkaServerProtocol] = set()
         self._next_id = 0
 
@@ -493,7 +585,8 @@ class KafkaServerFactory(protocol.ServerFactory):
         self._next_id += 1
         conn = _TrackedProtocol(self.dispatcher, self.max_request_bytes,
                                 f"{self.listener_name}-{self._next_id}", self.listener_name,
-                                self.security, self.request_queue)
+                                self.security, self.request_queue,
+                                request_metrics=self.request_metrics)
         conn.factory = self
         conn.quota_host = host if self.quotas is not None else None
         return conn

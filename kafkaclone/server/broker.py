@@ -73,6 +73,7 @@ from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.authenticator import ScramCredentialCache
 from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity
+from kafkaclone.network.request_metrics import RequestMetrics
 from kafkaclone.network.socket_server import (
     ConnectionQuotas,
     KafkaServerFactory,
@@ -230,6 +231,8 @@ class KafkaBroker(MultiService):
         self._ports: dict[str, Any] = {}
         self._factories: list[KafkaServerFactory] = []
         self.connection_quotas: ConnectionQuotas | None = None
+        self.request_metrics = RequestMetrics()
+        """Request timing per API (RequestQueueTimeMs, LocalTimeMs, ...), for the metrics."""
         self._scheduler_thread: ThreadPoolExecutor | None = None
         self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
@@ -618,7 +621,8 @@ class KafkaBroker(MultiService):
                 self.request_handler, config.socket_request_max_bytes,
                 endpoint.listener_name, resolved.security, request_queue=request_queue,
                 quotas=self.connection_quotas,
-                connections_max_idle_ms=config.connections_max_idle_ms, clock=self.reactor)
+                connections_max_idle_ms=config.connections_max_idle_ms, clock=self.reactor,
+                request_metrics=self.request_metrics)
             try:
                 if resolved.tls is None:
                     port = self.reactor.listenTCP(endpoint.port, factory,
