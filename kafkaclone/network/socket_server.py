@@ -479,6 +479,12 @@ class KafkaServerProtocol(Int32StringReceiver):
         self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string),
                            api_key, min(self._data_received_at, dequeued), dequeued, header)
 
+    def sendString(self, string: bytes) -> None:
+        """The response frame: its length, then the response, written as a sequence (the
+        base class concatenates them, a copy of every fetched byte)."""
+        transport: Any = self.transport
+        transport.writeSequence((len(string).to_bytes(4, "big"), string))
+
     def _describe(self) -> tuple[str, str]:
         """The connection id and the request log's trailing details, as Kafka's."""
         info = self.info
@@ -613,7 +619,7 @@ class _TrackedProtocol(KafkaServerProtocol):
 
     def sendString(self, string: bytes) -> None:
         self._last_active = -1.0
-        super().sendString(string)  # type: ignore[no-untyped-call]
+        super().sendString(string)
 
     def _check_idle(self) -> None:
         idle_ms = self.factory.connections_max_idle_ms
