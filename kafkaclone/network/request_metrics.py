@@ -122,6 +122,19 @@ class RequestMetrics:
         }
 
 
+    def summary(self) -> str:
+        """One line per API: count and TotalTimeMs p50/p99/max, then the mean of each stage
+        (what the broker logs at shutdown, so a benchmark run leaves its numbers)."""
+        lines = []
+        for api, histograms in sorted(self.histograms.items()):
+            total = histograms[TOTAL_TIME]
+            stages = ",".join(f"{name.removesuffix('Ms')}:{histograms[name].mean_ms:.3f}"
+                              for name in METRIC_NAMES[:-1])
+            lines.append(f"{api} count:{total.count} TotalTimeMs p50:<={total.percentile(0.5)}"
+                         f" p99:<={total.percentile(0.99)} max:{total.max_ms:.3f} mean {stages}")
+        return "\n".join(lines)
+
+
 def request_description(frame: bytes | bytearray) -> str:
     """``RequestHeader(apiKey=..., apiVersion=..., clientId=..., correlationId=...)`` from
     a request frame's header (only for the DEBUG request log)."""

@@ -676,6 +676,8 @@ class KafkaBroker(MultiService):
             max_connection_creation_rate=config.max_connection_creation_rate)
 
     async def _stop_socket_server(self) -> None:
+        if self.request_metrics.histograms:
+            logger.info("Request timing (ms) since start:\n%s", self.request_metrics.summary())
         ports, self._ports = self._ports, {}
         stopping = [port.stopListening() for port in ports.values()]
         for factory in self._factories:

@@ -93,3 +93,11 @@ def test_request_description_reads_the_header():
     frame = request(18, 42, b"rdkafka")[4:]
     assert request_description(frame) == ("RequestHeader(apiKey=API_VERSIONS, apiVersion=7, "
                                           "clientId=rdkafka, correlationId=42)")
+
+
+def test_summary_names_each_api_with_its_totals():
+    metrics = RequestMetrics()
+    metrics.record("Produce", 0.01, 0.2, 1.5, 0.0, 0.01)
+    summary = metrics.summary()
+    assert summary.startswith("Produce count:1 TotalTimeMs p50:<=2.5 p99:<=2.5 max:1.720")
+    assert "RemoteTime:1.500" in summary
