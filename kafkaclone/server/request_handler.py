@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 
 from kafkaclone.common.errors import KafkaError, UnsupportedVersionError
 from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
@@ -78,8 +78,19 @@ class RequestHandler:
 
         client_id = None if header.client_id is None else str(header.client_id)
         ctx = RequestContext(target, version, correlation_id, client_id, connection, self.broker)
-        return Deferred.fromCoroutine(_call(registered, ctx, body, key, version,
-                                            correlation_id))
+        coroutine = _call(registered, ctx, body, key, version, correlation_id)
+        # Most requests complete without waiting (Metadata, acks=1 Produce, a Fetch with
+        # data): run the coroutine's first step here and answer at once, without Twisted's
+        # coroutine driver. One that awaits (acks=all, a long poll, ZooKeeper) is handed to
+        # Deferred.fromCoroutine where it stopped: its first step re-enters the awaited
+        # Deferred's iterator, which yields the Deferred again until it has fired.
+        try:
+            coroutine.send(None)
+        except StopIteration as finished:
+            return succeed(finished.value)
+        except Exception:
+            return fail()
+        return Deferred.fromCoroutine(coroutine)
 
 
 async def _call(registered: RegisteredHandler, ctx: RequestContext, body: Any, key: int,
