@@ -14,8 +14,10 @@ or a handler failure closes only that connection; the broker and every other cli
 Back-pressure, as Kafka's Processor mutes a channel: a connection is not read (its
 transport's ``pauseProducing``) while
 
-- it has :data:`MAX_IN_FLIGHT_REQUESTS` requests unanswered (Kafka mutes at one; a few
-  pipelined requests are processed at once here, their answers still leave in order),
+- it has :data:`MAX_IN_FLIGHT_REQUESTS` requests unanswered (Kafka mutes at one; here
+  pipelined requests are processed together, their answers still leaving in order:
+  librdkafka pipelines one-record acks=all Produce requests, and processing them one at a
+  time puts a replication round trip per record on the connection),
 - its transport holds more unsent response bytes than its buffer size (the connection is
   the transport's streaming producer, so Twisted pauses it when the peer reads slowly), or
 - the broker as a whole has ``queued.max.requests`` requests being processed
@@ -59,8 +61,11 @@ request_log = logging.getLogger("kafkaclone.network.request_logger")
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
 DEFAULT_QUEUED_MAX_REQUESTS: Final = 500  # queued.max.requests
-MAX_IN_FLIGHT_REQUESTS: Final = 5
-"""Unanswered requests after which a connection is not read until one is answered."""
+MAX_IN_FLIGHT_REQUESTS: Final = 100
+"""Unanswered requests after which a connection is not read until one is answered. At 5
+(the Java producer's max.in.flight), a librdkafka producer at 1,000 one-record acks=all
+requests/s queued for seconds in the broker's socket buffer under load; the memory a slow
+reader holds is bounded by the write buffer, not by this."""
 INT_MAX: Final = 2**31 - 1
 _LOGGED_HEADER_BYTES: Final = 256
 """What the DEBUG request log keeps of a request: its header, client id included."""

@@ -279,7 +279,7 @@ BROKER_CONFIG: Final = ConfigDef([
                   validator=at_least(1),
                   note="Bounds the requests being processed broker-wide: at the bound every "
                        "connection stops reading until one completes. Each connection is "
-                       "also muted while it has 5 requests unanswered or its unsent "
+                       "also muted while it has 100 requests unanswered or its unsent "
                        "responses fill the socket's write buffer."),
         ConfigKey("queued.max.request.bytes", LONG, -1, MEDIUM,
                   "How many request bytes may wait for processing before no more are read "
