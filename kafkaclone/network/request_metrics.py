@@ -79,12 +79,12 @@ class Histogram:
         return self.max_ms
 
 
+_API_NAMES: Final = {int(key): api.name for key, api in APIS.items()}
+
+
 def api_name(key: int) -> str:
     """Kafka's request name of an API key (the ``request`` tag of the metrics)."""
-    try:
-        return APIS[ApiKey(key)].name
-    except (ValueError, KeyError):
-        return "Unknown"
+    return _API_NAMES.get(key, "Unknown")
 
 
 class RequestMetrics:
