@@ -364,6 +364,23 @@ def main() -> None:
                 print(f"{'  produce -> acks=all answer, same run':<46} p50 "
                       f"{measured.ack_p50:.2f} ms p99 {measured.ack_p99:.2f} ms   mock p50 "
                       f"{reference.ack_p50:.2f} ms p99 {reference.ack_p99:.2f} ms", flush=True)
+                print_request_timing(cluster)
+
+
+def print_request_timing(cluster: LocalCluster) -> None:
+    """Stop broker 1 and print the request timing it logs at shutdown (Kafka's
+    RequestChannel names, per API, in ms)."""
+    broker = cluster.brokers[1]
+    broker.stop()
+    text = broker.log_path.read_text(errors="replace")
+    start = text.rfind("Request timing (ms) since start:")
+    if start < 0:
+        return
+    print("  broker 1 request timing (ms):", flush=True)
+    for line in text[start:].splitlines()[1:]:
+        if " count:" not in line:
+            break
+        print(f"    {line}", flush=True)
 
 
 def _mock_consume(records: int) -> float:

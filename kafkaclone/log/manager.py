@@ -11,8 +11,11 @@ Per log directory it keeps Kafka's bookkeeping files:
 
 Periodic work runs on the given clock/scheduler (the reactor, or ``task.Clock`` in tests):
 retention every ``log.retention.check.interval.ms``, time-based flushes, and the
-checkpoints. Deleted partitions are renamed ``<topic>-<p>.<uuid>-delete`` at once and
-removed after ``file.delete.delay.ms``.
+checkpoints. The periodic checkpoint writes, with their file and directory fsyncs, run on a
+worker thread when the manager is given a ``background`` runner (Kafka runs them on its
+scheduler threads): the offsets are read on the reactor thread, only the file I/O moves
+(:class:`CheckpointWriter`). Deleted partitions are renamed ``<topic>-<p>.<uuid>-delete``
+at once and removed after ``file.delete.delay.ms``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import fcntl
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -66,6 +70,74 @@ def log_delete_dir_name(tp: TopicPartition) -> str:
     return tp.topic[: 255 - len(suffix)] + suffix
 
 
+BackgroundRunner = Callable[[Callable[[], None], Callable[[], None]], None]
+"""Runs its first argument on a worker thread, then its second on the clock's thread."""
+
+
+class CheckpointWriter:
+    """Writes the offset checkpoint files, synchronously (``write_now``) or on a worker
+    thread (``write_later``, with a ``background`` runner). One file is never written by two
+    threads at once, and a snapshot never replaces a newer one: each snapshot is numbered on
+    the reactor thread when taken, and a write older than the file's last is skipped (a
+    periodic recovery-point write must not undo the lower recovery point a truncation just
+    wrote). Periodic writes of a file coalesce: while one runs, only the newest snapshot
+    waits."""
+
+    def __init__(self, background: BackgroundRunner | None = None) -> None:
+        self._background = background
+        self._io_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._sequence = 0
+        self._written: dict[Path, int] = {}
+        self._pending: dict[Path, tuple[int, dict[TopicPartition, int]]] = {}
+        self._running: set[Path] = set()
+
+    def write_now(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
+        self._sequence += 1
+        self._write(path, self._sequence, offsets)
+
+    def write_later(self, path: Path, offsets: dict[TopicPartition, int],
+                    done: Callable[[], None] | None = None) -> None:
+        """Write ``offsets`` on the worker thread (at once without a runner); ``done`` then
+        runs on the clock's thread."""
+        if self._background is None:
+            self.write_now(path, offsets)
+            if done is not None:
+                done()
+            return
+        self._sequence += 1
+        with self._state_lock:
+            self._pending[path] = (self._sequence, offsets)
+            if path in self._running:
+                return  # the running drain writes this snapshot next
+            self._running.add(path)
+        self._background(lambda: self._drain(path), done or _nothing)
+
+    def _drain(self, path: Path) -> None:
+        while True:
+            with self._state_lock:
+                item = self._pending.pop(path, None)
+                if item is None:
+                    self._running.discard(path)
+                    return
+            sequence, offsets = item
+            try:
+                self._write(path, sequence, offsets)
+            except (OSError, KafkaError) as exc:
+                logger.error("Error writing checkpoint %s: %s", path, exc)
+
+    def _write(self, path: Path, sequence: int, offsets: dict[TopicPartition, int]) -> None:
+        with self._io_lock:
+            if self._written.get(path, 0) > sequence:
+                return
+            OffsetCheckpointFile(path).write(offsets)
+            self._written[path] = sequence
+
+
+def _nothing() -> None:
+    pass
+
+
 @dataclass
 class _Periodic:
     """A task rescheduled every ``period`` seconds on the clock."""
@@ -86,9 +158,12 @@ class LogManager:
         clock: Scheduler,
         topic_configs: Mapping[str, LogConfig] | None = None,
         cluster_id: str | None = None,
+        background: BackgroundRunner | None = None,
     ) -> None:
+        """``background``: where the periodic checkpoint writes run (inline without it)."""
         self.config = config
         self._clock = clock
+        self.checkpoints = CheckpointWriter(background)
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self.cluster_id = cluster_id
         self.flush_time_listener: Callable[[float], None] | None = None
@@ -492,9 +567,14 @@ class LogManager:
         unnecessary (Kafka's checkpointRecoveryOffsetsAndCleanSnapshotsInDir)."""
         for directory in self._live_dirs:
             logs = self._logs_in_dir(directory)
-            self._write_recovery_points(directory, logs)
-            for log in logs.values():
-                log.delete_snapshots_after_recovery_point_checkpoint()
+
+            def clean_snapshots(logs: dict[TopicPartition, Log] = logs) -> None:
+                for log in logs.values():
+                    if not log.closed:
+                        log.delete_snapshots_after_recovery_point_checkpoint()
+
+            self.checkpoints.write_later(directory / RECOVERY_POINT_CHECKPOINT,
+                                         self._recovery_points(logs), clean_snapshots)
 
     def remove_expired_producers(self) -> None:
         for log in list(self._logs.values()):
@@ -502,32 +582,41 @@ class LogManager:
 
     def checkpoint_log_start_offsets(self) -> None:
         for directory in self._live_dirs:
-            self._write_log_start_offsets(directory, self._logs_in_dir(directory))
+            self.checkpoints.write_later(directory / LOG_START_OFFSET_CHECKPOINT,
+                                         self._log_start_offsets(self._logs_in_dir(directory)))
 
     def checkpoint_high_watermarks(self) -> None:
         for directory in self._live_dirs:
-            self._write_high_watermarks(directory, self._logs_in_dir(directory))
+            self.checkpoints.write_later(directory / REPLICATION_OFFSET_CHECKPOINT,
+                                         self._high_watermarks(self._logs_in_dir(directory)))
 
     @staticmethod
-    def _write_recovery_points(directory: Path, logs: Mapping[TopicPartition, Log]) -> None:
-        OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(
-            {tp: log.recovery_point for tp, log in logs.items()}
-        )
+    def _recovery_points(logs: Mapping[TopicPartition, Log]) -> dict[TopicPartition, int]:
+        return {tp: log.recovery_point for tp, log in logs.items()}
 
     @staticmethod
-    def _write_log_start_offsets(directory: Path, logs: Mapping[TopicPartition, Log]) -> None:
-        OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(
-            {
-                tp: log.log_start_offset
-                for tp, log in logs.items()
-                if log.log_segments and log.log_start_offset > log.log_segments[0].base_offset
-            }
-        )
+    def _log_start_offsets(logs: Mapping[TopicPartition, Log]) -> dict[TopicPartition, int]:
+        return {
+            tp: log.log_start_offset
+            for tp, log in logs.items()
+            if log.log_segments and log.log_start_offset > log.log_segments[0].base_offset
+        }
 
     @staticmethod
-    def _write_high_watermarks(directory: Path, logs: Mapping[TopicPartition, Log]) -> None:
-        OffsetCheckpointFile(directory / REPLICATION_OFFSET_CHECKPOINT).write(
-            {tp: log.high_watermark for tp, log in logs.items()}
-        )
+    def _high_watermarks(logs: Mapping[TopicPartition, Log]) -> dict[TopicPartition, int]:
+        return {tp: log.high_watermark for tp, log in logs.items()}
 
+    def _write_recovery_points(self, directory: Path,
+                               logs: Mapping[TopicPartition, Log]) -> None:
+        self.checkpoints.write_now(directory / RECOVERY_POINT_CHECKPOINT,
+                                   self._recovery_points(logs))
 
+    def _write_log_start_offsets(self, directory: Path,
+                                 logs: Mapping[TopicPartition, Log]) -> None:
+        self.checkpoints.write_now(directory / LOG_START_OFFSET_CHECKPOINT,
+                                   self._log_start_offsets(logs))
+
+    def _write_high_watermarks(self, directory: Path,
+                               logs: Mapping[TopicPartition, Log]) -> None:
+        self.checkpoints.write_now(directory / REPLICATION_OFFSET_CHECKPOINT,
+                                   self._high_watermarks(logs))

@@ -10,28 +10,65 @@ order the requests arrived, as Kafka clients require.
 A frame longer than ``socket.request.max.bytes``, a request the dispatcher refuses with
 :class:`CloseConnection` (a malformed header, an unknown API key, an unsupported version)
 or a handler failure closes only that connection; the broker and every other client go on.
+
+Back-pressure, as Kafka's Processor mutes a channel: a connection is not read (its
+transport's ``pauseProducing``) while
+
+- it has :data:`MAX_IN_FLIGHT_REQUESTS` requests unanswered (Kafka mutes at one; here
+  pipelined requests are processed together, their answers still leaving in order:
+  librdkafka pipelines one-record acks=all Produce requests, and processing them one at a
+  time puts a replication round trip per record on the connection),
+- its transport holds more unsent response bytes than its buffer size (the connection is
+  the transport's streaming producer, so Twisted pauses it when the peer reads slowly), or
+- the broker as a whole has ``queued.max.requests`` requests being processed
+  (:class:`RequestQueue`).
+
+Frames already read stay in the connection's buffer until it is unmuted, so a client that
+pipelines requests and never reads holds at most a few responses in the broker's memory.
+:class:`ConnectionQuotas` enforces ``max.connections``, ``max.connections.per.ip`` (and
+its overrides) and ``max.connection.creation.rate``: a refused connection is closed at once;
+``connections.max.idle.ms`` closes connections that neither read nor wrote for that long.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import Any, Protocol
+from time import monotonic
+from typing import Any, Final, Protocol
 
 from twisted.internet import protocol
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.protocols.basic import Int32StringReceiver
 from twisted.python.failure import Failure
 
+from kafkaclone.common.clock import DelayedCall, Scheduler
 from kafkaclone.common.endpoint import SecurityProtocol
 from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
 from kafkaclone.network.authenticator import SaslServerAuthenticator, SaslServerConfig
+from kafkaclone.network.request_metrics import (
+    RequestMetrics,
+    api_name,
+    request_description,
+)
 from kafkaclone.network.tls import SslPrincipalMapper, subject_dn
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("kafkaclone.network.request_logger")
+"""Kafka's kafka.request.logger: one DEBUG line per completed request."""
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
+DEFAULT_QUEUED_MAX_REQUESTS: Final = 500  # queued.max.requests
+MAX_IN_FLIGHT_REQUESTS: Final = 100
+"""Unanswered requests after which a connection is not read until one is answered. At 5
+(the Java producer's max.in.flight), a librdkafka producer at 1,000 one-record acks=all
+requests/s queued for seconds in the broker's socket buffer under load; the memory a slow
+reader holds is bounded by the write buffer, not by this."""
+INT_MAX: Final = 2**31 - 1
+_LOGGED_HEADER_BYTES: Final = 256
+"""What the DEBUG request log keeps of a request: its header, client id included."""
 
 
 class CloseConnection(Exception):
@@ -73,20 +110,136 @@ class RequestDispatcher(Protocol):
         """Handle one request frame; fire with the response frame or None (no response)."""
 
 
-class _Slot:
-    __slots__ = ("done", "response")
+class RequestQueue:
+    """The broker-wide bound on requests being processed (Kafka's ``queued.max.requests``,
+    the RequestChannel's queue): at the bound, connections stop reading until a request
+    completes."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS) -> None:
+        self.max_requests = max_requests
+        self.size = 0
+        self._waiting: dict[KafkaServerProtocol, None] = {}
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.max_requests
+
+    def wait(self, connection: KafkaServerProtocol) -> None:
+        """Unmute ``connection`` when the queue has room again."""
+        self._waiting[connection] = None
+
+    def release(self) -> None:
+        self.size -= 1
+        if self._waiting and not self.full:
+            waiting, self._waiting = self._waiting, {}
+            for connection in waiting:
+                connection.update_muting()
+
+
+class ConnectionQuotas:
+    """Kafka's ConnectionQuotas: ``max.connections`` over all listeners,
+    ``max.connections.per.ip`` with ``max.connections.per.ip.overrides`` (host or address:
+    count) and ``max.connection.creation.rate`` (new connections per second). Reconfigured
+    in place (:meth:`reconfigure`) when the dynamic broker configs change."""
+
+    def __init__(self, *, max_connections: int = INT_MAX,
+                 max_connections_per_ip: int = INT_MAX,
+                 max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+                 max_connection_creation_rate: int = INT_MAX) -> None:
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self.max_connection_creation_rate = max_connection_creation_rate
+        self.counts: dict[str, int] = {}
+        self.total = 0
+        self._window_second = -1
+        self._window_count = 0
+
+    def reconfigure(self, *, max_connections: int, max_connections_per_ip: int,
+                    max_connections_per_ip_overrides: Mapping[str, int],
+                    max_connection_creation_rate: int) -> None:
+        """New limits; connections already open stay (as Kafka's)."""
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides)
+        self.max_connection_creation_rate = max_connection_creation_rate
+
+    def max_for(self, host: str) -> int:
+        return self.max_connections_per_ip_overrides.get(host, self.max_connections_per_ip)
+
+    def accept(self, host: str, now: float) -> str | None:
+        """Count a new connection from ``host``; the reason it is refused, or None."""
+        second = int(now)
+        if second != self._window_second:
+            self._window_second = second
+            self._window_count = 0
+        if self._window_count >= self.max_connection_creation_rate:
+            return (f"Throttling connection from {host}: max.connection.creation.rate "
+                    f"({self.max_connection_creation_rate}/s) reached")
+        count = self.counts.get(host, 0)
+        limit = self.max_for(host)
+        if count >= limit:
+            return (f"Rejected connection from {host}, address already has the configured "
+                    f"maximum of {limit} connections.")
+        if self.total >= self.max_connections:
+            return (f"Rejected connection from {host}: the broker has the configured "
+                    f"maximum of {self.max_connections} connections (max.connections).")
+        self._window_count += 1
+        self.counts[host] = count + 1
+        self.total += 1
+        return None
+
+    def release(self, host: str) -> None:
+        count = self.counts.get(host, 0) - 1
+        if count > 0:
+            self.counts[host] = count
+        else:
+            self.counts.pop(host, None)
+        self.total -= 1
+
+
+class _Slot:
+    """One request of a connection: its answer once done, and when it went through each
+    stage (monotonic seconds; for the RequestChannel metrics)."""
+
+    __slots__ = (
+        "api_key",
+        "completed",
+        "dequeued",
+        "done",
+        "header",
+        "local_done",
+        "received",
+        "response",
+    )
+
+    def __init__(self, api_key: int, received: float, dequeued: float,
+                 header: bytes | None) -> None:
         self.done = False
         self.response: bytes | None = None
+        self.api_key = api_key
+        self.received = received
+        self.dequeued = dequeued
+        self.local_done = dequeued
+        self.completed = dequeued
+        self.header = header
 
 
 class RequestChannel:
-    """Keeps a connection's responses in request order, whatever order they complete in."""
+    """Keeps a connection's responses in request order, whatever order they complete in,
+    and times each request (:mod:`kafkaclone.network.request_metrics`)."""
 
-    def __init__(self, send: Any, close: Any) -> None:
+    def __init__(self, send: Callable[[bytes], object], close: Callable[[], object],
+                 released: Callable[[], object] | None = None,
+                 queue: RequestQueue | None = None,
+                 metrics: RequestMetrics | None = None,
+                 describe: Callable[[], tuple[str, str]] | None = None) -> None:
         self._send = send
         self._close = close
+        self._released = released
+        self._queue = queue
+        self._metrics = metrics
+        self._describe = describe
         self._slots: deque[_Slot] = deque()
         self.closed = False
         self._closing = False
@@ -95,18 +248,34 @@ class RequestChannel:
     def in_flight(self) -> int:
         return len(self._slots)
 
-    def track(self, result: Deferred[bytes | None]) -> None:
-        slot = _Slot()
+    def track(self, result: Deferred[bytes | None], api_key: int = -1,
+              received: float = 0.0, dequeued: float = 0.0,
+              header: bytes | None = None) -> None:
+        """Answer ``result`` in turn. ``api_key`` (-1: an exchange that is not a request,
+        untimed), ``received`` and ``dequeued`` time the request."""
+        slot = _Slot(api_key, received, dequeued, header)
+        if api_key >= 0:
+            slot.local_done = monotonic()
         self._slots.append(slot)
+        if self._queue is not None:
+            self._queue.size += 1
         result.addCallbacks(self._completed, self._failed, callbackArgs=(slot,),
                             errbackArgs=(slot,))
 
     def _completed(self, response: bytes | None, slot: _Slot) -> None:
         slot.done = True
         slot.response = response
+        if slot.api_key >= 0:
+            slot.completed = monotonic()
         self._flush()
+        if self._queue is not None:
+            self._queue.release()
+        if self._released is not None:
+            self._released()
 
     def _failed(self, failure: Failure, slot: _Slot) -> None:
+        if self._queue is not None:
+            self._queue.release()
         if not isinstance(failure.value, CloseConnection):
             log.error("request handler failed; closing the connection", exc_info=failure.value)
         else:
@@ -117,10 +286,35 @@ class RequestChannel:
     def _flush(self) -> None:
         while self._slots and self._slots[0].done and not self.closed:
             slot = self._slots.popleft()
+            if slot.api_key < 0 or self._metrics is None:
+                if slot.response is not None:
+                    self._send(slot.response)
+                continue
+            sending = monotonic()
             if slot.response is not None:
                 self._send(slot.response)
+            self._timed(slot, sending, monotonic())
         if self._closing and not self._slots:
             self.shutdown()
+
+    def _timed(self, slot: _Slot, sending: float, sent: float) -> None:
+        assert self._metrics is not None
+        name = api_name(slot.api_key)
+        queue_ms = (slot.dequeued - slot.received) * 1000
+        local_ms = (slot.local_done - slot.dequeued) * 1000
+        remote_ms = (slot.completed - slot.local_done) * 1000
+        response_queue_ms = (sending - slot.completed) * 1000
+        send_ms = (sent - sending) * 1000
+        self._metrics.record(name, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms)
+        if slot.header is not None:
+            connection, details = (self._describe() if self._describe is not None
+                                   else ("?", ""))
+            request_log.debug(
+                "Completed request:%s from connection %s;totalTime:%.3f,requestQueueTime:%.3f,"
+                "localTime:%.3f,remoteTime:%.3f,throttleTime:0,responseQueueTime:%.3f,"
+                "sendTime:%.3f,%s", request_description(slot.header), connection,
+                (sent - slot.received) * 1000, queue_ms, local_ms, remote_ms,
+                response_queue_ms, send_ms, details)
 
     def close_after_flush(self) -> None:
         """Close once the responses queued so far have been sent (a refused SASL exchange:
@@ -142,7 +336,10 @@ class KafkaServerProtocol(Int32StringReceiver):
 
     def __init__(self, dispatcher: RequestDispatcher, max_request_bytes: int,
                  connection_id: str, listener_name: str = "PLAINTEXT",
-                 security: ListenerSecurity = PLAINTEXT_SECURITY) -> None:
+                 security: ListenerSecurity = PLAINTEXT_SECURITY,
+                 request_queue: RequestQueue | None = None,
+                 max_in_flight: int = MAX_IN_FLIGHT_REQUESTS,
+                 request_metrics: RequestMetrics | None = None) -> None:
         self.dispatcher = dispatcher
         self.listener_name = listener_name
         self.security = security
@@ -151,8 +348,18 @@ class KafkaServerProtocol(Int32StringReceiver):
         self.MAX_LENGTH = max_request_bytes
         self.connection_id = connection_id
         self._buffer = bytearray()
-        self.channel = RequestChannel(self.sendString, self._abort)
+        self._request_queue = request_queue
+        self._max_in_flight = max_in_flight
+        self.channel = RequestChannel(self.sendString, self._abort, self.update_muting,
+                                      request_queue, request_metrics, self._describe)
+        self._timed = request_metrics is not None
+        self._data_received_at = 0.0
         self.info: ConnectionInfo | None = None
+        self.muted = False
+        """Whether the transport is paused (the connection is not read)."""
+        self._output_full = False
+        """Whether the transport paused this connection as its producer (slow reader)."""
+        self._processing = False
 
     def connectionMade(self) -> None:
         transport: Any = self.transport
@@ -160,6 +367,9 @@ class KafkaServerProtocol(Int32StringReceiver):
         # acks=all produce answer would otherwise wait for the peer's delayed ACK).
         if hasattr(transport, "setTcpNoDelay"):
             transport.setTcpNoDelay(True)
+        # The connection produces responses into the transport: Twisted pauses it when the
+        # transport's write buffer is full (the peer reads slowly) and resumes it once drained.
+        transport.registerProducer(self, True)
         peer = transport.getPeer()
         self.info = ConnectionInfo(self.connection_id, getattr(peer, "host", ""),
                                    getattr(peer, "port", 0), listener_name=self.listener_name,
@@ -171,27 +381,89 @@ class KafkaServerProtocol(Int32StringReceiver):
     def dataReceived(self, data: bytes) -> None:
         # Int32StringReceiver re-concatenates its whole buffer on every chunk, which is
         # quadratic for the 1 MiB produce requests that arrive in many reads; this keeps the
-        # same framing with one growing buffer.
+        # same framing with one growing buffer, from which frames are taken only while the
+        # connection is not muted.
         if self.channel.closed:
             return
-        buffer = self._buffer
-        buffer += data
-        offset = 0
-        while len(buffer) - offset >= 4 and not self.channel.closed:
-            length = int.from_bytes(buffer[offset:offset + 4], "big")
-            if length > self.MAX_LENGTH:
-                del buffer[:offset]
-                self.lengthLimitExceeded(length)
-                return
-            end = offset + 4 + length
-            if len(buffer) < end:
-                break
-            # A bytearray slice: the one copy out of the receive buffer, and writable, so
-            # the log can assign offsets in the produced batches in place.
-            frame = buffer[offset + 4:end]
-            offset = end
-            self.stringReceived(frame)
-        del buffer[:offset]
+        if self._timed:
+            self._data_received_at = monotonic()
+        self._buffer += data
+        self._process_frames()
+
+    def _process_frames(self) -> None:
+        if self._processing:
+            return  # the loop below re-checks the muting before every frame
+        self._processing = True
+        try:
+            buffer = self._buffer
+            offset = 0
+            while len(buffer) - offset >= 4 and not self.channel.closed:
+                if self._must_mute():
+                    break
+                length = int.from_bytes(buffer[offset:offset + 4], "big")
+                if length > self.MAX_LENGTH:
+                    del buffer[:offset]
+                    self.lengthLimitExceeded(length)
+                    return
+                end = offset + 4 + length
+                if len(buffer) < end:
+                    break
+                # A bytearray slice: the one copy out of the receive buffer, and writable,
+                # so the log can assign offsets in the produced batches in place.
+                frame = buffer[offset + 4:end]
+                offset = end
+                self.stringReceived(frame)
+            del buffer[:offset]
+        finally:
+            self._processing = False
+        self._set_muted(self._must_mute())
+
+    # -- back-pressure -----------------------------------------------------------------------
+
+    def _must_mute(self) -> bool:
+        if self._output_full or self.channel.in_flight >= self._max_in_flight:
+            return True
+        queue = self._request_queue
+        if queue is not None and queue.full:
+            queue.wait(self)
+            return True
+        return False
+
+    def _set_muted(self, muted: bool) -> None:
+        if muted == self.muted or self.channel.closed:
+            return
+        self.muted = muted
+        transport: Any = self.transport
+        if transport is None:
+            return
+        if muted:
+            transport.pauseProducing()
+        else:
+            transport.resumeProducing()
+
+    def update_muting(self) -> None:
+        """Re-decide whether to read, after a request completed or the queue made room:
+        frames waiting in the buffer are processed first."""
+        if self.channel.closed:
+            return
+        if self._must_mute():
+            self._set_muted(True)
+        else:
+            self._process_frames()
+
+    def pauseProducing(self) -> None:
+        """IPushProducer: the transport's write buffer is full."""
+        self._output_full = True
+        self._set_muted(True)
+
+    def resumeProducing(self) -> None:
+        """IPushProducer: the transport's write buffer drained."""
+        self._output_full = False
+        self.update_muting()
+
+    def stopProducing(self) -> None:
+        """IPushProducer: the connection is going away."""
+        self.channel.closed = True
 
     def stringReceived(self, string: bytes | bytearray) -> None:
         assert self.info is not None
@@ -202,7 +474,30 @@ class KafkaServerProtocol(Int32StringReceiver):
         if self.authenticator is not None and not self.authenticator.complete:
             self.authenticator.frame_received(string)
             return
-        self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string))
+        if not self._timed or len(string) < 2:
+            self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string))
+            return
+        dequeued = monotonic()
+        header = bytes(string[:_LOGGED_HEADER_BYTES]) if request_log.isEnabledFor(
+            logging.DEBUG) else None
+        api_key = (string[0] << 8) | string[1]
+        self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string),
+                           api_key, min(self._data_received_at, dequeued), dequeued, header)
+
+    def sendString(self, string: bytes) -> None:
+        """The response frame: its length, then the response, written as a sequence (the
+        base class concatenates them, a copy of every fetched byte)."""
+        transport: Any = self.transport
+        transport.writeSequence((len(string).to_bytes(4, "big"), string))
+
+    def _describe(self) -> tuple[str, str]:
+        """The connection id and the request log's trailing details, as Kafka's."""
+        info = self.info
+        if info is None:
+            return self.connection_id, ""
+        return (self.connection_id,
+                f"securityProtocol:{info.security_protocol.name},principal:{info.principal},"
+                f"listener:{info.listener_name}")
 
     def _principal_from_certificate(self, mapper: SslPrincipalMapper) -> bool:
         """An SSL listener's principal: the client certificate's subject DN through
@@ -254,35 +549,106 @@ class KafkaServerProtocol(Int32StringReceiver):
 
 
 class KafkaServerFactory(protocol.ServerFactory):
-    """Builds a KafkaServerProtocol per accepted connection and tracks the live ones."""
+    """Builds a KafkaServerProtocol per accepted connection and tracks the live ones.
+
+    ``quotas`` (shared by a broker's listeners) refuses connections over the limits: the
+    socket is closed at once and the refusal logged at INFO, as Kafka's Acceptor does.
+    ``connections_max_idle_ms`` closes a connection with no request in flight that neither
+    read nor wrote for that long (Kafka's Selector idle expiry). ``request_metrics``
+    times every request (:mod:`kafkaclone.network.request_metrics`)."""
 
     def __init__(self, dispatcher: RequestDispatcher,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  listener_name: str = "PLAINTEXT",
-                 security: ListenerSecurity = PLAINTEXT_SECURITY) -> None:
+                 security: ListenerSecurity = PLAINTEXT_SECURITY,
+                 *, request_queue: RequestQueue | None = None,
+                 quotas: ConnectionQuotas | None = None,
+                 connections_max_idle_ms: int | None = None,
+                 clock: Scheduler | None = None,
+                 request_metrics: RequestMetrics | None = None) -> None:
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
         self.listener_name = listener_name
         self.security = security
+        self.request_queue = request_queue
+        self.quotas = quotas
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.clock = clock
+        self.request_metrics = request_metrics
         self.connections: set[KafkaServerProtocol] = set()
         self._next_id = 0
 
-    def buildProtocol(self, addr: Any) -> KafkaServerProtocol:
+    def _now(self) -> float:
+        if self.clock is None:
+            from twisted.internet import reactor
+            clock: Scheduler = reactor
+            self.clock = clock
+            return clock.seconds()
+        return self.clock.seconds()
+
+    def buildProtocol(self, addr: Any) -> KafkaServerProtocol | None:
+        host: str = getattr(addr, "host", "") if addr is not None else ""
+        if self.quotas is not None:
+            refused = self.quotas.accept(host, self._now())
+            if refused is not None:
+                log.info(refused)
+                return None  # Twisted closes the socket at once
         self._next_id += 1
         conn = _TrackedProtocol(self.dispatcher, self.max_request_bytes,
                                 f"{self.listener_name}-{self._next_id}", self.listener_name,
-                                self.security)
+                                self.security, self.request_queue,
+                                request_metrics=self.request_metrics)
         conn.factory = self
+        conn.quota_host = host if self.quotas is not None else None
         return conn
 
 
 class _TrackedProtocol(KafkaServerProtocol):
     factory: KafkaServerFactory
+    quota_host: str | None = None
+    _idle_timer: DelayedCall | None = None
+    _last_active = 0.0
 
     def connectionMade(self) -> None:
         super().connectionMade()
         self.factory.connections.add(self)
+        idle_ms = self.factory.connections_max_idle_ms
+        if idle_ms is not None and idle_ms >= 0:
+            self._last_active = self.factory._now()
+            assert self.factory.clock is not None
+            self._idle_timer = self.factory.clock.callLater(idle_ms / 1000, self._check_idle)
+
+    def dataReceived(self, data: bytes) -> None:
+        self._last_active = -1.0  # stamped lazily: see _check_idle
+        super().dataReceived(data)
+
+    def sendString(self, string: bytes) -> None:
+        self._last_active = -1.0
+        super().sendString(string)
+
+    def _check_idle(self) -> None:
+        idle_ms = self.factory.connections_max_idle_ms
+        assert idle_ms is not None and self.factory.clock is not None
+        now = self.factory.clock.seconds()
+        if self._last_active < 0 or self.channel.in_flight:
+            # Active since the last check: idle from now at the latest.
+            self._last_active = now
+        idle_for = now - self._last_active
+        if idle_for * 1000 >= idle_ms:
+            self._idle_timer = None
+            log.debug("closing connection %s: idle for more than connections.max.idle.ms "
+                      "(%d)", self.connection_id, idle_ms)
+            self.channel.shutdown()
+            return
+        self._idle_timer = self.factory.clock.callLater(idle_ms / 1000 - idle_for,
+                                                        self._check_idle)
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         super().connectionLost(reason)
-        self.factory.connections.discard(self)
+        if self._idle_timer is not None and self._idle_timer.active():
+            self._idle_timer.cancel()
+        self._idle_timer = None
+        if self in self.factory.connections:
+            self.factory.connections.discard(self)
+            if self.quota_host is not None and self.factory.quotas is not None:
+                self.factory.quotas.release(self.quota_host)

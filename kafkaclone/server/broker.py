@@ -41,7 +41,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
 
@@ -77,7 +78,12 @@ from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.authenticator import ScramCredentialCache
 from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity
-from kafkaclone.network.socket_server import KafkaServerFactory
+from kafkaclone.network.request_metrics import RequestMetrics
+from kafkaclone.network.socket_server import (
+    ConnectionQuotas,
+    KafkaServerFactory,
+    RequestQueue,
+)
 from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
@@ -244,6 +250,10 @@ class KafkaBroker(MultiService):
         self._ports: dict[str, Any] = {}
         self._factories: list[KafkaServerFactory] = []
         self._metrics_port: Any = None
+        self.connection_quotas: ConnectionQuotas | None = None
+        self.request_metrics = RequestMetrics()
+        """Request timing per API (RequestQueueTimeMs, LocalTimeMs, ...), for the metrics."""
+        self._scheduler_thread: ThreadPoolExecutor | None = None
         self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
@@ -480,7 +490,7 @@ class KafkaBroker(MultiService):
                 except KafkaError as exc:
                     logger.error("Invalid config overrides of topic %s: %s", topic, exc)
         manager = LogManager(manager_config, clock=self.reactor, topic_configs=topic_configs,
-                             cluster_id=self.cluster_id)
+                             cluster_id=self.cluster_id, background=self._in_thread)
         if self.metrics is not None:
             manager.flush_time_listener = self.metrics.record_log_flush
         try:
@@ -506,6 +516,9 @@ class KafkaBroker(MultiService):
     async def _stop_log_manager(self) -> None:
         if self._log_manager is not None:
             self._log_manager.shutdown()
+        if self._scheduler_thread is not None:
+            self._scheduler_thread.shutdown(wait=True)
+            self._scheduler_thread = None
 
     async def _start_log_cleaner(self) -> None:
         config = self.config
@@ -558,7 +571,8 @@ class KafkaBroker(MultiService):
     async def _start_dynamic_config(self) -> None:
         manager = DynamicConfigManager(self.broker_id, self.zk_client, self.log_manager,
                                        self.config.originals, self.reactor,
-                                       user_config_handler=self.credential_cache.update_user)
+                                       user_config_handler=self.credential_cache.update_user,
+                                       broker_config_handler=self._reconfigure_socket_server)
         await manager.startup()
         self.dynamic_config_manager = manager
 
@@ -619,10 +633,20 @@ class KafkaBroker(MultiService):
 
     async def _start_socket_server(self) -> None:
         config = self.config
+        request_queue = RequestQueue(config.queued_max_requests)
+        self.connection_quotas = ConnectionQuotas(
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+            max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+            max_connection_creation_rate=config.max_connection_creation_rate)
         for endpoint in config.listeners:
             resolved = self.security.listeners[endpoint.listener_name]
-            factory = KafkaServerFactory(self.request_handler, config.socket_request_max_bytes,
-                                         endpoint.listener_name, resolved.security)
+            factory = KafkaServerFactory(
+                self.request_handler, config.socket_request_max_bytes,
+                endpoint.listener_name, resolved.security, request_queue=request_queue,
+                quotas=self.connection_quotas,
+                connections_max_idle_ms=config.connections_max_idle_ms, clock=self.reactor,
+                request_metrics=self.request_metrics)
             try:
                 if resolved.tls is None:
                     port = self.reactor.listenTCP(endpoint.port, factory,
@@ -640,7 +664,44 @@ class KafkaBroker(MultiService):
                         endpoint.host or "0.0.0.0", port.getHost().port, endpoint.listener_name,
                         endpoint.security_protocol.name)
 
+    def _in_thread(self, work: Callable[[], None], done: Callable[[], None]) -> None:
+        """The log manager's background runner: ``work`` on the broker's scheduler thread
+        (the periodic checkpoint writes, Kafka's kafka-scheduler), then ``done`` back on the
+        reactor. Its own executor, not the reactor's thread pool: that one starts only with
+        ``reactor.run``, and tests iterate the reactor instead."""
+        if self._scheduler_thread is None:
+            self._scheduler_thread = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"kafka-scheduler-{self.broker_id}")
+        future = self._scheduler_thread.submit(work)
+
+        def finished(future: Future[None]) -> None:
+            exc = future.exception()
+            if exc is not None:
+                logger.error("Background log task failed: %s", exc)
+            else:
+                self.reactor.callFromThread(done)
+
+        future.add_done_callback(finished)
+
+    def _reconfigure_socket_server(self, props: Mapping[str, Any]) -> None:
+        """The dynamic connection limits (Kafka's DynamicConnectionQuota): new limits for
+        new connections; those open stay."""
+        if self.connection_quotas is None:
+            return
+        try:
+            config = KafkaConfig(props)
+        except KafkaError as exc:
+            logger.error("Ignoring invalid dynamic socket server configs: %s", exc)
+            return
+        self.connection_quotas.reconfigure(
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+            max_connections_per_ip_overrides=config.max_connections_per_ip_overrides,
+            max_connection_creation_rate=config.max_connection_creation_rate)
+
     async def _stop_socket_server(self) -> None:
+        if self.request_metrics.histograms:
+            logger.info("Request timing (ms) since start:\n%s", self.request_metrics.summary())
         ports, self._ports = self._ports, {}
         stopping = [port.stopListening() for port in ports.values()]
         for factory in self._factories:

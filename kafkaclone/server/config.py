@@ -276,7 +276,11 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("queued.max.requests", INT, 500, HIGH,
                   "How many requests may wait for processing before the network stops "
                   "reading more.",
-                  validator=at_least(1)),
+                  validator=at_least(1),
+                  note="Bounds the requests being processed broker-wide: at the bound every "
+                       "connection stops reading until one completes. Each connection is "
+                       "also muted while it has 100 requests unanswered or its unsent "
+                       "responses fill the socket's write buffer."),
         ConfigKey("queued.max.request.bytes", LONG, -1, MEDIUM,
                   "How many request bytes may wait for processing before no more are read "
                   "(-1: no limit)."),
@@ -356,18 +360,25 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("max.connections.per.ip", INT, INT_MAX, MEDIUM,
                   "The most connections accepted from one address; 0 is allowed only with "
                   "overrides in max.connections.per.ip.overrides.",
-                  validator=at_least(0)),
+                  validator=at_least(0),
+                  note="A connection over the limit is closed at once and logged at INFO "
+                       "(Rejected connection from ...). Dynamic."),
         ConfigKey("max.connections.per.ip.overrides", STRING, "", MEDIUM,
                   "Per-address or per-host exceptions to max.connections.per.ip, as "
                   "host:count separated by commas (hostName:100,127.0.0.1:200)."),
         ConfigKey("max.connections", INT, INT_MAX, MEDIUM,
                   "The most connections the broker accepts in all.",
-                  validator=at_least(0)),
+                  validator=at_least(0),
+                  note="Over all listeners; a connection over it is closed at once (Kafka's "
+                       "acceptor waits for a free slot instead). Dynamic."),
         ConfigKey("max.connection.creation.rate", INT, INT_MAX, MEDIUM,
                   "The most new connections the broker accepts per second.",
-                  validator=at_least(0)),
+                  validator=at_least(0),
+                  note="Counted per whole second; connections over it are closed at once "
+                       "(Kafka delays the accept instead). Dynamic."),
         ConfigKey("connections.max.idle.ms", LONG, 10 * _MINUTE_MS, MEDIUM,
-                  "Close connections idle for longer than this."),
+                  "Close connections idle for longer than this.",
+                  note="A connection with a request in flight is not idle."),
     ),
     *_section(
         "Log",

@@ -12,7 +12,9 @@ re-reads the entity's configs and applies them:
 - ``brokers/<id>`` for this broker, or ``brokers/<default>``: the dynamic broker configs
   (``/config/brokers/<default>`` under ``/config/brokers/<id>``, both over
   server.properties) give new log defaults (``log.retention.ms``, ``log.segment.bytes``, ...,
-  Kafka's DynamicLogConfig), applied to every hosted log under its topic's overrides.
+  Kafka's DynamicLogConfig), applied to every hosted log under its topic's overrides;
+  the effective broker props also go to ``broker_config_handler`` (the socket server's
+  connection limits, Kafka's DynamicConnectionQuota).
 
 Notifications older than ``changeExpirationMs`` (15 minutes, Kafka's constant) are deleted
 by whichever broker sees them, as Kafka's ZkNodeChangeNotificationListener purges them. At
@@ -48,9 +50,11 @@ class DynamicConfigManager:
 
     def __init__(self, broker_id: int, zk_client: KafkaZkClient, log_manager: LogManager,
                  static_props: Mapping[str, Any], reactor: Any, *,
-                 user_config_handler: Callable[[str, dict[str, str]], None] | None = None
+                 user_config_handler: Callable[[str, dict[str, str]], None] | None = None,
+                 broker_config_handler: Callable[[Mapping[str, Any]], None] | None = None,
                  ) -> None:
         self.broker_id = broker_id
+        self._broker_config_handler = broker_config_handler
         self._user_config_handler = user_config_handler
         self._zk = zk_client
         self._log_manager = log_manager
@@ -106,6 +110,8 @@ class DynamicConfigManager:
         if broker == self.dynamic_broker_configs and default == self.dynamic_default_configs:
             return
         self.dynamic_broker_configs, self.dynamic_default_configs = broker, default
+        if self._broker_config_handler is not None:
+            self._broker_config_handler(self.effective_broker_props())
         try:
             defaults = LogConfig.from_broker_props(self.effective_broker_props())
         except KafkaError as exc:

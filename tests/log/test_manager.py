@@ -285,3 +285,86 @@ def test_producers_expire_on_schedule(manager: ManagerFactory, clock: Clock) -> 
     assert 7 in log.producer_state_manager.producers
     clock.advance(60)
     assert 7 not in log.producer_state_manager.producers
+
+
+class ManualBackground:
+    """A background runner the test drives: the work and its completion run when asked,
+    recording the thread-side work separately from the reactor-side completion."""
+
+    def __init__(self) -> None:
+        self.queued: list[tuple[Callable[[], None], Callable[[], None]]] = []
+
+    def __call__(self, work: Callable[[], None], done: Callable[[], None]) -> None:
+        self.queued.append((work, done))
+
+    def run_all(self) -> None:
+        while self.queued:
+            work, done = self.queued.pop(0)
+            work()
+            done()
+
+
+def test_periodic_checkpoints_are_written_by_the_background_runner(
+        manager: ManagerFactory, dirs: list[Path], clock: Clock) -> None:
+    background = ManualBackground()
+    m = manager({"log.flush.offset.checkpoint.interval.ms": "10000",
+                 "replica.high.watermark.checkpoint.interval.ms": "1000000000"},
+                background=background)
+    checkpoint = dirs[0] / "recovery-point-offset-checkpoint"
+    log = m.get_or_create_log(TP0)
+    log.append(make_batch(1), leader_epoch=0)
+    log.flush()
+    before = checkpoint.read_text()
+    clock.advance(10)
+    # The offsets were read on the clock's thread; the file is untouched until the worker runs.
+    assert checkpoint.read_text() == before
+    assert len(background.queued) == 2  # one per log dir
+    log.append(make_batch(1), leader_epoch=0)
+    log.flush()
+    clock.advance(10)
+    assert len(background.queued) == 2  # coalesced: the running drains take the newest
+    background.run_all()
+    assert checkpoint.read_text() == "0\n1\norders 0 2\n"
+
+
+def test_a_periodic_snapshot_never_overwrites_a_newer_truncation_checkpoint(
+        manager: ManagerFactory, dirs: list[Path], clock: Clock) -> None:
+    background = ManualBackground()
+    m = manager({"log.flush.offset.checkpoint.interval.ms": "10000"}, background=background)
+    log = m.get_or_create_log(TP0)
+    for _ in range(4):
+        log.append(make_batch(1), leader_epoch=0)
+    log.flush()
+    clock.advance(10)  # a snapshot with recovery point 4 waits for the worker
+    m.truncate_to({TP0: 2})  # written at once, and newer
+    background.run_all()
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n1\norders 0 2\n"
+
+
+def test_background_checkpoint_writes_on_real_threads_do_not_interleave(tmp_path: Path) -> None:
+    """Many writes of one file from worker threads and the caller's thread: every read
+    sees a whole checkpoint, and the last one taken wins."""
+    import threading
+
+    from kafkaclone.log.checkpoints import OffsetCheckpointFile
+    from kafkaclone.log.manager import CheckpointWriter
+
+    threads: list[threading.Thread] = []
+
+    def background(work: Callable[[], None], done: Callable[[], None]) -> None:
+        thread = threading.Thread(target=work)
+        threads.append(thread)
+        thread.start()
+
+    writer = CheckpointWriter(background)
+    path = tmp_path / "replication-offset-checkpoint"
+    for i in range(200):
+        offsets = {TopicPartition("t", p): i for p in range(50)}
+        if i % 7 == 0:
+            writer.write_now(path, offsets)
+        else:
+            writer.write_later(path, offsets)
+        assert set(OffsetCheckpointFile(path).read().values()) <= set(range(i + 1))
+    for thread in threads:
+        thread.join(timeout=10)
+    assert set(OffsetCheckpointFile(path).read().values()) == {199}

@@ -130,3 +130,24 @@ def test_expired_notifications_are_purged(zk_client: KafkaZkClient, log_manager:
         assert zk.get_children("/config/changes") == []
     finally:
         manager.shutdown()
+
+
+def test_broker_config_changes_reach_the_broker_config_handler(
+        zk_client: KafkaZkClient, log_manager: LogManager, admin: AdminZkClient) -> None:
+    """The socket server's connection limits are dynamic (Kafka's DynamicConnectionQuota):
+    the handler sees the effective props, this broker's over the cluster default."""
+    seen: list[dict[str, Any]] = []
+    manager = DynamicConfigManager(1, zk_client, log_manager, STATIC, reactor,
+                                   broker_config_handler=lambda props: seen.append(dict(props)))
+    run(manager.startup())
+    try:
+        run(admin.change_broker_config(None, {"max.connections.per.ip": "50"}))
+        run_until(lambda: bool(seen) and seen[-1].get("max.connections.per.ip") == "50",
+                  timeout=10)
+        run(admin.change_broker_config(1, {"max.connections.per.ip.overrides": "10.0.0.1:5"}))
+        run_until(lambda: seen[-1].get("max.connections.per.ip.overrides") == "10.0.0.1:5",
+                  timeout=10)
+        assert seen[-1]["max.connections.per.ip"] == "50"
+        assert seen[-1]["broker.id"] == "1"
+    finally:
+        manager.shutdown()
