@@ -123,7 +123,8 @@ def wait_all_led(admin: AdminClient, n: int, live: set[int], timeout: float,
 def run(n: int, timeout: float) -> dict[str, float]:
     with LocalCluster(3, overrides={"auto.create.topics.enable": "false"}) as cluster:
         cluster.start()
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers,
+                             "socket.timeout.ms": int(timeout * 1000)})
         controller = admin.list_topics(timeout=30).controller_id
         survivors = sorted(set(cluster.brokers) - {controller})
         stopped, watched = survivors
