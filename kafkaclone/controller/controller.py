@@ -88,6 +88,10 @@ ELECTION_TYPE_UNCLEAN = 1
 
 _T = TypeVar("_T")
 
+SHUTDOWN_EVENT_GRACE_S = 2.0
+"""How long a shutting-down controller lets the event in progress run before cancelling it
+(its ZooKeeper writes are each atomic; the next controller takes over from what is there)."""
+
 ChannelFactory = Callable[["KafkaController"], ControllerChannel]
 """Builds the controller's channel to brokers at each failover (a fake in tests)."""
 
@@ -252,7 +256,7 @@ class KafkaController:
     async def shutdown(self) -> None:
         """Stop processing events and resign (without deleting /controller: the session
         that owns it ends with the broker)."""
-        await self.events.shutdown()
+        await self.events.shutdown(self.reactor, SHUTDOWN_EVENT_GRACE_S)
         self.zk_client.unregister_state_change_handler(self._session_handler.name)
         self.zk_client.unregister_znode_change_handler(ControllerZNode.PATH)
         self._on_controller_resignation()
