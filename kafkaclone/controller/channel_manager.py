@@ -258,17 +258,28 @@ class ControllerBrokerRequestBatch:
         self.stop_replica_requests: dict[int, dict[TopicPartition, _StopReplicaEntry]] = {}
         self.update_metadata_brokers: set[int] = set()
         self.update_metadata_partitions: dict[TopicPartition, Any] = {}
+        self._depth = 0
+        """How many batches are open (nested: an event's, a state machine's)."""
 
     def new_batch(self) -> None:
-        if (self.leader_and_isr_requests or self.stop_replica_requests
-                or self.update_metadata_brokers):
+        """Start a batch. Batches nest: inside an enclosing one (``begin`` of a whole
+        controller event) a state machine's requests join it and go out with it."""
+        if self._depth == 0 and (self.leader_and_isr_requests or self.stop_replica_requests
+                                 or self.update_metadata_brokers):
             raise IllegalBatchStateError(
                 "Controller to broker state change requests batch is not empty while creating "
                 f"a new one. Some LeaderAndIsr state changes {self.leader_and_isr_requests}, "
                 f"StopReplica {self.stop_replica_requests}, UpdateMetadata to "
                 f"{self.update_metadata_brokers} might be lost")
+        self._depth += 1
 
     def clear(self) -> None:
+        """End a batch; the outermost one drops what was not sent."""
+        self._depth = max(self._depth - 1, 0)
+        if self._depth == 0:
+            self._clear_requests()
+
+    def _clear_requests(self) -> None:
         self.leader_and_isr_requests.clear()
         self.stop_replica_requests.clear()
         self.update_metadata_brokers.clear()
@@ -326,12 +337,16 @@ class ControllerBrokerRequestBatch:
     # -- sending ------------------------------------------------------------------------------
 
     def send_requests_to_brokers(self, controller_epoch: int) -> None:
+        """Send one request of each kind per broker; inside an enclosing batch, nothing
+        yet (the outermost batch sends)."""
+        if self._depth > 1:
+            return
         try:
             self._send_leader_and_isr_requests(controller_epoch)
             self._send_update_metadata_requests(controller_epoch)
             self._send_stop_replica_requests(controller_epoch)
         finally:
-            self.clear()
+            self._clear_requests()
 
     def _broker_epoch(self, broker_id: int) -> int:
         return self.context.live_broker_epochs.get(broker_id, -1)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from twisted.internet.defer import Deferred
 
@@ -86,6 +86,12 @@ logger = logging.getLogger(__name__)
 ELECTION_TYPE_PREFERRED = 0
 ELECTION_TYPE_UNCLEAN = 1
 """Kafka's ElectionType values (ElectLeaders v1+)."""
+
+_T = TypeVar("_T")
+
+SHUTDOWN_EVENT_GRACE_S = 2.0
+"""How long a shutting-down controller lets the event in progress run before cancelling it
+(its ZooKeeper writes are each atomic; the next controller takes over from what is there)."""
 
 ChannelFactory = Callable[["KafkaController"], ControllerChannel]
 """Builds the controller's channel to brokers at each failover (a fake in tests)."""
@@ -253,7 +259,7 @@ class KafkaController:
     async def shutdown(self) -> None:
         """Stop processing events and resign (without deleting /controller: the session
         that owns it ends with the broker)."""
-        await self.events.shutdown()
+        await self.events.shutdown(self.reactor, SHUTDOWN_EVENT_GRACE_S)
         self.zk_client.unregister_state_change_handler(self._session_handler.name)
         self.zk_client.unregister_znode_change_handler(ControllerZNode.PATH)
         self._on_controller_resignation()
@@ -475,6 +481,19 @@ class KafkaController:
         finally:
             self.batch.clear()
 
+    async def _in_one_batch(self, work: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``work`` with every broker request its state changes imply collected in one
+        batch (Kafka sends one per state machine call): one request of each kind per
+        broker, sent when ``work`` is done."""
+        assert self.batch is not None
+        self.batch.new_batch()
+        try:
+            result = await work()
+            self.batch.send_requests_to_brokers(self.context.epoch)
+            return result
+        finally:
+            self.batch.clear()
+
     @property
     def _psm(self) -> PartitionStateMachine:
         assert self.partition_state_machine is not None
@@ -544,6 +563,11 @@ class KafkaController:
         await self._on_replicas_become_offline(ctx.replicas_on_brokers(set(dead_brokers)))
 
     async def _on_replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
+        """The partitions led there elect new leaders, the replicas leave the ISRs: one
+        LeaderAndIsr and one UpdateMetadata per broker for all of it."""
+        await self._in_one_batch(lambda: self._replicas_become_offline(replicas))
+
+    async def _replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
         ctx = self.context
         for_deletion = [r for r in replicas
                         if ctx.is_topic_queued_up_for_deletion(r.topic_partition.topic)]
@@ -938,10 +962,14 @@ class KafkaController:
         led = [tp for tp in partitions
                if ctx.partition_leadership_info[tp].leader_and_isr.leader == broker_id]
         followed = [tp for tp in partitions if tp not in led]
-        await self._psm.handle_state_changes(led, PartitionState.ONLINE,
-                                             ElectionStrategy.CONTROLLED_SHUTDOWN)
-        await self._rsm.handle_state_changes(
-            [PartitionAndReplica(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
+
+        async def move_leadership_and_replicas() -> None:
+            await self._psm.handle_state_changes(led, PartitionState.ONLINE,
+                                                 ElectionStrategy.CONTROLLED_SHUTDOWN)
+            await self._rsm.handle_state_changes(
+                [PartitionAndReplica(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
+
+        await self._in_one_batch(move_leadership_and_replicas)
         still_led = {
             tp for tp in ctx.partitions_led_by(broker_id)
             if len(ctx.partition_replica_assignment(tp)) > 1

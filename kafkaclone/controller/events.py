@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 
+from kafkaclone.common.clock import Scheduler
 from kafkaclone.common.errors import KafkaError, NotControllerError
 from kafkaclone.common.topic_partition import TopicPartition
 
@@ -163,20 +164,27 @@ class ControllerEventManager:
                     self.queue_time_listener((time.perf_counter() - queued_at) * 1000.0)
                 try:
                     await self._process(event)
+                except CancelledError:
+                    logger.info("Controller event %s cancelled by the shutdown", event)
                 except Exception:
                     logger.exception("Error processing controller event %s", event)
         finally:
             self._draining = None
 
-    async def shutdown(self) -> None:
-        """Stop after the event being processed; queued events are dropped."""
+    async def shutdown(self, clock: Scheduler, grace_s: float) -> None:
+        """Stop after the event being processed, or cancel it (CancelledError where it
+        waits) if it runs ``grace_s`` longer: a broker shutting down does not wait for a
+        long event (thousands of partitions). Queued events are dropped."""
         self._stopped = True
         for dropped, _ in self._queue:
             _abandon(dropped)
         self._queue.clear()
         draining = self._draining
         if draining is not None:
+            timer = clock.callLater(grace_s, draining.cancel)
             await _quietly(draining)
+            if timer.active():
+                timer.cancel()
 
 
 async def _quietly(d: Deferred[Any]) -> None:

@@ -450,6 +450,8 @@ class LogManager:
         """The live directory holding the fewest partitions (the first of equals)."""
         if not self._live_dirs:
             raise KafkaStorageError("No live log directory")
+        if len(self._live_dirs) == 1:  # counting is O(logs), once per log created
+            return self._live_dirs[0]
         counts = dict.fromkeys(self._live_dirs, 0)
         for log in self._logs.values():
             if log.dir.parent in counts:

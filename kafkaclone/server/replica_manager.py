@@ -14,7 +14,10 @@ Kafka 2.8's ``ReplicaManager`` in ZooKeeper mode, the parts the controller drive
   leader epoch (StopReplica v3) is not newer answers FENCED_LEADER_EPOCH, except for the
   "no epoch" (-1, older versions) and "topic being deleted" (-2) sentinels.
 
-Requests are handled one at a time (Kafka's replicaStateChangeLock), on the reactor.
+Requests are handled one at a time (Kafka's replicaStateChangeLock), on the reactor. A
+LeaderAndIsr is applied ``STATE_CHANGE_SLICE`` partitions at a time (their logs created), the
+reactor serving the data path (and a SIGTERM) between slices: thousands of new partitions
+never stall it.
 
 The data path, leader side (Kafka's appendRecords / fetchMessages and their purgatories):
 
@@ -146,6 +149,9 @@ LeadershipListener = Callable[[Sequence[Partition], Sequence[Partition]], None]
 """Told (new leaders, new followers) after each LeaderAndIsr (the group coordinator)."""
 
 ISR_CHANGE_PROPAGATION_INTERVAL_MS: Final = 2_500
+STATE_CHANGE_SLICE: Final = 50
+"""Partitions made leader or follower per reactor turn while applying a LeaderAndIsr (a new
+one costs a few ms: its log's files, a leader-epoch checkpoint with fsync)."""
 ISR_CHANGE_PROPAGATION_BLACKOUT_MS: Final = 5_000
 ISR_CHANGE_MAX_DELAY_MS: Final = 60_000
 """Kafka 2.8's ReplicaManager.IsrChangePropagation*: a batch of ISR changes is announced
@@ -429,11 +435,25 @@ class ReplicaManager:
 
         configs = await self._log_configs_for(
             {partition.topic for partition, _ in accepted if partition.log is None})
-        leaders = [(p, s) for p, s in accepted if s.leader == self.broker_id]
-        followers = [(p, s) for p, s in accepted if s.leader != self.broker_id]
-        new_leaders = self._make_leaders(controller_id, controller_epoch, leaders, configs, errors)
-        new_followers = self._make_followers(controller_id, controller_epoch, followers, configs,
-                                             errors)
+        new_leaders: list[Partition] = []
+        new_followers: list[Partition] = []
+        for start in range(0, len(accepted), STATE_CHANGE_SLICE):
+            if start:
+                await self._next_reactor_turn()
+            if self._shutting_down:
+                logger.info("Shutting down: LeaderAndIsr from controller %d epoch %d left "
+                            "partly unapplied", controller_id, controller_epoch)
+                for partition, _ in accepted[start:]:
+                    errors[partition.topic_partition] = NotLeaderOrFollowerError.code
+                accepted = accepted[:start]
+                break
+            chunk = accepted[start:start + STATE_CHANGE_SLICE]
+            new_leaders += self._make_leaders(
+                controller_id, controller_epoch,
+                [(p, s) for p, s in chunk if s.leader == self.broker_id], configs, errors)
+            new_followers += self._make_followers(
+                controller_id, controller_epoch,
+                [(p, s) for p, s in chunk if s.leader != self.broker_id], configs, errors)
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.shutdown_idle_fetchers()
         for listener in list(self.leadership_listeners):
@@ -445,6 +465,12 @@ class ReplicaManager:
         for partition, _ in accepted:
             self.complete_delayed_requests(partition.topic_partition)
         return ReplicaManagerResult(NONE, errors)
+
+    async def _next_reactor_turn(self) -> None:
+        """Let the reactor serve what waits (I/O, timers, a SIGTERM) before going on."""
+        turn: Deferred[None] = Deferred()
+        self.clock.callLater(0, turn.callback, None)
+        await turn
 
     def new_partition(self, tp: TopicPartition) -> Partition:
         """A Partition wired to this manager's clock, ISR writer and purgatories."""

@@ -31,6 +31,7 @@ from kafkaclone.common.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicExceptionError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -43,7 +44,9 @@ from kafkaclone.zk.znodes import (
     ConfigEntityZNode,
     ReplicaAssignment,
     TopicAssignment,
+    TopicZNode,
 )
+from kafkaclone.zk.zookeeper_client import MAX_REQUEST_DATA_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -342,6 +345,7 @@ class AdminZkClient:
             raise InvalidReplicaAssignmentError(
                 "partitions should be a consecutive 0-based integer sequence"
             )
+        check_assignment_size(topic, assignment)
         self._validate_topic_config(configs)
 
     async def create_topic_with_assignment(
@@ -445,6 +449,7 @@ class AdminZkClient:
             )
         combined: dict[int, ReplicaAssignment] = dict(existing)
         combined.update({p: ReplicaAssignment(r) for p, r in new_partitions.items()})
+        check_assignment_size(topic, combined)
         if not validate_only:
             logger.info(
                 "Creating %s partitions for '%s' with the following replica assignment: %s.",
@@ -487,6 +492,21 @@ class AdminZkClient:
     ) -> None:
         await self._zk.set_or_create_entity_configs(entity_type, entity_name, configs)
         await self._zk.create_config_change_notification(f"{entity_type}/{entity_name}")
+
+
+def check_assignment_size(
+    topic: str, assignment: Mapping[int, ReplicaAssignment] | Mapping[int, Sequence[int]]
+) -> None:
+    """PolicyViolationError if ``/brokers/topics/<t>`` would exceed ZooKeeper's limit
+    (jute.maxbuffer). Kafka sends such a write and its ZooKeeper session then fails; this
+    refuses it before anything is written."""
+    size = len(TopicZNode.path(topic)) + len(TopicZNode.encode(uuid.UUID(int=0), assignment))
+    if size > MAX_REQUEST_DATA_BYTES:
+        raise PolicyViolationError(
+            f"The replica assignment of topic '{topic}' ({len(assignment)} partitions) takes "
+            f"{size} bytes in ZooKeeper, more than its limit of {MAX_REQUEST_DATA_BYTES} bytes "
+            "(jute.maxbuffer): use fewer partitions or a lower replication factor."
+        )
 
 
 def _validate_replica_assignment(

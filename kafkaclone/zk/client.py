@@ -119,6 +119,10 @@ from kafkaclone.zk.zookeeper_client import (
 
 logger = logging.getLogger(__name__)
 
+PARTITIONS_PER_MULTI = 200
+"""New partitions created per multi-op (two znodes each: a few hundred bytes, far below
+jute.maxbuffer even with the longest topic names)."""
+
 
 @dataclass(frozen=True)
 class UpdateLeaderAndIsrResult:
@@ -315,6 +319,23 @@ class KafkaZkClient:
         if isinstance(result, Exception):
             raise result
         return result
+
+    async def _guarded_multi(
+        self, ops: Sequence[ZkOp], expected_controller_epoch_zk_version: int
+    ) -> list[Any]:
+        """``ops`` in one multi-op, behind the controller epoch check as ``guarded``; each
+        op's result or error (all or none applied). ControllerMovedError if it moved."""
+        if expected_controller_epoch_zk_version == MATCH_ANY_VERSION:
+            return await self.multi(ops)
+        results = await self.multi(
+            [CheckOp(ControllerEpochZNode.PATH, expected_controller_epoch_zk_version), *ops]
+        )
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            raise ControllerMovedError(
+                "Controller epoch zkVersion check fails. Expected zkVersion = "
+                f"{expected_controller_epoch_zk_version}"
+            )
+        return results[1:]
 
     async def _guarded_each(
         self, ops: Sequence[ZkOp], expected_controller_epoch_zk_version: int
@@ -650,11 +671,56 @@ class KafkaZkClient:
     ) -> dict[TopicPartition, Exception | None]:
         """Create each partition's state znode (and its parents), as controller writes.
         Per partition None when created, else the error (NodeExistsError if it was there).
-        ControllerMovedError if the controller moved."""
+        ControllerMovedError if the controller moved.
+
+        New partitions go ``PARTITIONS_PER_MULTI`` to a multi-op (the partition znode and its
+        state), the multi-ops pipelined; a multi-op that fails (some znode existed) is done
+        again one znode at a time, to say which."""
         topics = sorted({tp.topic for tp in states})
         await self._create_ignoring_existing(
             [TopicPartitionsZNode.path(t) for t in topics], expected_controller_epoch_zk_version
         )
+        partitions = list(states)
+        chunks = [
+            partitions[i : i + PARTITIONS_PER_MULTI]
+            for i in range(0, len(partitions), PARTITIONS_PER_MULTI)
+        ]
+        created = await gather(
+            self._guarded_multi(
+                [
+                    op
+                    for tp in chunk
+                    for op in (
+                        CreateOp(TopicPartitionZNode.path(tp)),
+                        CreateOp(
+                            TopicPartitionStateZNode.path(tp),
+                            TopicPartitionStateZNode.encode(states[tp]),
+                        ),
+                    )
+                ],
+                expected_controller_epoch_zk_version,
+            )
+            for chunk in chunks
+        )
+        result: dict[TopicPartition, Exception | None] = {}
+        for chunk, outcome in zip(chunks, created, strict=True):
+            if isinstance(outcome, ControllerMovedError):
+                raise outcome
+            if isinstance(outcome, Exception) or any(isinstance(r, Exception) for r in outcome):
+                result.update(
+                    await self._create_topic_partition_states_each(
+                        {tp: states[tp] for tp in chunk}, expected_controller_epoch_zk_version
+                    )
+                )
+            else:
+                result.update(dict.fromkeys(chunk))
+        return result
+
+    async def _create_topic_partition_states_each(
+        self,
+        states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
+        expected_controller_epoch_zk_version: int,
+    ) -> dict[TopicPartition, Exception | None]:
         await self._create_ignoring_existing(
             [TopicPartitionZNode.path(tp) for tp in states], expected_controller_epoch_zk_version
         )

@@ -50,6 +50,18 @@ class ZooKeeperClientClosedError(ZooKeeperClientError):
     """The client was closed."""
 
 
+class ZooKeeperRequestTooLargeError(ZooKeeperClientError):
+    """A write larger than ZooKeeper's jute.maxbuffer, refused before it is sent (the server
+    would close the connection on it, and the retried request would never get through)."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(f"write of {size} bytes to {path} exceeds ZooKeeper's limit of "
+                         f"{limit} bytes (jute.maxbuffer)")
+        self.path = path
+        self.size = size
+        self.limit = limit
+
+
 class TopicAlreadyMarkedForDeletionError(Exception):
     """``/admin/delete_topics/<t>`` exists already (Kafka's
     TopicAlreadyMarkedForDeletionException; DeleteTopics treats it as success)."""

@@ -37,7 +37,11 @@ from kazoo.retry import KazooRetry
 from twisted.internet.defer import Deferred, DeferredList, TimeoutError
 from twisted.python.failure import Failure
 
-from kafkaclone.zk.errors import ZooKeeperClientClosedError, ZooKeeperClientTimeoutError
+from kafkaclone.zk.errors import (
+    ZooKeeperClientClosedError,
+    ZooKeeperClientTimeoutError,
+    ZooKeeperRequestTooLargeError,
+)
 from kafkaclone.zk.znodes import MATCH_ANY_VERSION
 
 logger = logging.getLogger(__name__)
@@ -46,6 +50,14 @@ T = TypeVar("T")
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000
 """Kafka 2.8's zookeeper.session.timeout.ms."""
+
+JUTE_MAX_BUFFER = 0xFFFFF
+"""ZooKeeper's default jute.maxbuffer: the largest request packet its server reads. On a
+larger one it closes the connection, and a client retrying the request never gets through."""
+
+MAX_REQUEST_DATA_BYTES = JUTE_MAX_BUFFER - 1024
+"""The most payload and path bytes one request may carry: jute.maxbuffer less room for the
+request headers and ACLs."""
 
 
 class SessionOptions(TypedDict, total=False):
@@ -144,6 +156,15 @@ class CheckOp:
 
 
 ZkOp = CreateOp | SetDataOp | DeleteOp | CheckOp
+
+
+def check_request_size(writes: Iterable[tuple[str, bytes]]) -> None:
+    """ZooKeeperRequestTooLargeError if the (path, data) writes of one request would exceed
+    jute.maxbuffer; nothing is sent then, and the session stays usable."""
+    writes = list(writes)
+    size = sum(len(path.encode()) + len(data) for path, data in writes)
+    if size > MAX_REQUEST_DATA_BYTES:
+        raise ZooKeeperRequestTooLargeError(writes[0][0], size, MAX_REQUEST_DATA_BYTES)
 
 
 def _fire(d: Deferred[Any], value: Any, error: BaseException | None) -> None:
@@ -348,6 +369,7 @@ class ZooKeeperClient:
     ) -> str:
         """Create a znode (with ``make_parents``, its missing parents too, empty); the
         created path (with its sequence number for ``sequential``)."""
+        check_request_size([(path, data)])
         created = await self._call(
             lambda: self._zk.create_async(
                 path, data, ephemeral=ephemeral, sequence=sequential, makepath=make_parents
@@ -359,6 +381,7 @@ class ZooKeeperClient:
         self, path: str, data: bytes, version: int = MATCH_ANY_VERSION
     ) -> ZnodeStat:
         """Set the data (conditionally on ``version``); the znode's new stat."""
+        check_request_size([(path, data)])
         return await self._call(lambda: self._zk.set_async(path, data, version))
 
     async def delete(self, path: str, version: int = MATCH_ANY_VERSION) -> None:
@@ -368,6 +391,9 @@ class ZooKeeperClient:
         """One atomic multi-op; per op its result (created path, ZnodeStat, True) or the
         kazoo exception instance for a failed one (others then RolledBackError /
         RuntimeInconsistency)."""
+        check_request_size(
+            [(op.path, op.data if isinstance(op, CreateOp | SetDataOp) else b"") for op in ops]
+        )
 
         def start() -> Any:
             transaction = self._zk.transaction()

@@ -167,6 +167,39 @@ def test_broker_failure_elects_from_isr_and_shrinks_it(
     assert not of_kind(cluster.sent, ApiKey.LEADER_AND_ISR, 3)
 
 
+def test_one_request_per_broker_per_event_however_many_partitions(
+        cluster: Cluster, zk: KazooClient, zk_client: KafkaZkClient) -> None:
+    """Kafka's ControllerBrokerRequestBatch: an event's partitions go to each broker in one
+    LeaderAndIsr and one UpdateMetadata."""
+    count = 600
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.controller(1)
+    cluster.sent.clear()
+    create_topic(zk_client, {p: [1 + p % 3, 1 + (p + 1) % 3, 1 + (p + 2) % 3]
+                             for p in range(count)})
+    run_until(lambda: controller.context.partition_states.get(TopicPartition("t", count - 1))
+              is not None and controller.context.partition_states[
+                  TopicPartition("t", count - 1)].value == "OnlinePartition", timeout=30)
+    settle(controller)
+    for broker in (1, 2, 3):
+        (lai,) = of_kind(cluster.sent, ApiKey.LEADER_AND_ISR, broker)
+        assert len(partition_states(lai)) == count
+        (update,) = of_kind(cluster.sent, ApiKey.UPDATE_METADATA, broker)
+        assert len(partition_states(update)) == count
+
+    cluster.sent.clear()
+    cluster.kill(3)  # one event: a third of the partitions elect a new leader
+    run_until(lambda: 3 not in controller.context.live_brokers)
+    settle(controller)
+    for broker in (1, 2):
+        (lai,) = of_kind(cluster.sent, ApiKey.LEADER_AND_ISR, broker)
+        assert len(partition_states(lai)) == count  # elected or with a shrunk ISR
+        assert all(3 not in p.isr for _, p in partition_states(lai))
+        (update,) = of_kind(cluster.sent, ApiKey.UPDATE_METADATA, broker)
+        assert len(partition_states(update)) == count
+    assert all(state(zk, TopicPartition("t", p))["leader"] != 3 for p in range(0, count, 50))
+
+
 def _out_of_sync_replica(cluster: Cluster, zk: KazooClient, zk_client: KafkaZkClient,
                          unclean: bool) -> KafkaController:
     """Partition [2, 3]: 3 dies (ISR [2]), comes back out of sync, then 2 dies."""

@@ -26,7 +26,7 @@ from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.metadata_cache import MetadataCache
-from kafkaclone.server.replica_manager import ReplicaManager
+from kafkaclone.server.replica_manager import STATE_CHANGE_SLICE, ReplicaManager
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.zk.client import KafkaZkClient
@@ -147,6 +147,23 @@ def test_leader_and_isr_makes_leaders_and_followers_with_logs(
     assert [(e.epoch, e.start_offset) for e in leader_log.leader_epoch_cache.epoch_entries] == [
         (0, 0)]
     assert (leader_log.dir / "leader-epoch-checkpoint").read_text().splitlines()[-1] == "0 0"
+
+
+def test_many_new_partitions_are_applied_in_slices_between_reactor_turns(
+        broker: Broker, dispatcher: RequestHandler, log_manager: LogManager) -> None:
+    count = 3 * STATE_CHANGE_SLICE
+    seen: list[int] = []
+
+    def probe() -> None:  # runs once per reactor turn while the request is applied
+        seen.append(len(log_manager.all_logs()))
+        if seen[-1] < count:
+            reactor.callLater(0, probe)
+
+    reactor.callLater(0, probe)
+    response = call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(leaders=(1,) * count))
+    assert set(errors_of(response, 5).values()) == {NONE}
+    assert len(broker.replica_manager.leader_partitions()) == count
+    assert any(0 < n < count for n in seen)  # the reactor ran between slices
 
 
 def test_stale_controller_epoch_refuses_the_whole_request(broker: Broker,

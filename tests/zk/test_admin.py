@@ -20,6 +20,7 @@ from kafkaclone.common.errors import (
     InvalidReplicationFactorError,
     InvalidTopicExceptionError,
     KafkaError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -393,6 +394,21 @@ def test_invalid_partition_additions_write_nothing(
     with pytest.raises(error):
         run(admin.add_partitions("t", count, assignment))
     assert tree(zk) == before
+
+
+def test_an_assignment_beyond_zookeepers_limit_is_refused_and_writes_nothing(
+    admin: AdminZkClient, zk: KazooClient, zk_client: KafkaZkClient
+) -> None:
+    before = tree(zk)
+    with pytest.raises(PolicyViolationError, match=r"jute\.maxbuffer"):
+        run(admin.create_topic("huge", 100_000, 3))
+    assert tree(zk) == before
+    run(admin.create_topic("t", 3, 3))
+    with pytest.raises(PolicyViolationError, match="100000 partitions"):
+        run(admin.add_partitions("t", 100_000))
+    assert zk.get("/brokers/topics/t")[1].version == 0
+    run(admin.create_topic("after", 3, 3))  # the session still serves
+    assert run(zk_client.get_topic_partition_count("after")) == 3
 
 
 def test_add_partitions_to_a_missing_or_deleted_topic(admin: AdminZkClient) -> None:

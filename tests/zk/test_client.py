@@ -16,7 +16,7 @@ from twisted.internet.defer import Deferred
 
 from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.testing.zookeeper import expire_session
-from kafkaclone.zk.client import KafkaZkClient
+from kafkaclone.zk.client import PARTITIONS_PER_MULTI, KafkaZkClient
 from kafkaclone.zk.errors import (
     BrokerIdAlreadyRegisteredError,
     ControllerMovedError,
@@ -281,6 +281,37 @@ def test_update_leader_and_isr_retries_on_a_stale_partition_epoch(
     assert states[tp1].leader_and_isr.zk_version == 1
     assert set(states) == {tp0, tp1}
     assert run(zk_client.get_all_partitions()) == {tp0, tp1}
+
+
+def test_new_partition_states_are_created_in_a_few_pipelined_multi_ops(
+    zk_client: KafkaZkClient, zk: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, epoch_zk_version = run(zk_client.register_controller_and_increment_controller_epoch(1))
+    count = 2 * PARTITIONS_PER_MULTI + 1
+    initial = LeaderIsrAndControllerEpoch(LeaderAndIsr.initial(1, [1, 2]), 1)
+    states = {TopicPartition("t", p): initial for p in range(count)}
+    run(zk_client.create_topic_assignment("t", None, {p: [1, 2] for p in range(count)}))
+    multis: list[int] = []
+    original = zk_client.zookeeper_client.multi
+
+    async def counted(ops: Any) -> list[Any]:
+        multis.append(len(ops))
+        return await original(ops)
+
+    monkeypatch.setattr(zk_client.zookeeper_client, "multi", counted)
+    created = run(zk_client.create_topic_partition_states(states, epoch_zk_version))
+    assert created == dict.fromkeys(states)
+    # the topic's partitions znode, then three multi-ops of a check and two creates each
+    assert multis == [2, 1 + 2 * PARTITIONS_PER_MULTI, 1 + 2 * PARTITIONS_PER_MULTI, 3]
+    assert len(zk.get_children("/brokers/topics/t/partitions")) == count
+    assert json.loads(zk.get(f"/brokers/topics/t/partitions/{count - 1}/state")[0])["isr"] == [1, 2]
+
+    # one existing state makes its multi-op fail as a whole: redone one znode at a time
+    zk.delete("/brokers/topics/t/partitions/0", recursive=True)
+    again = run(zk_client.create_topic_partition_states(
+        {TopicPartition("t", 0): initial, TopicPartition("t", 1): initial}, epoch_zk_version))
+    assert again[TopicPartition("t", 0)] is None
+    assert isinstance(again[TopicPartition("t", 1)], NodeExistsError)
 
 
 def test_partition_leader_conditional_isr_update(zk_client: KafkaZkClient, zk: KazooClient) -> None:

@@ -13,8 +13,13 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 
 from kafkaclone.testing.zookeeper import expire_session
-from kafkaclone.zk.errors import ZooKeeperClientClosedError, ZooKeeperClientTimeoutError
+from kafkaclone.zk.errors import (
+    ZooKeeperClientClosedError,
+    ZooKeeperClientTimeoutError,
+    ZooKeeperRequestTooLargeError,
+)
 from kafkaclone.zk.zookeeper_client import (
+    MAX_REQUEST_DATA_BYTES,
     CheckOp,
     CreateOp,
     DeleteOp,
@@ -150,6 +155,25 @@ def test_multi_is_atomic_and_reports_each_op(
     assert isinstance(results[1], BadVersionError)
     assert zk.exists("/m/c")  # nothing was applied
     assert zk.get("/m")[0] == b"2"
+
+
+def test_a_write_beyond_jute_maxbuffer_is_refused_before_it_is_sent(
+    make_zookeeper_client: ZooKeeperClientFactory, zk: KazooClient
+) -> None:
+    client = make_zookeeper_client()
+    too_large = b"x" * MAX_REQUEST_DATA_BYTES
+    with pytest.raises(ZooKeeperRequestTooLargeError, match=r"jute\.maxbuffer"):
+        run(client.create("/big", too_large))
+    run(client.create("/big", b"small"))
+    with pytest.raises(ZooKeeperRequestTooLargeError):
+        run(client.set_data("/big", too_large))
+    half = b"x" * (MAX_REQUEST_DATA_BYTES // 2)
+    with pytest.raises(ZooKeeperRequestTooLargeError):
+        run(client.multi([SetDataOp("/big", half), CreateOp("/big/c", half)]))
+    assert zk.get("/big")[0] == b"small"
+    assert not zk.exists("/big/c")
+    run(client.set_data("/big", b"x" * (MAX_REQUEST_DATA_BYTES - 100)))  # at the limit: sent
+    assert len(zk.get("/big")[0]) == MAX_REQUEST_DATA_BYTES - 100
 
 
 # -- watches --------------------------------------------------------------------------------------

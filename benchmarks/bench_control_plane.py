@@ -1,0 +1,176 @@
+"""Control plane at scale: prints numbers, asserts nothing.
+
+    .venv/bin/python benchmarks/bench_control_plane.py [--partitions 1000,10000]
+        [--timeout 300]
+
+For each partition count N, on a fresh 3-broker LocalCluster:
+
+1. ``create``: CreateTopics of N partitions at RF 3, timed until the metadata of every
+   broker still up shows a leader for every partition;
+2. ``failover``: kill -9 the controller, timed until a new controller is elected and every
+   partition has a leader on a live broker (includes the 6 s test session timeout: the dead
+   broker's znode goes only when its session expires);
+3. ``shutdown``: SIGTERM a surviving broker (leading about half of them now), timed until
+   the process exits (a controlled shutdown moves its leaderships first).
+
+Meanwhile a producer (acks=1, one record every 10 ms) and a consumer on another topic, led
+by the broker that is neither killed nor stopped, record their worst wait: the longest
+delivery time and the longest gap between two received records. Goals (issue 17, at
+10,000): create 60 s, failover 15 s, shutdown 30 s, worst wait 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkaclone.testing.cluster import LocalCluster
+
+TOPIC = "scale"
+OTHER = "other"
+
+
+@dataclass
+class Watcher:
+    """A producer and a consumer on ``OTHER`` in background threads, keeping worst waits."""
+
+    bootstrap: str
+    worst_delivery: float = 0.0
+    worst_gap: float = 0.0
+    errors: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> None:
+        for target in (self._produce, self._consume):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def reset(self) -> tuple[float, float, int]:
+        worst = (self.worst_delivery, self.worst_gap, self.errors)
+        self.worst_delivery = self.worst_gap = 0.0
+        self.errors = 0
+        return worst
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(10)
+
+    def _produce(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": 1, "linger.ms": 0,
+                             "message.timeout.ms": 120_000})
+
+        def delivered(err: object, msg: object, sent: float) -> None:
+            if err is not None:
+                self.errors += 1
+            self.worst_delivery = max(self.worst_delivery, time.monotonic() - sent)
+
+        while not self.stop.is_set():
+            sent = time.monotonic()
+            producer.produce(OTHER, b"x", on_delivery=lambda e, m, s=sent: delivered(e, m, s))
+            producer.poll(0.01)
+        producer.flush(10)
+
+    def _consume(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-watch",
+                             "auto.offset.reset": "latest", "enable.auto.commit": False})
+        consumer.subscribe([OTHER])
+        last: float | None = None
+        while not self.stop.is_set():
+            msg = consumer.poll(0.1)
+            if msg is None or msg.error() is not None:
+                continue
+            now = time.monotonic()
+            if last is not None:
+                self.worst_gap = max(self.worst_gap, now - last)
+            last = now
+        consumer.close()
+
+
+def leaders(admin: AdminClient, topic: str, live: set[int]) -> tuple[int, int, int]:
+    """(controller id, partitions known, partitions led by a live broker) per metadata."""
+    md = admin.list_topics(topic=topic, timeout=30)
+    found = md.topics.get(topic)
+    if found is None or found.error is not None:
+        return md.controller_id, 0, 0
+    led = sum(1 for p in found.partitions.values() if p.leader in live)
+    return md.controller_id, len(found.partitions), led
+
+
+def wait_all_led(admin: AdminClient, n: int, live: set[int], timeout: float,
+                 not_controller: int | None = None) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            controller, known, led = leaders(admin, TOPIC, live)
+        except Exception:  # a broker going away mid-request
+            time.sleep(0.5)
+            continue
+        if known == n and led == n and controller in live and controller != not_controller:
+            return time.monotonic() - start
+        time.sleep(1.0)  # a 10,000-partition Metadata answer is work for the broker too
+    return float("nan")
+
+
+def run(n: int, timeout: float) -> dict[str, float]:
+    with LocalCluster(3, overrides={"auto.create.topics.enable": "false"}) as cluster:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers,
+                             "socket.timeout.ms": int(timeout * 1000)})
+        controller = admin.list_topics(timeout=30).controller_id
+        survivors = sorted(set(cluster.brokers) - {controller})
+        stopped, watched = survivors
+        admin.create_topics([NewTopic(OTHER, 1, replica_assignment=[[watched]])])[OTHER].result()
+        watcher = Watcher(cluster.bootstrap_servers)
+        watcher.start()
+        time.sleep(3)
+        watcher.reset()
+        results: dict[str, float] = {}
+
+        start = time.monotonic()
+        admin.create_topics([NewTopic(TOPIC, n, 3)], request_timeout=timeout)[TOPIC].result()
+        results["create_call"] = time.monotonic() - start
+        single = AdminClient({"bootstrap.servers": cluster.broker(watched).bootstrap_server})
+        waited = wait_all_led(single, n, set(cluster.brokers), timeout)
+        results["create"] = time.monotonic() - start if waited == waited else waited
+        results["create_worst_delivery"], results["create_worst_gap"], _ = watcher.reset()
+
+        start = time.monotonic()
+        cluster.broker(controller).kill()
+        results["failover"] = wait_all_led(single, n, set(survivors), timeout,
+                                           not_controller=controller)
+        results["failover_worst_delivery"], results["failover_worst_gap"], _ = watcher.reset()
+
+        _, _, led_by_stopped = leaders(single, TOPIC, {stopped})
+        results["shutdown_led"] = led_by_stopped
+        start = time.monotonic()
+        cluster.broker(stopped).stop(timeout)
+        results["shutdown"] = time.monotonic() - start
+        results["shutdown_worst_delivery"], results["shutdown_worst_gap"], _ = watcher.reset()
+        watcher.close()
+        return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", default="1000,10000")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    args = parser.parse_args()
+    print(f"load: {os.getloadavg()}")
+    for n in (int(p) for p in args.partitions.split(",")):
+        results = run(n, args.timeout)
+        print(f"partitions={n} " + " ".join(f"{k}={v:.2f}" for k, v in results.items()),
+              flush=True)
+        print(f"load: {os.getloadavg()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
