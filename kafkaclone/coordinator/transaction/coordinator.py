@@ -333,9 +333,9 @@ class TransactionCoordinator:
         state = metadata.state
         if state is _S.ONGOING or (state is _S.PREPARE_EPOCH_FENCE and not commit):
             target = _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT
-        elif (state is _S.COMPLETE_COMMIT and commit) or (state is _S.COMPLETE_ABORT and not commit):
+        elif state is (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
             return  # a retry of an EndTxn that completed
-        elif (state is _S.PREPARE_COMMIT and commit) or (state is _S.PREPARE_ABORT and not commit):
+        elif state is (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
             raise ConcurrentTransactionsError()
         else:
             logger.debug("TransactionalId %s cannot %s in state %s", metadata.transactional_id,
