@@ -46,6 +46,7 @@ from kafkaclone.log.common import (
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
+    AbortedTransaction,
     AppendOrigin,
     FetchDataInfo,
     LogAppendInfo,
@@ -68,7 +69,7 @@ from kafkaclone.log.producer_state import (
     has_producer_id,
 )
 from kafkaclone.log.segment import LogSegment, log_file
-from kafkaclone.log.transaction_index import AbortedTransaction, AbortedTxn
+from kafkaclone.log.transaction_index import AbortedTxn
 from kafkaclone.log.validator import (
     AnalyzedRecords,
     IndexEntry,
@@ -78,7 +79,8 @@ from kafkaclone.log.validator import (
     follower_append_info,
     validate_and_assign_offsets,
 )
-from kafkaclone.protocol.records.batch import BatchHeader
+from kafkaclone.protocol.records.batch import BatchHeader, unpack_header
+from kafkaclone.protocol.records.common import LOG_OVERHEAD
 
 logger = logging.getLogger(__name__)
 
@@ -278,6 +280,20 @@ class Log:
             if result.is_complete:
                 break
         return found
+
+    def with_aborted_transactions(self, data: FetchDataInfo) -> FetchDataInfo:
+        """A read_committed read: ``data`` with the aborted transactions overlapping its
+        records (Kafka's addAbortedTransactions)."""
+        records = data.records
+        if not records:
+            return data._replace(aborted_transactions=[])
+        position, upper_bound = 0, data.fetch_offset_metadata.message_offset
+        while position + LOG_OVERHEAD <= len(records):
+            header = unpack_header(records, position)
+            upper_bound = header.last_offset + 1
+            position += header.size_in_bytes
+        return data._replace(aborted_transactions=self.collect_aborted_transactions(
+            data.fetch_offset_metadata.message_offset, upper_bound))
 
     def _index_completed_txn(self, completed: CompletedTxn, last_stable_offset: int) -> None:
         """An aborted transaction goes into the index of the segment holding its marker

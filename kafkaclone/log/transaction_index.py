@@ -60,13 +60,6 @@ class AbortedTxn(NamedTuple):
         return cls(producer_id, first_offset, last_offset, lso)
 
 
-class AbortedTransaction(NamedTuple):
-    """What a Fetch answer carries of an aborted transaction."""
-
-    producer_id: int
-    first_offset: int
-
-
 class TxnIndexSearchResult(NamedTuple):
     aborted_transactions: list[AbortedTxn]
     is_complete: bool
