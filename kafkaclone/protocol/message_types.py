@@ -1654,6 +1654,61 @@ class SyncGroupResponse:
 
 
 @dataclass(slots=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommitRequest (API key 28): versions 0-3, flexible 3+."""
+
+    @dataclass(slots=True)
+    class TxnOffsetCommitRequestTopic:
+        @dataclass(slots=True)
+        class TxnOffsetCommitRequestPartition:
+            partition_index: int = 0
+            committed_offset: int = 0
+            # versions 2+
+            committed_leader_epoch: int = -1
+            # nullable 0+
+            committed_metadata: str | None = ""
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        partitions: list[TxnOffsetCommitRequestPartition] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    transactional_id: str = ""
+    group_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    # versions 3+
+    generation_id: int = -1
+    # versions 3+
+    member_id: str = ""
+    # versions 3+, nullable 3+
+    group_instance_id: str | None = None
+    topics: list[TxnOffsetCommitRequestTopic] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TxnOffsetCommitResponse:
+    """TxnOffsetCommitResponse (API key 28): versions 0-3, flexible 3+."""
+
+    @dataclass(slots=True)
+    class TxnOffsetCommitResponseTopic:
+        @dataclass(slots=True)
+        class TxnOffsetCommitResponsePartition:
+            partition_index: int = 0
+            error_code: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        partitions: list[TxnOffsetCommitResponsePartition] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    topics: list[TxnOffsetCommitResponseTopic] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class UpdateMetadataRequest:
     """UpdateMetadataRequest (API key 6): versions 0-7, flexible 6+."""
 
@@ -1852,6 +1907,8 @@ __all__ = [
     "StopReplicaResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
     "WriteTxnMarkersRequest",

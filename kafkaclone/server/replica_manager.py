@@ -799,7 +799,8 @@ class ReplicaManager:
         return LogReadResult(NONE, data.records, data.fetch_offset_metadata,
                              read.high_watermark, read.log_start_offset, read.log_end_offset,
                              read.last_stable_offset, info.log_start_offset, fetch_time,
-                             read.diverging_epoch)
+                             read.diverging_epoch,
+                             aborted_transactions=data.aborted_transactions)
 
     def find_preferred_read_replica(self, partition: Partition, client_metadata: ClientMetadata,
                                     replica_id: int, fetch_offset: int,

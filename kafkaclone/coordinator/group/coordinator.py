@@ -77,6 +77,7 @@ from kafkaclone.coordinator.group.metadata import (
     SyncGroupResult,
     assigned_partitions,
 )
+from kafkaclone.coordinator.group.pending_offsets import PendingTxnOffsets
 from kafkaclone.coordinator.group.store import GroupStore, MembershipMirror, OffsetAndMetadata
 
 logger = logging.getLogger(__name__)
@@ -150,6 +151,7 @@ class GroupCoordinator:
         self.loading_partitions: set[int] = set()
         self.is_active = False
         self._expiration_timer: Any = None
+        self.pending_txn_offsets = PendingTxnOffsets()
 
     # -- lifecycle and placement -------------------------------------------------------------
 
@@ -216,6 +218,7 @@ class GroupCoordinator:
         self.loading_partitions.discard(partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
+            self.pending_txn_offsets.drop_groups([group_id])
             self._on_group_unloaded(group)
             self.store.update_mirror(group_id, None)
 
@@ -882,6 +885,63 @@ class GroupCoordinator:
         if partitions is None:
             return NONE, dict(found)
         return NONE, {tp: found.get(tp) for tp in partitions}
+
+    # -- transactional offsets (issue 15; the pending store is coordinator/group/pending_offsets)
+
+    async def handle_txn_commit_offsets(
+        self, group_id: str, producer_id: int, member_id: str, group_instance_id: str | None,
+        generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
+        """Kafka's handleTxnCommitOffsets: keep the offsets pending in the producer's
+        transaction; a per partition error code. The member id and generation are checked
+        only when set (TxnOffsetCommit v3)."""
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error.code)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = GroupMetadata(group_id, state_timestamp_ms=self._now())
+            self.groups[group_id] = group
+        code = NONE
+        if group.is_in(GroupState.DEAD):
+            code = CoordinatorNotAvailableError.code
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            code = FencedInstanceIdError.code
+        elif member_id != "" and not group.has(member_id):
+            code = UnknownMemberIdError.code
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            code = IllegalGenerationError.code
+        if code != NONE:
+            return dict.fromkeys(offsets, code)
+        errors: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata) > self.config.offset_metadata_max_bytes:
+                errors[tp] = OffsetMetadataTooLargeError.code
+            else:
+                valid[tp] = value
+                errors[tp] = NONE
+        self.pending_txn_offsets.add(group_id, producer_id, valid)
+        return errors
+
+    async def handle_txn_completion(self, producer_id: int, offsets_partitions: Iterable[int],
+                                    is_commit: bool) -> None:
+        """A transaction marker was written to these ``__consumer_offsets`` partitions
+        (Kafka's scheduleHandleTxnCompletion): the producer's pending offsets of their
+        groups are written under /consumers (commit, one multi-op per group) or dropped
+        (abort). A failed write keeps them pending and raises (the marker is retried)."""
+        partitions = set(offsets_partitions)
+        pending = self.pending_txn_offsets
+        for group_id in pending.groups_of_producer(producer_id):
+            if self.partition_for(group_id) not in partitions:
+                continue
+            offsets = pending.peek(group_id, producer_id)
+            if is_commit and offsets:
+                await self.store.commit_offsets(group_id, offsets)
+            pending.remove(group_id, producer_id)
+
+    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        return self.pending_txn_offsets.has_pending(group_id, tp)
 
     async def handle_delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
                                     ) -> tuple[int, dict[TopicPartition, int]]:

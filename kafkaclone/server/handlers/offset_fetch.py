@@ -8,7 +8,8 @@ As Kafka 2.8's ``KafkaApis.handleOffsetFetchRequest``:
 - v1+ ask the group's coordinator (errors per partition in v1, in the top-level error from
   v2); a partition without an offset answers -1 and empty metadata; from v2 a null topic
   list asks for every committed offset of the group; v5+ report the committed leader epoch;
-  v7's require_stable changes nothing (no transactional offsets are pending, ever).
+  v7's require_stable answers UNSTABLE_OFFSET_COMMIT (offset -1) for a requested
+  partition that a transaction has an offset pending for (Kafka's getOffsets).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kafkaclone.common.errors import (
     NONE,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
@@ -69,8 +71,12 @@ async def handle_offset_fetch(
         return OffsetFetchResponse(throttle_time_ms=0, topics=_topics({
             tp: (INVALID_OFFSET, -1, "", error) for tp in requested or []}))
     results = {}
+    coordinator = ctx.broker.group_coordinator
     for tp, value in found.items():
-        if value is None:
+        if (version >= 7 and request.require_stable and requested is not None
+                and coordinator.has_pending_txn_offsets(request.group_id, tp)):
+            results[tp] = (INVALID_OFFSET, -1, "", UnstableOffsetCommitError.code)
+        elif value is None:
             results[tp] = (INVALID_OFFSET, -1, "", NONE)
         else:
             results[tp] = (value.offset, value.leader_epoch, value.metadata, NONE)
