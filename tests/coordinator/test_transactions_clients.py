@@ -1,7 +1,9 @@
 """Transactions end to end on a local cluster of three broker processes, with
 confluent-kafka's transactional producer: committed records are visible to a
 read_committed consumer and aborted ones are not (they are to read_uncommitted); a second
-producer with the same transactional id fences the first."""
+producer with the same transactional id fences the first; a transaction survives the
+kill -9 of its coordinator's broker (the new leader of its __transaction_state partition
+loads it)."""
 
 from __future__ import annotations
 
@@ -12,21 +14,28 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
+from kafkaclone.common.topic import TRANSACTION_STATE_TOPIC_NAME
+from kafkaclone.coordinator.transaction.state_manager import partition_for
 from kafkaclone.testing.cluster import LocalCluster
-from tests.server.test_data_path_clients import create_topic
+from tests.server.test_data_path_clients import create_topic, wait_for_leaders
 
 pytestmark = pytest.mark.timeout(300)
 
 TOPIC = "txn-out"
+FAILOVER_TOPIC = "txn-failover"
 PARTITIONS = 2
+TXN_PARTITIONS = 3
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(3, overrides={"transaction.state.log.num.partitions": "3",
+    with LocalCluster(3, overrides={"transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+                                    "transaction.state.log.replication.factor": "3",
+                                    "transaction.state.log.min.isr": "2",
                                     "zookeeper.session.timeout.ms": "6000"}) as local:
-        create_topic(local, TOPIC, partitions=PARTITIONS, replication_factor=3,
-                     configs={"min.insync.replicas": "2"})
+        for topic in (TOPIC, FAILOVER_TOPIC):
+            create_topic(local, topic, partitions=PARTITIONS, replication_factor=3,
+                         configs={"min.insync.replicas": "2"})
         yield local
 
 
@@ -37,17 +46,18 @@ def producer(cluster: LocalCluster, transactional_id: str) -> Producer:
     return p
 
 
-def send(p: Producer, tag: str, count: int) -> None:
+def send(p: Producer, tag: str, count: int, topic: str = TOPIC) -> None:
     for i in range(count):
-        p.produce(TOPIC, key=b"%d" % i, value=f"{tag}-{i}".encode(), partition=i % PARTITIONS)
+        p.produce(topic, key=b"%d" % i, value=f"{tag}-{i}".encode(), partition=i % PARTITIONS)
     p.flush(30)
 
 
-def consume(cluster: LocalCluster, isolation: str, expected: int) -> list[str]:
+def consume(cluster: LocalCluster, isolation: str, expected: int, topic: str = TOPIC
+            ) -> list[str]:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": isolation,
                          "isolation.level": isolation, "enable.auto.commit": False,
                          "enable.partition.eof": True})
-    consumer.assign([CkTopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([CkTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     values: list[str] = []
     at_end: set[int] = set()
     deadline = time.monotonic() + 60
@@ -98,3 +108,25 @@ def test_commit_visible_abort_invisible_and_fencing(cluster: LocalCluster) -> No
     second.commit_transaction(60)
     assert consume(cluster, "read_committed", 16) == sorted(
         [*committed, "second-0", "second-1"])
+
+
+def test_a_transaction_survives_its_coordinators_kill_9(cluster: LocalCluster) -> None:
+    p = producer(cluster, "tx-failover")
+    p.begin_transaction()
+    send(p, "before", 6, FAILOVER_TOPIC)
+    p.commit_transaction(60)
+    txn_partition = partition_for("tx-failover", TXN_PARTITIONS)
+    coordinator = wait_for_leaders(cluster, TRANSACTION_STATE_TOPIC_NAME,
+                                   TXN_PARTITIONS)[txn_partition]
+    p.begin_transaction()
+    send(p, "during", 6, FAILOVER_TOPIC)
+    cluster.broker(coordinator).kill()
+    try:
+        p.commit_transaction(90)
+        p.begin_transaction()
+        send(p, "after", 2, FAILOVER_TOPIC)
+        p.abort_transaction(60)
+        expected = sorted([f"before-{i}" for i in range(6)] + [f"during-{i}" for i in range(6)])
+        assert consume(cluster, "read_committed", 12, FAILOVER_TOPIC) == expected
+    finally:
+        cluster.restart_broker(coordinator)
