@@ -7,6 +7,7 @@ loads it)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -130,3 +131,41 @@ def test_a_transaction_survives_its_coordinators_kill_9(cluster: LocalCluster) -
         assert consume(cluster, "read_committed", 12, FAILOVER_TOPIC) == expected
     finally:
         cluster.restart_broker(coordinator)
+
+
+def test_kafka_python_and_aiokafka_transactions(cluster: LocalCluster) -> None:
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    topic = "txn-others"
+    create_topic(cluster, topic, partitions=PARTITIONS, replication_factor=3,
+                 configs={"min.insync.replicas": "2"})
+    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                       transactional_id="tx-kafka-python")
+    kp.init_transactions()
+    kp.begin_transaction()
+    kp.send(topic, value=b"kp-committed", partition=0)
+    kp.commit_transaction()
+    kp.begin_transaction()
+    kp.send(topic, value=b"kp-aborted", partition=1)
+    kp.flush()  # kafka-python's abort drops batches not sent yet
+    kp.abort_transaction()
+    kp.close()
+
+    async def aiokafka_run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                                    transactional_id="tx-aiokafka")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"aio-committed", partition=1)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"aio-aborted", partition=0)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aiokafka_run())
+    assert consume(cluster, "read_committed", 2, topic) == ["aio-committed", "kp-committed"]
+    assert consume(cluster, "read_uncommitted", 4, topic) == [
+        "aio-aborted", "aio-committed", "kp-aborted", "kp-committed"]

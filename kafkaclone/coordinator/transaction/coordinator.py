@@ -191,7 +191,10 @@ class TransactionCoordinator:
 
     def on_resignation(self, txn_partition: int) -> None:
         """This broker no longer leads ``txn_partition`` (Kafka's onResignation)."""
-        logger.info("Resigned as the txn coordinator for partition %d", txn_partition)
+        manager = self.state_manager
+        if txn_partition in manager.owned_partitions or txn_partition in \
+                manager.loading_partitions:
+            logger.info("Resigned as the txn coordinator for partition %d", txn_partition)
         self.markers.remove_markers_for_txn_partition(txn_partition)
         self.state_manager.remove_transactions_for_partition(txn_partition)
 
