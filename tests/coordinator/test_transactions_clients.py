@@ -1,6 +1,7 @@
 """Transactions end to end on a local cluster of three broker processes, with
 confluent-kafka's transactional producer: committed records are visible to a
-read_committed consumer and aborted ones are not (they are to read_uncommitted); a second
+read_committed consumer and aborted ones are not (they are to read_uncommitted); offsets sent
+to a transaction commit with it and are dropped by an abort; a second
 producer with the same transactional id fences the first; a transaction survives the
 kill -9 of its coordinator's broker (the new leader of its __transaction_state partition
 loads it)."""
@@ -169,3 +170,44 @@ def test_kafka_python_and_aiokafka_transactions(cluster: LocalCluster) -> None:
     assert consume(cluster, "read_committed", 2, topic) == ["aio-committed", "kp-committed"]
     assert consume(cluster, "read_uncommitted", 4, topic) == [
         "aio-aborted", "aio-committed", "kp-aborted", "kp-committed"]
+
+
+def test_send_offsets_to_transaction(cluster: LocalCluster) -> None:
+    """Consume-transform-produce: the group's offsets commit with the transaction, and an
+    aborted transaction's offsets are dropped."""
+    source, group, out = "txn-source", "txn-group", "txn-ctp-out"
+    for topic in (source, out):
+        create_topic(cluster, topic, partitions=PARTITIONS, replication_factor=3,
+                     configs={"min.insync.replicas": "2"})
+    plain = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(10):
+        plain.produce(source, value=b"in-%d" % i, partition=0)
+    plain.flush(30)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    consumer.assign([CkTopicPartition(source, 0, 0)])
+    p = producer(cluster, "tx-ctp")
+    try:
+        batch = []
+        deadline = time.monotonic() + 60
+        while len(batch) < 10 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                batch.append(message)
+        assert len(batch) == 10
+        p.begin_transaction()
+        for message in batch[:6]:
+            p.produce(out, value=b"out-" + message.value(), partition=0)
+        p.send_offsets_to_transaction([CkTopicPartition(source, 0, 6)],
+                                      consumer.consumer_group_metadata(), 30)
+        p.commit_transaction(60)
+        p.begin_transaction()
+        p.send_offsets_to_transaction([CkTopicPartition(source, 0, 10)],
+                                      consumer.consumer_group_metadata(), 30)
+        p.abort_transaction(60)
+        [committed] = consumer.committed([CkTopicPartition(source, 0)], timeout=30)
+        assert committed.offset == 6
+    finally:
+        consumer.close()
+    assert consume(cluster, "read_committed", 6, out) == [f"out-in-{i}" for i in range(6)]
