@@ -14,6 +14,64 @@ from kafkaclone.protocol.types import ZERO_UUID, Buffer
 
 
 @dataclass(slots=True)
+class AddOffsetsToTxnRequest:
+    """AddOffsetsToTxnRequest (API key 25): versions 0-3, flexible 3+."""
+
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    group_id: str = ""
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AddOffsetsToTxnResponse:
+    """AddOffsetsToTxnResponse (API key 25): versions 0-3, flexible 3+."""
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AddPartitionsToTxnRequest:
+    """AddPartitionsToTxnRequest (API key 24): versions 0-3, flexible 3+."""
+
+    @dataclass(slots=True)
+    class AddPartitionsToTxnTopic:
+        name: str = ""
+        partitions: list[int] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    topics: list[AddPartitionsToTxnTopic] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AddPartitionsToTxnResponse:
+    """AddPartitionsToTxnResponse (API key 24): versions 0-3, flexible 3+."""
+
+    @dataclass(slots=True)
+    class AddPartitionsToTxnTopicResult:
+        @dataclass(slots=True)
+        class AddPartitionsToTxnPartitionResult:
+            partition_index: int = 0
+            error_code: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        results: list[AddPartitionsToTxnPartitionResult] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    results: list[AddPartitionsToTxnTopicResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class AlterConfigsRequest:
     """AlterConfigsRequest (API key 33): versions 0-2, flexible 2+."""
 
@@ -575,6 +633,26 @@ class ElectLeadersResponse:
     # versions 1+
     error_code: int = 0
     replica_election_results: list[ReplicaElectionResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class EndTxnRequest:
+    """EndTxnRequest (API key 26): versions 0-3, flexible 3+."""
+
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    committed: bool = False
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class EndTxnResponse:
+    """EndTxnResponse (API key 26): versions 0-3, flexible 3+."""
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -1755,6 +1833,10 @@ class WriteTxnMarkersResponse:
 
 
 __all__ = [
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "ApiVersionsRequest",
@@ -1781,6 +1863,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
