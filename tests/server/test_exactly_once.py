@@ -2,7 +2,8 @@
 group and a transactional producer that sends the consumer's offsets to its transaction.
 Every input record reaches the output exactly once (an aborted transaction's output and
 offsets vanish and its input is processed again), and the group's committed offsets (under
-/consumers in ZooKeeper) end at the input's end."""
+/consumers in ZooKeeper) end at the input's end. A transaction's offsets survive kill -9 of
+the group coordinator (they are in the __consumer_offsets log)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafkaclone.testing.cluster import LocalCluster
 from tests.server.test_data_path_clients import create_topic
+from tests.server.test_transactions import (
+    NONE,
+    find_coordinator,
+    offset_fetch,
+    offsets_partition,
+    txn_offset_commit,
+    write_markers,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -103,3 +112,24 @@ def test_consume_transform_produce_exactly_once(cluster: LocalCluster) -> None:
     assert sorted(out) == sorted(f"out-{i}" for i in range(RECORDS))
     assert sorted((tp.partition, tp.offset) for tp in committed) == [
         (p, RECORDS // PARTITIONS) for p in range(PARTITIONS)]
+
+
+def test_txn_offsets_survive_group_coordinator_failover(cluster: LocalCluster) -> None:
+    """The offsets of a TxnOffsetCommit are in the __consumer_offsets log: after kill -9 of
+    the group coordinator, the COMMIT marker sent to the new leader writes them."""
+    topic, group, pid = "eos-failover", "failover-group", 7300
+    create_topic(cluster, topic, partitions=1, replication_factor=2)
+    coordinator = find_coordinator(cluster, group)
+    assert txn_offset_commit(cluster, coordinator, group, pid, topic, 77) == NONE
+    cluster.broker(coordinator).kill()
+    survivor = 2 if coordinator == 1 else 1
+    deadline = time.monotonic() + 60
+    while find_coordinator(cluster, group) != survivor:
+        assert time.monotonic() < deadline, "no new group coordinator"
+        time.sleep(0.5)
+    partition = offsets_partition(group, partitions=2)
+    while write_markers(cluster, survivor,
+                        [(pid, 0, True, "__consumer_offsets", [partition], 0)]) != [NONE]:
+        assert time.monotonic() < deadline, "the marker was never written"
+        time.sleep(0.5)
+    assert offset_fetch(cluster, survivor, group, topic) == (NONE, 77)

@@ -168,8 +168,8 @@ def test_write_txn_markers_errors(cluster: LocalCluster) -> None:
     assert read_committed_fetch(cluster, leader, topic).last_stable_offset == 2
 
 
-def offsets_partition(group: str) -> int:
-    return kafka_abs(java_string_hash(group)) % OFFSETS_PARTITIONS
+def offsets_partition(group: str, partitions: int = OFFSETS_PARTITIONS) -> int:
+    return kafka_abs(java_string_hash(group)) % partitions
 
 
 def find_coordinator(cluster: LocalCluster, group: str) -> int:
