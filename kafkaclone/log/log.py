@@ -10,7 +10,12 @@ retention deletes them whole. The log tracks four offsets:
   (the partition) and checkpointed in ``replication-offset-checkpoint``; retention never
   deletes past it;
 * recovery point: everything below it has been fsynced; after an unclean shutdown only
-  the segments from the one holding the recovery point on are re-validated.
+  the segments from the one holding the recovery point on are re-validated;
+
+and, from the producer state, the last stable offset (LSO): the first offset of the oldest
+transaction not yet completed and replicated, capped by the high watermark; read_committed
+consumers read below it, and learn of the aborted transactions in what they read from the
+segments' ``.txnindex`` files.
 
 Not thread-safe: like the rest of the broker state it belongs to the reactor thread.
 """

@@ -13,6 +13,14 @@ first offset of the ongoing transaction). A leader checks each client batch agai
 - otherwise the sequence must follow the last one (wrapping after Int.MaxValue), else
   OUT_OF_ORDER_SEQUENCE_NUMBER.
 
+Transactions (Kafka 2.8's ongoingTxns / unreplicatedTxns / CompletedTxn): a transactional
+batch from a producer with no open transaction starts one at its first offset; a COMMIT or
+ABORT marker (a control batch, written for the transaction coordinator) ends it, refused
+with INVALID_PRODUCER_EPOCH for an older producer epoch and TRANSACTION_COORDINATOR_FENCED
+for an older coordinator epoch. A completed transaction holds the last stable offset back
+until its marker is below the high watermark; the Log indexes the aborted ones
+(log/transaction_index.py).
+
 Replicated batches (a follower's fetch) and the batches re-read at recovery update the state
 without those checks, so every replica knows the same producers.
 

@@ -891,10 +891,12 @@ class GroupCoordinator:
     async def handle_txn_commit_offsets(
         self, group_id: str, producer_id: int, member_id: str, group_instance_id: str | None,
         generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        persist: Callable[[Mapping[TopicPartition, OffsetAndMetadata]], Awaitable[int]],
     ) -> dict[TopicPartition, int]:
-        """Kafka's handleTxnCommitOffsets: keep the offsets pending in the producer's
-        transaction; a per partition error code. The member id and generation are checked
-        only when set (TxnOffsetCommit v3)."""
+        """Kafka's handleTxnCommitOffsets: ``persist`` the offsets in the producer's
+        transaction (the group's __consumer_offsets partition; an error code) and keep
+        them pending; a per partition error code. The member id and generation are
+        checked only when set (TxnOffsetCommit v3)."""
         error = self.validate_group_status(group_id)
         if error is not None:
             return dict.fromkeys(offsets, error.code)
@@ -920,25 +922,32 @@ class GroupCoordinator:
                 errors[tp] = OffsetMetadataTooLargeError.code
             else:
                 valid[tp] = value
-                errors[tp] = NONE
-        self.pending_txn_offsets.add(group_id, producer_id, valid)
+        if valid:
+            code = await persist(valid)
+            if code == NONE:
+                self.pending_txn_offsets.add(group_id, producer_id, valid)
+            errors.update(dict.fromkeys(valid, code))
         return errors
 
-    async def handle_txn_completion(self, producer_id: int, offsets_partitions: Iterable[int],
-                                    is_commit: bool) -> None:
-        """A transaction marker was written to these ``__consumer_offsets`` partitions
-        (Kafka's scheduleHandleTxnCompletion): the producer's pending offsets of their
-        groups are written under /consumers (commit, one multi-op per group) or dropped
-        (abort). A failed write keeps them pending and raises (the marker is retried)."""
+    async def commit_txn_offsets(
+        self, offsets_by_group: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
+    ) -> None:
+        """A COMMIT marker is about to be written: the transaction's offsets (read back from
+        the partition's log) go under /consumers, one multi-op per group. Raises if the
+        store fails (the marker is then not written, and the coordinator retries it)."""
+        for group_id, offsets in offsets_by_group.items():
+            if offsets:
+                await self.store.commit_offsets(group_id, offsets)
+
+    def complete_txn_offsets(self, producer_id: int, offsets_partitions: Iterable[int]) -> None:
+        """A marker was written to these ``__consumer_offsets`` partitions (Kafka's
+        scheduleHandleTxnCompletion): the producer's offsets of their groups stop being
+        pending."""
         partitions = set(offsets_partitions)
         pending = self.pending_txn_offsets
         for group_id in pending.groups_of_producer(producer_id):
-            if self.partition_for(group_id) not in partitions:
-                continue
-            offsets = pending.peek(group_id, producer_id)
-            if is_commit and offsets:
-                await self.store.commit_offsets(group_id, offsets)
-            pending.remove(group_id, producer_id)
+            if self.partition_for(group_id) in partitions:
+                pending.remove(group_id, producer_id)
 
     def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
         return self.pending_txn_offsets.has_pending(group_id, tp)

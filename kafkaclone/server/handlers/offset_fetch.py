@@ -63,18 +63,22 @@ async def handle_offset_fetch(
         return OffsetFetchResponse(throttle_time_ms=0, error_code=NONE,
                          topics=_topics(await _legacy_fetch(broker, request.group_id,
                                                             requested)))
-    error, found = await ctx.broker.group_coordinator.handle_fetch_offsets(request.group_id,
-                                                                           requested)
+    coordinator = ctx.broker.group_coordinator
+    # Pending transactional offsets are looked at before the store is read: offsets that
+    # stop being pending during the read are already in the store.
+    unstable = ({tp for tp in requested
+                 if coordinator.has_pending_txn_offsets(request.group_id, tp)}
+                if version >= 7 and request.require_stable and requested is not None
+                else set())
+    error, found = await coordinator.handle_fetch_offsets(request.group_id, requested)
     if error != NONE:
         if version >= 2:
             return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
         return OffsetFetchResponse(throttle_time_ms=0, topics=_topics({
             tp: (INVALID_OFFSET, -1, "", error) for tp in requested or []}))
     results = {}
-    coordinator = ctx.broker.group_coordinator
     for tp, value in found.items():
-        if (version >= 7 and request.require_stable and requested is not None
-                and coordinator.has_pending_txn_offsets(request.group_id, tp)):
+        if tp in unstable:
             results[tp] = (INVALID_OFFSET, -1, "", UnstableOffsetCommitError.code)
         elif value is None:
             results[tp] = (INVALID_OFFSET, -1, "", NONE)

@@ -8,8 +8,15 @@ as the leader with AppendOrigin.COORDINATOR and acks=-1: the answer waits for th
 (DelayedProduce) or request.timeout.ms. A partition not hosted here is
 UNKNOWN_TOPIC_OR_PARTITION; the append's errors (NOT_LEADER_OR_FOLLOWER,
 INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS, ...) are
-answered per partition. Once a marker is written to ``__consumer_offsets`` partitions, the
-group coordinator completes the producer's pending transactional offsets of their groups.
+answered per partition.
+
+A ``__consumer_offsets`` partition holds the transactional offset commits of its groups
+(TxnOffsetCommit). Before its COMMIT marker is appended, the offsets the producer's open
+transaction holds in the partition's log are written under ``/consumers`` (the group
+store); if that fails, the marker is not written (UNKNOWN_SERVER_ERROR: the coordinator
+retries it, and the offsets are written again, unchanged). Reading them from the log, not
+from memory, makes them survive the failover of the group coordinator. Once a marker is
+written, the producer's offsets stop being pending.
 
 WriteTxnMarkers is an inter-broker API: the ClusterAction permission is checked by the
 authorizer (``authorize_cluster_action`` below is the hook, a no-op until ACLs exist).
@@ -25,10 +32,14 @@ from kafkaclone.common.clock import now_ms
 from kafkaclone.common.errors import NONE, UnknownServerError, UnknownTopicOrPartitionError
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
 from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.pending_offsets import txn_offsets_in
+from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.log.common import AppendOrigin
+from kafkaclone.log.log import Log
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from kafkaclone.protocol.records.batch import build_end_transaction_marker_batch
+from kafkaclone.protocol.records.batch import build_end_transaction_marker_batch, unpack_header
+from kafkaclone.protocol.records.common import LOG_OVERHEAD
 from kafkaclone.protocol.records.record import ControlRecordType
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
@@ -45,6 +56,53 @@ _Marker = WriteTxnMarkersRequest.WritableTxnMarker
 
 def authorize_cluster_action(ctx: RequestContext) -> None:
     """The ClusterAction check of an inter-broker API (the ACL helper fills it in)."""
+
+
+def open_txn_offsets(log: Log, producer_id: int, producer_epoch: int
+                     ) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+    """The offsets ``producer_id``'s open transaction commits in a __consumer_offsets log,
+    per group (none if it has no open transaction there or the marker's epoch is stale)."""
+    entry = log.producer_state_manager.last_entry(producer_id)
+    if (entry is None or entry.current_txn_first_offset is None
+            or entry.producer_epoch > producer_epoch):
+        return {}
+    found: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+    offset = max(entry.current_txn_first_offset, log.log_start_offset)
+    end = log.log_end_offset
+    while offset < end:
+        data = log.read(offset, 1 << 20)
+        if not data.records:
+            break
+        for group_id, offsets in txn_offsets_in(data.records, producer_id).items():
+            found.setdefault(group_id, {}).update(offsets)
+        offset = _next_offset(data.records)
+    return found
+
+
+def _next_offset(records: memoryview) -> int:
+    position, next_offset = 0, -1
+    while position + LOG_OVERHEAD <= len(records):
+        header = unpack_header(records, position)
+        next_offset = header.last_offset + 1
+        position += header.size_in_bytes
+    return next_offset
+
+
+async def commit_txn_offsets(broker: BrokerServices, marker: _Marker, tp: TopicPartition
+                             ) -> int:
+    """Before a COMMIT marker goes to a __consumer_offsets partition: its transaction's
+    offsets under /consumers; the error code."""
+    partition = broker.replica_manager.get_partition(tp)
+    if partition is None or partition.log is None or not partition.is_leader:
+        return NONE  # the append answers NOT_LEADER_OR_FOLLOWER
+    offsets = open_txn_offsets(partition.log, marker.producer_id, marker.producer_epoch)
+    try:
+        await broker.group_coordinator.commit_txn_offsets(offsets)
+    except Exception as exc:
+        logger.error("Writing the transactional offsets of producer %d in %s failed: %s",
+                     marker.producer_id, tp, exc)
+        return UnknownServerError.code
+    return NONE
 
 
 async def write_marker(broker: BrokerServices, marker: _Marker) -> dict[TopicPartition, int]:
@@ -65,6 +123,12 @@ async def write_marker(broker: BrokerServices, marker: _Marker) -> dict[TopicPar
                 control_type, producer_id=marker.producer_id,
                 producer_epoch=marker.producer_epoch,
                 coordinator_epoch=marker.coordinator_epoch, timestamp=now)
+    if marker.transaction_result:
+        for tp in [tp for tp in entries if tp.topic == GROUP_METADATA_TOPIC_NAME]:
+            code = await commit_txn_offsets(broker, marker, tp)
+            if code != NONE:
+                errors[tp] = code
+                del entries[tp]
     if entries:
         appended = await broker.replica_manager.append_records(
             broker.config.request_timeout_ms, -1, entries, origin=AppendOrigin.COORDINATOR,
@@ -73,15 +137,7 @@ async def write_marker(broker: BrokerServices, marker: _Marker) -> dict[TopicPar
     offsets_partitions = [tp.partition for tp, code in errors.items()
                           if tp.topic == GROUP_METADATA_TOPIC_NAME and code == NONE]
     if offsets_partitions:
-        try:
-            await broker.group_coordinator.handle_txn_completion(
-                marker.producer_id, offsets_partitions, marker.transaction_result)
-        except Exception as exc:
-            logger.error("Completing the transactional offsets of producer %d failed: %s",
-                         marker.producer_id, exc)
-            for index in offsets_partitions:
-                errors[TopicPartition(GROUP_METADATA_TOPIC_NAME, index)] = (
-                    UnknownServerError.code)
+        broker.group_coordinator.complete_txn_offsets(marker.producer_id, offsets_partitions)
     return errors
 
 
