@@ -5,11 +5,13 @@ error codes for bad input, and nothing changed by it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import (
     NONE,
     InvalidProducerEpochError,
@@ -69,8 +71,9 @@ def versions(key: ApiKey) -> list[int]:
     return list(range(registered.min_version, registered.max_version + 1))
 
 
-def call(broker: FakeBroker, key: ApiKey, version: int, **fields: Any) -> Any:
+def call(broker: Any, api_key: ApiKey, version: int, **fields: Any) -> Any:
     load_handlers()
+    key = api_key
     frame = api.encode_request(key, version, 11, "client-x", api.APIS[key].request(**fields))
     d = RequestHandler(broker=broker, handlers=HANDLERS).dispatch(CONNECTION, frame)
     box: list[Any] = []
@@ -133,3 +136,32 @@ def test_end_txn(version: int) -> None:
     assert broker.txn_state().state is TransactionState.ONGOING
     assert end(1000, 0, True) == NONE
     assert broker.txn_state().state is TransactionState.PREPARE_COMMIT
+
+
+class TxnStateCache:
+    """__transaction_state with 50 partitions, partition p led by broker p."""
+
+    def contains(self, topic: str) -> bool:
+        return topic == "__transaction_state"
+
+    def partition_state(self, topic: str, partition: int) -> Any:
+        return SimpleNamespace(leader=partition) if self.contains(topic) else None
+
+    def leader_endpoint(self, topic: str, partition: int, listener: str) -> EndPoint | None:
+        return EndPoint(listener, SecurityProtocol.PLAINTEXT, f"b{partition}", 9092)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_find_coordinator_answers_the_leader_of_the_ids_partition(version: int) -> None:
+    broker = SimpleNamespace(metadata_cache=TxnStateCache(),
+                             config=SimpleNamespace(transaction_state_log_num_partitions=50))
+    # abs(javaStringHashCode("my-transactional-id")) % 50, as Kafka computes it.
+    hash_code = 0
+    for char in "my-transactional-id":
+        hash_code = (31 * hash_code + ord(char)) & 0xFFFFFFFF
+    expected = abs(hash_code - (1 << 32) if hash_code >= 1 << 31 else hash_code) % 50
+    assert expected == 46
+    answer = call(broker, ApiKey.FIND_COORDINATOR, version, key="my-transactional-id",
+                  key_type=1)
+    assert (answer.error_code, answer.node_id, answer.host) == (NONE, expected,
+                                                                f"b{expected}")
