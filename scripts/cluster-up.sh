@@ -2,6 +2,8 @@
 # Brings up a local cluster: ZooKeeper on 127.0.0.1:2181 and 3 brokers (ids 1-3) on
 # 127.0.0.1:9092-9094, data and logs under .cluster/ in the checkout (git-ignored).
 # Safe to run twice: what is already up is left alone. scripts/cluster-down.sh stops it.
+# KAFKACLONE_METRICS_BASE_PORT=7070 turns metrics on: broker N serves Prometheus text on
+# http://127.0.0.1:$((7070 + N))/metrics (metrics.prometheus.port).
 set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cluster="$repo_root/.cluster"
@@ -39,6 +41,10 @@ fi
 
 for id in 1 2 3; do
     port=$((9091 + id))
+    metrics=()
+    if [ -n "${KAFKACLONE_METRICS_BASE_PORT:-}" ]; then
+        metrics=(--override "metrics.prometheus.port=$((KAFKACLONE_METRICS_BASE_PORT + id))")
+    fi
     if is_running "$LOG_DIR/kafka-server-$id.pid" kafkaclone.tools.server_start; then
         echo "Broker $id is already up (pid $(cat "$LOG_DIR/kafka-server-$id.pid")) on 127.0.0.1:$port"
         continue
@@ -48,7 +54,7 @@ for id in 1 2 3; do
         --override "listeners=PLAINTEXT://127.0.0.1:$port" \
         --override "log.dirs=$cluster/broker-$id" \
         --override "zookeeper.connect=127.0.0.1:2181" \
-        --override "offsets.topic.replication.factor=3"
+        --override "offsets.topic.replication.factor=3" "${metrics[@]}"
 done
 
 "$python" -m kafkaclone.tools.zookeeper_tools wait-brokers 127.0.0.1:2181 3 60

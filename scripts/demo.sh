@@ -4,7 +4,8 @@
 #
 # 1. installs the Debian packages (ZooKeeper, kcat) and the Python venv (.venv);
 # 2. brings up ZooKeeper on 127.0.0.1:2181 and three brokers on 127.0.0.1:9092-9094
-#    (scripts/cluster-up.sh; data under .cluster/, git-ignored);
+#    (scripts/cluster-up.sh; data under .cluster/, git-ignored), each serving Prometheus
+#    metrics on http://127.0.0.1:7071-7073/metrics;
 # 3. creates the topic "demo" (6 partitions, replication factor 3) and describes it;
 # 4. lists the cluster as librdkafka sees it (kcat -L);
 # 5. produces 10,000 keyed lines with kafka-console-producer.sh (acks=all), consumes them in
@@ -28,7 +29,7 @@ bootstrap=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
 step() { printf '\n== %s\n' "$*"; }
 
 step "ZooKeeper and three brokers"
-bash scripts/cluster-up.sh
+KAFKACLONE_METRICS_BASE_PORT=7070 bash scripts/cluster-up.sh
 
 step "The demo topic"
 scripts/kafka-topics.sh --bootstrap-server "$bootstrap" --create --if-not-exists \
@@ -75,4 +76,27 @@ done
 .venv/bin/python -m kafkaclone.tools.spark_demo --bootstrap-server "$bootstrap" \
     --produce 200000
 
+step "Metrics (Prometheus text, names after Kafka's JMX names; docs/operations.md)"
+for id in 1 2 3; do
+    url="http://127.0.0.1:$((7070 + id))/metrics"
+    echo "broker $id: $url"
+    .venv/bin/python - "$url" <<'PY' || echo "  (not served: a broker started before metrics were on; restart the cluster)"
+import sys
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+shown = ("kafka_controller_kafkacontroller_activecontrollercount",
+         "kafka_server_replicamanager_underreplicatedpartitions",
+         "kafka_server_replicamanager_leadercount",
+         "kafka_server_brokertopicmetrics_messagesin_total")
+for family in text_string_to_metric_families(text):
+    for sample in family.samples:
+        if sample.name in shown:
+            print(f"  {sample.name} {sample.value:g}")
+PY
+done
+
 printf '\nThe cluster keeps running; stop it with: bash scripts/cluster-down.sh\n'
+printf 'Metrics: http://127.0.0.1:7071/metrics, :7072/metrics, :7073/metrics\n'

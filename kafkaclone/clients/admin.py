@@ -3,13 +3,13 @@ synchronous.
 
 A subset of Kafka's Admin API: create, delete, list and describe topics; create
 partitions; describe, alter and incrementally alter configs; describe the cluster; the API
-versions of each broker; list offsets; list, describe and delete consumer groups, list,
-alter and delete their committed offsets (sent to the group's coordinator, found with
-FindCoordinator and found again on NOT_COORDINATOR). It bootstraps from
-``bootstrap_servers`` with Metadata, sends controller-only requests (CreateTopics,
-DeleteTopics, CreatePartitions) to the controller named by Metadata (refreshing and
-retrying on NOT_CONTROLLER), a broker's own config requests to that broker, and everything
-else to any broker.
+versions of each broker; list offsets; create, describe and delete ACLs; list, describe
+and delete consumer groups, list, alter and delete their committed offsets (sent to the
+group's coordinator, found with FindCoordinator and found again on NOT_COORDINATOR). It
+bootstraps from ``bootstrap_servers`` with Metadata, sends controller-only requests
+(CreateTopics, DeleteTopics, CreatePartitions) to the controller named by Metadata
+(refreshing and retrying on NOT_CONTROLLER), a broker's own config requests to that broker,
+and everything else (ACL requests included) to any broker.
 
 Per-topic / per-resource outcomes come back as ``KafkaError | None`` (None: success), so a
 caller can report each one; a request that cannot be made at all raises.
@@ -17,6 +17,7 @@ caller can report each one; a request that cannot be made at all raises.
 
 from __future__ import annotations
 
+import secrets
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +29,18 @@ from kafkaclone.clients.connection import (
     BrokerConnection,
     parse_bootstrap,
 )
+from kafkaclone.clients.security import PLAINTEXT, ClientSecurity
+from kafkaclone.common.acl import (
+    ANY_FILTER,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from kafkaclone.common.errors import (
     NONE,
     KafkaError,
@@ -36,11 +49,18 @@ from kafkaclone.common.errors import (
     NotControllerError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
+    error_for_code,
     raise_for_code,
 )
+from kafkaclone.common.scram import salted_password
 from kafkaclone.common.topic import is_internal
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import (
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+)
 
 DEFAULT_API_TIMEOUT_MS: Final = 60000
 TOPIC: Final = 2
@@ -146,12 +166,18 @@ APPEND: Final = 2
 SUBTRACT: Final = 3
 
 
+SCRAM_MECHANISM_NAMES: Final = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+"""The SCRAM mechanisms by their wire number (Kafka's ScramMechanism)."""
+
+
 class AdminClient:
     def __init__(self, bootstrap_servers: str | Sequence[str], *,
                  client_id: str = "kafkaclone-admin",
                  request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-                 default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS) -> None:
+                 default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.default_api_timeout_ms = default_api_timeout_ms
@@ -179,7 +205,8 @@ class AdminClient:
 
     def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
         return BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                request_timeout_ms=self.request_timeout_ms)
+                                request_timeout_ms=self.request_timeout_ms,
+                                security=self.security)
 
     def _any_connection(self) -> BrokerConnection:
         for conn in self._connections.values():
@@ -271,6 +298,49 @@ class AdminClient:
                     time.monotonic() > deadline:
                 return response
             time.sleep(0.1)
+
+    # --- SCRAM credentials (KIP-554) -------------------------------------------------------
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None = None
+                                        ) -> dict[str, dict[str, int]]:
+        """Each user's SCRAM mechanisms and their iteration counts (every user with
+        credentials when ``users`` is None); a per-user error raises."""
+        request_cls = APIS[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS].request
+        body = request_cls(users=None if users is None else [
+            request_cls.structs["UserName"](name=user) for user in users])
+        _, response = self._any_connection().request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                                                      body)
+        raise_for_code(response.error_code, response.error_message)
+        described: dict[str, dict[str, int]] = {}
+        for result in response.results:
+            raise_for_code(result.error_code, result.error_message)
+            described[result.user] = {SCRAM_MECHANISM_NAMES.get(info.mechanism, "UNKNOWN"):
+                                      info.iterations for info in result.credential_infos}
+        return described
+
+    def alter_user_scram_credentials(
+            self, upsertions: Sequence[tuple[str, str, int, str]] = (),
+            deletions: Sequence[tuple[str, str]] = ()) -> dict[str, KafkaError | None]:
+        """Upsert ``(user, mechanism, iterations, password)`` (the password is salted here
+        and never sent) and delete ``(user, mechanism)``: each user's outcome."""
+        request_cls = APIS[ApiKey.ALTER_USER_SCRAM_CREDENTIALS].request
+        numbers = {name: number for number, name in SCRAM_MECHANISM_NAMES.items()}
+        upsert_cls = request_cls.structs["ScramCredentialUpsertion"]
+        delete_cls = request_cls.structs["ScramCredentialDeletion"]
+        upserts = []
+        for user, mechanism, iterations, password in upsertions:
+            salt = secrets.token_bytes(32)
+            salted = salted_password(mechanism, password, salt, iterations) \
+                if mechanism in numbers else b""
+            upserts.append(upsert_cls(name=user, mechanism=numbers.get(mechanism, 0),
+                                      iterations=iterations, salt=salt, salted_password=salted))
+        body = request_cls(
+            deletions=[delete_cls(name=user, mechanism=numbers.get(mechanism, 0))
+                       for user, mechanism in deletions],
+            upsertions=upserts)
+        _, response = self._any_connection().request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body)
+        return {r.user: None if r.error_code == 0 else
+                error_for_code(r.error_code)(r.error_message or "") for r in response.results}
 
     # --- cluster ----------------------------------------------------------------------------
 
@@ -688,6 +758,61 @@ class AdminClient:
             (t.name, p.partition_index): _error(p.error_code, None)
             for t in response.topics for p in t.partitions}
 
+    # --- ACLs -------------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """Add the ACLs (CreateAcls, to any broker): per binding, None or its error."""
+        creation = CreateAclsRequest.AclCreation
+        body = CreateAclsRequest(creations=[
+            creation(resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
+                     resource_pattern_type=b.pattern.pattern_type, principal=b.entry.principal,
+                     host=b.entry.host, operation=b.entry.operation,
+                     permission_type=b.entry.permission_type)
+            for b in bindings])
+        _, response = self._any_connection().request(ApiKey.CREATE_ACLS, body)
+        return [_error(r.error_code, r.error_message) for r in response.results]
+
+    def describe_acls(self, binding_filter: AclBindingFilter = ANY_FILTER) -> list[AclBinding]:
+        """The ACLs the filter matches (DescribeAcls); raises the broker's error
+        (SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED, ...)."""
+        patterns, entries = binding_filter.pattern_filter, binding_filter.entry_filter
+        body = DescribeAclsRequest(
+            resource_type_filter=patterns.resource_type, resource_name_filter=patterns.name,
+            pattern_type_filter=patterns.pattern_type, principal_filter=entries.principal,
+            host_filter=entries.host, operation=entries.operation,
+            permission_type=entries.permission_type)
+        _, response = self._any_connection().request(ApiKey.DESCRIBE_ACLS, body)
+        raise_for_code(response.error_code, response.error_message)
+        return [AclBinding(ResourcePattern(ResourceType.from_code(r.resource_type),
+                                           r.resource_name,
+                                           PatternType.from_code(r.pattern_type)),
+                           AccessControlEntry(a.principal, a.host,
+                                              AclOperation.from_code(a.operation),
+                                              AclPermissionType.from_code(a.permission_type)))
+                for r in response.resources for a in r.acls]
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeletion]:
+        """Delete the ACLs each filter matches (DeleteAcls): per filter, its error or the
+        ACLs it deleted, each with its own error."""
+        wire = DeleteAclsRequest.DeleteAclsFilter
+        body = DeleteAclsRequest(filters=[
+            wire(resource_type_filter=f.pattern_filter.resource_type,
+                 resource_name_filter=f.pattern_filter.name,
+                 pattern_type_filter=f.pattern_filter.pattern_type,
+                 principal_filter=f.entry_filter.principal, host_filter=f.entry_filter.host,
+                 operation=f.entry_filter.operation,
+                 permission_type=f.entry_filter.permission_type)
+            for f in filters])
+        _, response = self._any_connection().request(ApiKey.DELETE_ACLS, body)
+        return [AclDeletion(_error(r.error_code, r.error_message), [
+            (AclBinding(ResourcePattern(ResourceType.from_code(m.resource_type),
+                                        m.resource_name, PatternType.from_code(m.pattern_type)),
+                        AccessControlEntry(m.principal, m.host,
+                                           AclOperation.from_code(m.operation),
+                                           AclPermissionType.from_code(m.permission_type))),
+             _error(m.error_code, m.error_message))
+            for m in r.matching_acls]) for r in response.filter_results]
+
     def list_offsets(self, specs: Mapping[tuple[str, int], int]
                      ) -> dict[tuple[str, int], tuple[int, int] | KafkaError]:
         """ListOffsets to each partition's leader: per partition (offset, timestamp) for the
@@ -762,3 +887,11 @@ class CommittedOffset:
     offset: int
     metadata: str
     leader_epoch: int
+
+
+@dataclass(frozen=True)
+class AclDeletion:
+    """One DeleteAcls filter's outcome: its error, or the ACLs it deleted with theirs."""
+
+    error: KafkaError | None
+    deleted: list[tuple[AclBinding, KafkaError | None]]

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from kafkaclone.clients.security import ClientSecurity
 from kafkaclone.common.config_def import (
     INT_MAX,
     AbstractConfig,
@@ -39,6 +40,7 @@ INT: Final = ConfigType.INT
 LONG: Final = ConfigType.LONG
 LIST: Final = ConfigType.LIST
 CLASS: Final = ConfigType.CLASS
+PASSWORD: Final = ConfigType.PASSWORD
 HIGH: Final = Importance.HIGH
 MEDIUM: Final = Importance.MEDIUM
 LOW: Final = Importance.LOW
@@ -68,7 +70,22 @@ def _common() -> list[ConfigKey]:
         _key("metadata.max.age.ms", LONG, 300000, at_least(0), importance=LOW),
         _key("connections.max.idle.ms", LONG, 540000),
         _key("socket.connection.setup.timeout.ms", LONG, 10000, at_least(0)),
-        _key("security.protocol", STRING, "PLAINTEXT", one_of("PLAINTEXT")),
+        _key("security.protocol", STRING, "PLAINTEXT",
+             one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+        _key("sasl.mechanism", STRING, "GSSAPI"),
+        _key("sasl.jaas.config", PASSWORD, None),
+        _key("sasl.username", STRING, None, doc="librdkafka's name"),
+        _key("sasl.password", PASSWORD, None, doc="librdkafka's name"),
+        _key("ssl.truststore.type", STRING, "PEM"),
+        _key("ssl.truststore.location", STRING, None),
+        _key("ssl.truststore.certificates", PASSWORD, None),
+        _key("ssl.keystore.type", STRING, "PEM"),
+        _key("ssl.keystore.location", STRING, None),
+        _key("ssl.key.password", PASSWORD, None),
+        _key("ssl.ca.location", STRING, None, doc="librdkafka's name"),
+        _key("ssl.certificate.location", STRING, None, doc="librdkafka's name"),
+        _key("ssl.key.location", STRING, None, doc="librdkafka's name"),
+        _key("ssl.endpoint.identification.algorithm", STRING, "https"),
         _key("client.dns.lookup", STRING, "use_all_dns_ips"),
         _key("send.buffer.bytes", INT, 131072, at_least(-1)),
         _key("receive.buffer.bytes", INT, 65536, at_least(-1)),
@@ -78,7 +95,7 @@ def _common() -> list[ConfigKey]:
 
 PRODUCER_CONFIG: Final = ConfigDef([
     *_common(),
-    _key("acks", STRING, "1", one_of("all", "-1", "0", "1"), importance=HIGH),
+    _key("acks", STRING, "all", one_of("all", "-1", "0", "1"), importance=HIGH),
     _key("batch.size", INT, 16384, at_least(0)),
     _key("linger.ms", LONG, 0, at_least(0)),
     _key("buffer.memory", LONG, 33554432, at_least(0), importance=HIGH),
@@ -89,7 +106,9 @@ PRODUCER_CONFIG: Final = ConfigDef([
     _key("retries", INT, INT_MAX, between(0, INT_MAX), importance=HIGH),
     _key("delivery.timeout.ms", INT, 120000, at_least(0)),
     _key("max.in.flight.requests.per.connection", INT, 5, at_least(1), importance=LOW),
-    _key("enable.idempotence", BOOLEAN, False, importance=LOW),
+    _key("enable.idempotence", BOOLEAN, True, importance=LOW,
+         doc="On unless set false, or left unset with a conflicting acks, retries or "
+             "max.in.flight.requests.per.connection (Kafka 3.2's rule)"),
     _key("partitioner", CLASS, "murmur2_random",
          doc="murmur2_random (Kafka's default), murmur2, round_robin, "
              "consistent_random, random, or a callable (key, count, available)"),
@@ -99,8 +118,9 @@ PRODUCER_CONFIG: Final = ConfigDef([
     _key("value.serializer", CLASS, None, importance=HIGH),
     _key("transactional.id", STRING, None, importance=LOW),
 ], strings_from_numbers=True)
-"""Kafka 2.8's ProducerConfig keys the client reads, with Kafka's defaults (acks=1 is
-Kafka 2.8's default; 3.0 changed it to all)."""
+"""Kafka 2.8's ProducerConfig keys the client reads, with Kafka's defaults, except acks=all
+and enable.idempotence=true: the defaults of Kafka 3.0 and later (Kafka 2.8's were 1 and
+false)."""
 
 
 CONSUMER_CONFIG: Final = ConfigDef([
@@ -165,6 +185,10 @@ class ClientConfig(AbstractConfig):
             raise ConfigException(
                 'Missing required configuration "bootstrap.servers" which has no default '
                 'value.')
+        try:
+            self.security = ClientSecurity.from_properties(self.originals)
+        except ValueError as exc:
+            raise ConfigException(str(exc)) from None
 
     def get_configured_instances(self, name: str) -> list[object]:
         """Kafka's ``getConfiguredInstances``: every item of a class list, loaded."""

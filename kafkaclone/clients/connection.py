@@ -11,25 +11,35 @@ the connection breaks, RequestTimedOutError when no answer comes in time (the co
 is then closed, as Kafka's clients do), UnsupportedVersionError when no common version
 exists. Responses carry their own error codes; callers turn them into exceptions with
 ``raise_for_code``.
+
+With a :class:`~kafkaclone.clients.security.ClientSecurity` the socket is wrapped in TLS
+before anything is sent, and after ApiVersions the client authenticates with SASL
+(SaslHandshake v1, then SaslAuthenticate rounds: PLAIN, SCRAM-SHA-256/512); a refused
+authentication raises SaslAuthenticationFailedError with the broker's message.
 """
 
 from __future__ import annotations
 
 import selectors
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Sequence
 from typing import Any, Final
 
+from kafkaclone.clients.security import PLAINTEXT, ClientSecurity
 from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     NetworkExceptionError,
     RequestTimedOutError,
+    SaslAuthenticationFailedError,
     UnsupportedVersionError,
+    error_for_code,
     raise_for_code,
 )
+from kafkaclone.common.scram import SCRAM_MECHANISMS, ScramClientExchange, ScramError
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 
@@ -37,6 +47,17 @@ DEFAULT_REQUEST_TIMEOUT_MS: Final = 30000
 MAX_RESPONSE_BYTES: Final = 512 * 1024 * 1024
 CLIENT_SOFTWARE_NAME: Final = "kafkaclone"
 CLIENT_SOFTWARE_VERSION: Final = "0.1"
+_WOULD_BLOCK: Final = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+"""A non-blocking socket (TLS or not) that cannot go on now."""
+
+
+def _wanted_event(exc: OSError, default: int) -> int:
+    """What to wait for after a would-block: TLS may need to read in order to write."""
+    if isinstance(exc, ssl.SSLWantReadError):
+        return selectors.EVENT_READ
+    if isinstance(exc, ssl.SSLWantWriteError):
+        return selectors.EVENT_WRITE
+    return default
 
 
 class BrokerConnection:
@@ -45,8 +66,10 @@ class BrokerConnection:
     def __init__(self, host: str, port: int, *, node_id: int | None = None,
                  client_id: str = "kafkaclone",
                  request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-                 connect_timeout_ms: int | None = None) -> None:
+                 connect_timeout_ms: int | None = None,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.host = host
+        self.security = security
         self.connect_timeout_ms = connect_timeout_ms
         """The bound on opening the socket and the ApiVersions exchange (Kafka's
         socket.connection.setup.timeout.ms); request_timeout_ms if None."""
@@ -94,12 +117,23 @@ class BrokerConnection:
         except OSError as exc:
             raise NetworkExceptionError(
                 f"Connection to {self._describe()} failed: {exc.strerror or exc}") from None
+        if self.security.ssl_context is not None:
+            try:  # the handshake runs blocking, within the connect timeout
+                sock = self.security.ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except OSError as exc:  # ssl.SSLError included: the broker is not usable
+                sock.close()
+                raise NetworkExceptionError(
+                    f"TLS handshake with {self._describe()} failed: {exc.strerror or exc}"
+                ) from None
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
         self._selector = selectors.DefaultSelector()
         try:
-            self._negotiate(time.monotonic() + timeout)
+            deadline = time.monotonic() + timeout
+            self._negotiate(deadline)
+            if self.security.sasl is not None:
+                self._authenticate(deadline)
         except BaseException:
             self.close()
             raise
@@ -134,6 +168,41 @@ class BrokerConnection:
         raise_for_code(response.error_code, f"ApiVersions from {self._describe()}")
         self.api_versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
                              for k in response.api_keys}
+
+    def _authenticate(self, deadline: float) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate (Kafka's
+        SaslClientAuthenticator)."""
+        credentials = self.security.sasl
+        assert credentials is not None
+        handshake = self._round_trip(
+            ApiKey.SASL_HANDSHAKE, 1,
+            api.APIS[ApiKey.SASL_HANDSHAKE].request(mechanism=credentials.mechanism),
+            deadline=deadline)
+        if handshake.error_code != NONE:
+            raise error_for_code(handshake.error_code)(
+                f"{credentials.mechanism} is not enabled on {self._describe()} (it enables "
+                f"{', '.join(handshake.mechanisms)})")
+        if credentials.mechanism in SCRAM_MECHANISMS:
+            exchange = ScramClientExchange(credentials.mechanism, credentials.username,
+                                           credentials.password)
+            server_first = self._sasl_token(exchange.first(), deadline)
+            server_final = self._sasl_token(exchange.final(server_first), deadline)
+            try:
+                exchange.verify(server_final)
+            except ScramError as exc:
+                raise SaslAuthenticationFailedError(str(exc)) from None
+        else:
+            self._sasl_token(f"\x00{credentials.username}\x00{credentials.password}".encode(),
+                             deadline)
+
+    def _sasl_token(self, token: bytes, deadline: float) -> bytes:
+        response = self._round_trip(
+            ApiKey.SASL_AUTHENTICATE, 1,
+            api.APIS[ApiKey.SASL_AUTHENTICATE].request(auth_bytes=token), deadline=deadline)
+        if response.error_code != NONE:
+            raise error_for_code(response.error_code)(
+                response.error_message or f"SASL authentication with {self._describe()} failed")
+        return bytes(response.auth_bytes)
 
     def version_for(self, key: ApiKey, max_version: int | None = None) -> int:
         """The highest version of ``key`` both sides speak (at most ``max_version``)."""
@@ -214,8 +283,8 @@ class BrokerConnection:
                 raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
             try:
                 sent = self._sock.send(view)
-            except BlockingIOError:
-                self._wait(selectors.EVENT_WRITE, deadline, "sending")
+            except _WOULD_BLOCK as exc:
+                self._wait(_wanted_event(exc, selectors.EVENT_WRITE), deadline, "sending")
                 continue
             except OSError as exc:
                 raise NetworkExceptionError(
@@ -230,8 +299,8 @@ class BrokerConnection:
                 raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
             try:
                 chunk = self._sock.recv(min(needed, 1 << 20))
-            except BlockingIOError:
-                self._wait(selectors.EVENT_READ, deadline, "receiving")
+            except _WOULD_BLOCK as exc:
+                self._wait(_wanted_event(exc, selectors.EVENT_READ), deadline, "receiving")
                 continue
             except OSError as exc:
                 raise NetworkExceptionError(
@@ -297,7 +366,7 @@ class BrokerConnection:
                 if self._frame_filled == len(self._frame):
                     frames.append(self._frame)
                     self._frame = None
-        except BlockingIOError:
+        except _WOULD_BLOCK:
             return frames
         except OSError as exc:
             self.close()

@@ -134,7 +134,8 @@ class ConsumerCoordinator:
                 f"FindCoordinator for group {self.group_id}")
         conn = BrokerConnection(response.host, response.port, node_id=response.node_id,
                                 client_id=self.client_id,
-                                request_timeout_ms=self.request_timeout_ms)
+                                request_timeout_ms=self.request_timeout_ms,
+                                security=self.metadata.security)
         conn.connect()
         if self._coordinator is not None:
             self._coordinator.close()

@@ -101,6 +101,7 @@ class Metadata:
         self.retry_backoff_ms = conf.get_int("retry.backoff.ms")
         self.max_age_ms = conf.get_int("metadata.max.age.ms")
         self.allow_auto_create = conf.get_bool("allow.auto.create.topics")
+        self.security = conf.security
         self.brokers: dict[int, BrokerMetadata] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self.cluster_id: str | None = None
@@ -134,7 +135,8 @@ class Metadata:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             conn = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
                                     request_timeout_ms=max(1, min(self.request_timeout_ms,
-                                                                  remaining_ms)))
+                                                                  remaining_ms)),
+                                    security=self.security)
             try:
                 conn.connect()
             except KafkaError as exc:
@@ -328,7 +330,8 @@ class NetworkClient:
             node = _Node(BrokerConnection(broker.host, broker.port, node_id=node_id,
                                           client_id=self.client_id,
                                           request_timeout_ms=self.request_timeout_ms,
-                                          connect_timeout_ms=self.connect_timeout_ms))
+                                          connect_timeout_ms=self.connect_timeout_ms,
+                                          security=self.metadata.security))
             self._nodes[node_id] = node
         return node
 

@@ -11,6 +11,11 @@ call ``on_delivery(err, metadata)`` and the interceptors' ``on_acknowledgement``
 sender thread (as the Java client does); retriable errors put the batch back at the head of
 its partition (after ``retry.backoff.ms``, refreshing metadata when the leader moved) until
 ``retries`` or ``delivery.timeout.ms`` runs out.
+
+With ``enable.idempotence`` (on by default, as in Kafka 3.x) the sender first gets a
+producer id, and each batch carries it with its epoch and a sequence number assigned when
+the batch is drained; :mod:`kafkaclone.clients.transaction_manager` keeps that state and
+decides what a sequence error means.
 """
 
 from __future__ import annotations
@@ -34,8 +39,18 @@ from kafkaclone.clients.records import (
     finish_batch,
     varint,
 )
+from kafkaclone.clients.transaction_manager import (
+    ProducerIdAndEpoch,
+    State,
+    TransactionManager,
+    increment_sequence,
+    insert_in_sequence_order,
+    resolve_idempotence,
+    unsupported_init_producer_id,
+)
 from kafkaclone.common.errors import (
     NONE,
+    DuplicateSequenceNumberError,
     InvalidTopicExceptionError,
     KafkaError,
     MessageTooLargeError,
@@ -44,12 +59,18 @@ from kafkaclone.common.errors import (
     NotEnoughReplicasError,
     RecordListTooLargeError,
     RequestTimedOutError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec
-from kafkaclone.protocol.records.batch import RECORD_BATCH_OVERHEAD
+from kafkaclone.protocol.records.batch import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+)
 
 logger = logging.getLogger(__name__)
 _monotonic = time.monotonic
@@ -94,6 +115,7 @@ class ProducerBatch:
         "_waiters_lock",
         "attempts",
         "base_offset",
+        "base_sequence",
         "base_timestamp",
         "buf",
         "callbacks",
@@ -104,8 +126,11 @@ class ProducerBatch:
         "log_append_time",
         "max_timestamp",
         "partition",
+        "producer_epoch",
+        "producer_id",
         "records",
         "retry_at",
+        "sequence_has_been_reset",
         "size",
         "topic",
     )
@@ -131,9 +156,30 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: KafkaError | None = None
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = NO_SEQUENCE
+        """Set when the idempotent producer drains the batch; kept across retries."""
+        self.sequence_has_been_reset = False
+        """Re-sequenced after an epoch bump while in flight (Kafka's ``reopened``)."""
         self._event: threading.Event | None = None
         self._waiters_lock = threading.Lock()
         self._done_callbacks: list[tuple[int, Callable[[FutureRecordMetadata], None]]] = []
+
+    def set_producer_state(self, producer_id_and_epoch: ProducerIdAndEpoch,
+                           base_sequence: int) -> None:
+        self.producer_id = producer_id_and_epoch.producer_id
+        self.producer_epoch = producer_id_and_epoch.epoch
+        self.base_sequence = base_sequence
+
+    def reset_producer_state(self, producer_id_and_epoch: ProducerIdAndEpoch,
+                             base_sequence: int) -> None:
+        self.set_producer_state(producer_id_and_epoch, base_sequence)
+        self.sequence_has_been_reset = True
+
+    @property
+    def last_sequence(self) -> int:
+        return increment_sequence(self.base_sequence, len(self.records) - 1)
 
     def event(self) -> threading.Event:
         with self._waiters_lock:
@@ -251,8 +297,14 @@ class Producer:
         acks = c.get_str("acks")
         self.acks = -1 if acks in ("all", "-1") else int(acks)
         self.codec = CODECS[c.get_str("compression.type")]
-        if c.get_bool("enable.idempotence"):
-            raise ConfigException("enable.idempotence=true is not supported by this client")
+        self.enable_idempotence = resolve_idempotence(c)
+        """``enable.idempotence`` after Kafka 3.x's rules (off when left at its default
+        with a conflicting setting)."""
+        self._transaction_manager: TransactionManager | None = None
+        """Kafka's TransactionManager when idempotent (None otherwise)."""
+        if self.enable_idempotence:
+            self._transaction_manager = TransactionManager(
+                retry_backoff_s=c.get_int("retry.backoff.ms") / 1000.0)
         if c.get_optional_str("transactional.id"):
             raise ConfigException("transactional.id is not supported by this client")
         if c.get_int("delivery.timeout.ms") < c.get_int("linger.ms") + \
@@ -324,6 +376,9 @@ class Producer:
         (bytes value, no headers, sticky partition already chosen, room in the buffer)."""
         if self._closing:
             raise RuntimeError("Cannot send after the producer is closed")
+        if self._transaction_manager is not None and \
+                self._transaction_manager.last_error is not None:
+            self._transaction_manager.maybe_fail_with_error()
         if type(topic) is not str or not topic:
             if not isinstance(topic, str) or not topic:
                 raise InvalidTopicExceptionError(f"Invalid topic {topic!r}")
@@ -588,6 +643,17 @@ class Producer:
             except KafkaError as exc:
                 logger.debug("metadata refresh failed: %s", exc)
         next_wake = now + 0.5
+        tm = self._transaction_manager
+        if tm is not None:
+            tm.maybe_resolve_sequences()
+            if tm.last_error is not None and tm.has_fatal_error:
+                self._abort_batches(tm.last_error)
+                self._network.poll(self.retry_backoff_s)
+                return
+            if tm.bump_idempotent_epoch_and_reset_id_if_needed(now):
+                self._send_init_producer_id(tm, now)
+            if tm.state is State.UNINITIALIZED and tm.init_producer_id_retry_at > now:
+                next_wake = min(next_wake, tm.init_producer_id_retry_at)
         ready: dict[int, list[tuple[str, int]]] = {}
         expired: list[ProducerBatch] = []
         with self._lock:
@@ -614,21 +680,33 @@ class Producer:
                     continue
                 ready.setdefault(leader, []).append(tp)
         for batch in expired:
-            self._complete(batch, RequestTimedOutError(
+            error = RequestTimedOutError(
                 f"Expiring {len(batch.records)} record(s) for {batch.topic}-{batch.partition}:"
-                f" {(now - batch.created) * 1000:.0f} ms has passed since batch creation"))
+                f" {(now - batch.created) * 1000:.0f} ms has passed since batch creation")
+            if tm is not None:
+                tm.handle_failed_batch(batch, error, adjust_sequence_numbers=False)
+                if batch.attempts:
+                    # Sent before: no new batch goes out until the in-flight ones resolve.
+                    tm.mark_sequence_unresolved(batch)
+            self._complete(batch, error)
         for node_id, tps in ready.items():
             if not self._network.ready(node_id):
                 continue
             batches = self._drain(tps)
             if batches:
                 self._send_produce(node_id, batches)
+                with self._lock:
+                    if any(self._batches.get((b.topic, b.partition)) for b in batches):
+                        # More queued behind what went out: pipeline it now (Kafka's Sender
+                        # polls with no timeout while a ready node has data).
+                        next_wake = now
         self._network.poll(max(0.0, next_wake - time.monotonic()))
 
     def _drain(self, tps: list[tuple[str, int]]) -> list[ProducerBatch]:
         out: list[ProducerBatch] = []
         size = REQUEST_OVERHEAD
         now = time.monotonic()
+        tm = self._transaction_manager
         with self._lock:
             for tp in tps:
                 queue = self._batches.get(tp)
@@ -637,6 +715,11 @@ class Producer:
                 head = queue[0]
                 if out and size + head.size > self.max_request_size:
                     break
+                if tm is not None:
+                    if tm.should_stop_drain(head, tp):
+                        continue
+                    if head.base_sequence == NO_SEQUENCE:
+                        tm.set_producer_state(head)
                 queue.popleft()
                 head.drained_at = now
                 size += head.size
@@ -658,7 +741,10 @@ class Producer:
         for batch in batches:
             batch.attempts += 1
             records = finish_batch(batch.buf, len(batch.records), batch.base_timestamp,
-                                   batch.max_timestamp, self.codec)
+                                   batch.max_timestamp, self.codec,
+                                   producer_id=batch.producer_id,
+                                   producer_epoch=batch.producer_epoch,
+                                   base_sequence=batch.base_sequence)
             stats["batch-total"] += 1
             stats["outgoing-byte-total"] += len(records)
             by_topic.setdefault(batch.topic, []).append(
@@ -695,10 +781,13 @@ class Producer:
                 self._retry_or_fail(batch, NetworkExceptionError(
                     f"The answer has no result for {batch.topic}-{batch.partition}"))
                 continue
-            if p.error_code == NONE:
+            if p.error_code == NONE or (p.error_code == DuplicateSequenceNumberError.code
+                                        and self._transaction_manager is not None):
+                # A duplicate sequence: the broker has the batch already (Kafka's Sender
+                # completes it as a success).
                 batch.base_offset = p.base_offset
                 batch.log_append_time = getattr(p, "log_append_time_ms", -1)
-                self._complete(batch, None)
+                self._complete_batch(batch)
                 continue
             message = getattr(p, "error_message", None)
             exc = error_for_code(p.error_code)(message)
@@ -706,16 +795,34 @@ class Producer:
                 self.metadata.request_update()
             if p.error_code == MessageTooLargeError.code or \
                     p.error_code == RecordListTooLargeError.code:
-                self._complete(batch, exc)
+                self._fail_batch(batch, exc, adjust_sequence_numbers=True)
                 continue
-            self._retry_or_fail(batch, exc)
+            self._retry_or_fail(batch, exc, p.log_start_offset)
 
-    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+    def _complete_batch(self, batch: ProducerBatch) -> None:
+        if self._transaction_manager is not None:
+            self._transaction_manager.handle_completed_batch(batch)
+        self._complete(batch, None)
+
+    def _fail_batch(self, batch: ProducerBatch, error: KafkaError, *,
+                    adjust_sequence_numbers: bool) -> None:
+        if self._transaction_manager is not None:
+            self._transaction_manager.handle_failed_batch(batch, error, adjust_sequence_numbers)
+        self._complete(batch, error)
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError,
+                       log_start_offset: int = -1) -> None:
         now = time.monotonic()
-        retriable = error.retriable or isinstance(
-            error, NotEnoughReplicasError | NotEnoughReplicasAfterAppendError)
-        if retriable and batch.attempts <= self.retries and not self._force_close and \
-                now - batch.created + self.retry_backoff_s < self.delivery_timeout_s:
+        tm = self._transaction_manager
+        may_retry = batch.attempts <= self.retries and not self._force_close and \
+            now - batch.created + self.retry_backoff_s < self.delivery_timeout_s
+        if may_retry and tm is not None:
+            # Asked only for a batch that may be retried: it may request an epoch bump.
+            retriable = not batch.done and tm.can_retry(batch, error, log_start_offset)
+        else:
+            retriable = error.retriable or isinstance(
+                error, NotEnoughReplicasError | NotEnoughReplicasAfterAppendError)
+        if may_retry and retriable:
             logger.debug("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition,
                          batch.attempts, error)
             if isinstance(error, NetworkExceptionError | RequestTimedOutError):
@@ -725,10 +832,16 @@ class Producer:
             self._stats["record-retry-total"] += len(batch.records)
             with self._lock:
                 tp = (batch.topic, batch.partition)
-                self._batches.setdefault(tp, deque()).appendleft(batch)
+                queue = self._batches.setdefault(tp, deque())
+                if tm is None:
+                    queue.appendleft(batch)
+                else:
+                    insert_in_sequence_order(queue, batch)
                 self._muted.discard(tp)
             return
-        self._complete(batch, error)
+        # Kafka adjusts sequences only for a batch that did not exhaust its retries: after
+        # the last attempt nobody knows whether the broker has it.
+        self._fail_batch(batch, error, adjust_sequence_numbers=batch.attempts <= self.retries)
 
     def _complete(self, batch: ProducerBatch, error: KafkaError | None) -> None:
         with batch._waiters_lock:
@@ -772,6 +885,36 @@ class Producer:
             self._incomplete -= len(batch.records)
             if self._incomplete <= 0:
                 self._incomplete_cond.notify_all()
+
+    def _send_init_producer_id(self, tm: TransactionManager, now: float) -> None:
+        """InitProducerId (no transactional id) to the least loaded broker; the answer
+        arrives in a later ``poll``. Without known brokers it waits for the first ``send``
+        (which fetches metadata)."""
+        node_id = self._network.least_loaded_node()
+        if node_id is None:
+            return
+        if not self._network.ready(node_id):
+            tm.retry_init_producer_id_at(now + self.retry_backoff_s)
+            return
+
+        def on_response(response: Any, error: KafkaError | None) -> None:
+            tm.handle_init_producer_id_response(response, error, time.monotonic())
+
+        tm.init_producer_id_started()
+        try:
+            self._network.send(node_id, ApiKey.INIT_PRODUCER_ID,
+                               tm.init_producer_id_request(), on_response)
+        except UnsupportedVersionError as exc:
+            tm.transition_to_fatal_error(unsupported_init_producer_id(str(exc)))
+
+    def _abort_batches(self, error: KafkaError) -> None:
+        """Fail every queued batch (Sender.maybeAbortBatches, after a fatal error); the ones
+        in flight complete with their answers."""
+        with self._lock:
+            batches = [b for q in self._batches.values() for b in q]
+            self._batches.clear()
+        for batch in batches:
+            self._complete(batch, error)
 
     def _fail_all(self, error: KafkaError) -> None:
         with self._lock:

@@ -109,6 +109,15 @@ class IsrManager(Protocol):
         ...
 
 
+class IsrChangeListener(Protocol):
+    """Told of each ISR change this leader made (Kafka's IsrChangeListener: the
+    ReplicaManager's IsrShrinksPerSec / IsrExpandsPerSec)."""
+
+    def mark_isr_shrink(self) -> None: ...
+
+    def mark_isr_expand(self) -> None: ...
+
+
 @dataclass
 class Replica:
     """A remote replica as the leader sees it (Kafka's ``kafka.cluster.Replica``)."""
@@ -181,8 +190,10 @@ class Partition:
         isr_manager: IsrManager | None = None,
         on_high_watermark_change: Callable[[TopicPartition], None] | None = None,
         is_broker_alive: Callable[[int], bool] | None = None,
+        isr_change_listener: IsrChangeListener | None = None,
     ) -> None:
         self.topic_partition = tp
+        self._isr_change_listener = isr_change_listener
         self.local_broker_id = local_broker_id
         self._log_manager = log_manager
         self._clock = clock
@@ -575,6 +586,11 @@ class Partition:
         d.addCallbacks(answered, failed)
 
     def _apply_isr(self, new_isr: tuple[int, ...], zk_version: int) -> None:
+        listener = self._isr_change_listener
+        if listener is not None and len(new_isr) > len(self.isr):
+            listener.mark_isr_expand()
+        elif listener is not None and len(new_isr) < len(self.isr):
+            listener.mark_isr_shrink()
         self.isr = new_isr
         self.zk_version = zk_version
         logger.info("ISR updated for %s to %s and zkVersion updated to %d",

@@ -23,7 +23,7 @@ from twisted.internet.defer import CancelledError, Deferred
 
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.context import ControllerContext
-from kafkaclone.network.client import KafkaClientConnection
+from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity, KafkaClientConnection
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.zk.znodes import BrokerInfo, LeaderAndIsr, LeaderIsrAndControllerEpoch
@@ -165,8 +165,10 @@ class ControllerChannelManager:
         request_timeout: float = 30.0,
         retry_backoff: float = RETRY_BACKOFF,
         connection_factory: Callable[..., KafkaClientConnection] = KafkaClientConnection,
+        client_security: ClientSecurity = PLAINTEXT_CLIENT,
     ) -> None:
         self._reactor = reactor
+        self._client_security = client_security
         self.controller_id = controller_id
         self.listener_name = listener_name
         self._request_timeout = request_timeout
@@ -193,7 +195,7 @@ class ControllerChannelManager:
         connection = self._connection_factory(
             self._reactor, endpoint.host or "127.0.0.1", endpoint.port,
             client_id=f"controller-{self.controller_id}-to-broker-{broker.broker_id}",
-            request_timeout=self._request_timeout)
+            request_timeout=self._request_timeout, security=self._client_security)
         sender = _BrokerSender(self._reactor, broker, connection, self._retry_backoff)
         self._senders[broker.broker_id] = sender
         sender.start()

@@ -63,6 +63,7 @@ from kafkaclone.controller.events import (
     TopicDeletionStopReplicaResponseReceived,
 )
 from kafkaclone.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
+from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ControllerMovedError
 from kafkaclone.zk.znodes import (
@@ -103,6 +104,8 @@ class ControllerConfig:
     auto_leader_rebalance_enable: bool
     leader_imbalance_per_broker_percentage: int
     leader_imbalance_check_interval_seconds: int
+    client_security: ClientSecurity = PLAINTEXT_CLIENT
+    """TLS and SASL of the listener the controller sends its requests to."""
 
 
 # -- ZooKeeper handlers: they only queue events --------------------------------------------------
@@ -951,4 +954,5 @@ class KafkaController:
 def _default_channel_factory(controller: KafkaController) -> ControllerChannel:
     return ControllerChannelManager(
         controller.reactor, controller.broker_id, controller.config.listener_name,
-        request_timeout=controller.config.controller_socket_timeout_ms / 1000.0)
+        request_timeout=controller.config.controller_socket_timeout_ms / 1000.0,
+        client_security=controller.config.client_security)

@@ -9,6 +9,7 @@ The set of event types is closed: ``ControllerEvent`` is their union.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -121,7 +122,10 @@ class ControllerEventManager:
 
     def __init__(self, process: Callable[[ControllerEvent], Awaitable[None]]) -> None:
         self._process = process
-        self._queue: deque[ControllerEvent] = deque()
+        self._queue: deque[tuple[ControllerEvent, float]] = deque()
+        """Each event with its ``time.perf_counter()`` when queued."""
+        self.queue_time_listener: Callable[[float], None] | None = None
+        """Told how long each event waited, in ms (Kafka's EventQueueTimeMs)."""
         self._draining: Deferred[None] | None = None
         self._stopped = False
 
@@ -138,7 +142,7 @@ class ControllerEventManager:
         if self._stopped:
             _abandon(event)
             return
-        self._queue.append(event)
+        self._queue.append((event, time.perf_counter()))
         if self._draining is None:
             draining = Deferred.fromCoroutine(self._drain())
             # _drain may have finished synchronously (and reset _draining) already.
@@ -146,7 +150,7 @@ class ControllerEventManager:
 
     def clear_and_put(self, event: ControllerEvent) -> None:
         """Drop what is queued (a session expiry makes it moot), then queue ``event``."""
-        for dropped in self._queue:
+        for dropped, _ in self._queue:
             _abandon(dropped)
         self._queue.clear()
         self.put(event)
@@ -154,7 +158,9 @@ class ControllerEventManager:
     async def _drain(self) -> None:
         try:
             while self._queue and not self._stopped:
-                event = self._queue.popleft()
+                event, queued_at = self._queue.popleft()
+                if self.queue_time_listener is not None:
+                    self.queue_time_listener((time.perf_counter() - queued_at) * 1000.0)
                 try:
                     await self._process(event)
                 except Exception:
@@ -165,7 +171,7 @@ class ControllerEventManager:
     async def shutdown(self) -> None:
         """Stop after the event being processed; queued events are dropped."""
         self._stopped = True
-        for dropped in self._queue:
+        for dropped, _ in self._queue:
             _abandon(dropped)
         self._queue.clear()
         draining = self._draining

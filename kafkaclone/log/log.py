@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import shutil
+import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -83,6 +84,7 @@ from kafkaclone.log.validator import (
     analyze_records,
     follower_append_info,
     validate_and_assign_offsets,
+    validate_keys_for_compacted_topic,
 )
 from kafkaclone.protocol.records.batch import BatchHeader, unpack_header
 from kafkaclone.protocol.records.common import LOG_OVERHEAD
@@ -141,12 +143,16 @@ class Log:
         self._recovery_point = recovery_point
         self._high_watermark = 0
         self._last_flush_ms = now_ms(clock)
+        self.flush_time_listener: Callable[[float], None] | None = None
+        """Told how long each flush took, in ms (Kafka's LogFlushStats)."""
         self._scheduled: list[Any] = []
         self._pending_deletes: list[LogSegment] = []
         self._recovered_from: int | None = None
         """The base offset of the first segment recovery re-read (its transaction index
         is rebuilt by replaying the producer state from there)."""
         self._closed = False
+        self.truncations = 0
+        """Times the log was truncated: the cleaner drops a cleaning that saw a change."""
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self.producer_state_manager = ProducerStateManager(
@@ -317,7 +323,7 @@ class Log:
     def _load_segments(self, had_clean_shutdown: bool) -> int:
         """Open every segment, rebuilding broken indexes, recover if needed; returns the
         log end offset."""
-        self._remove_temp_files()
+        swap_offsets = self._remove_temp_files()
         base_offsets = sorted(
             offset_from_filename(name)
             for name in os.listdir(self.dir)
@@ -327,6 +333,7 @@ class Log:
             self._add_segment(LogSegment.open(
                 self.dir, base_offset, self.config, self._clock, file_already_exists=True
             ))
+        self._complete_swap_operations(swap_offsets)
         # Segments that recovery will re-read anyway need no index check here.
         to_recover = [] if had_clean_shutdown else self._segments_in_range(
             self._recovery_point, None
@@ -350,29 +357,65 @@ class Log:
         if self._recovered_from is None or segment.base_offset < self._recovered_from:
             self._recovered_from = segment.base_offset
 
-    def _remove_temp_files(self) -> None:
+    def _remove_temp_files(self) -> list[int]:
+        """Delete the files a crash left half-done and return the base offsets of the
+        ``.swap`` segments to complete (Kafka's removeTempFilesAndCollectSwapFiles):
+        ``.cleaned`` and ``.deleted`` files go; a ``.swap`` log is kept (its indexes are
+        rebuilt) unless a ``.cleaned`` file at or below its offset shows that the swap it
+        belongs to never finished renaming, in which case the old segments are intact and
+        the swap file goes too."""
         names = os.listdir(self.dir)
         log_prefixes = {
             name[: -len(LOG_FILE_SUFFIX)] for name in names if name.endswith(LOG_FILE_SUFFIX)
         }
+        swap_logs: list[int] = []
+        min_cleaned_offset: int | None = None
         for name in names:
             path = self.dir / name
             if not path.is_file():
                 continue
+            if name.endswith(CLEANED_FILE_SUFFIX) and _is_segment_name(name):
+                offset = offset_from_filename(name)
+                if min_cleaned_offset is None or offset < min_cleaned_offset:
+                    min_cleaned_offset = offset
             if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
                 logger.info("Deleting stray temporary file %s", path)
                 path.unlink()
             elif name.endswith(SWAP_FILE_SUFFIX):
-                logger.warning(
-                    "Found swap file %s, left over by log compaction, which this broker does "
-                    "not do; leaving it in place", path,
-                )
+                if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX) and _is_segment_name(name):
+                    swap_logs.append(offset_from_filename(name))
+                else:
+                    logger.info("Deleting index swap file %s (rebuilt from its log)", path)
+                    path.unlink()
             elif name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)):
                 prefix = name.rsplit(".", 1)[0]
                 if prefix not in log_prefixes:
                     logger.info("Found an orphaned index file %s, with no corresponding log "
                                 "file.", path)
                     path.unlink()
+        valid: list[int] = []
+        for offset in sorted(swap_logs):
+            path = log_file(self.dir, offset, SWAP_FILE_SUFFIX)
+            if min_cleaned_offset is not None and offset >= min_cleaned_offset:
+                logger.info("Deleting invalid swap file %s minCleanedFileOffset: %d", path,
+                            min_cleaned_offset)
+                path.unlink()
+            else:
+                valid.append(offset)
+        return valid
+
+    def _complete_swap_operations(self, swap_offsets: Sequence[int]) -> None:
+        """Finish the swaps a crash interrupted (Kafka's completeSwapOperations): each
+        ``.swap`` segment, its indexes rebuilt, replaces the live segments it covers."""
+        for base_offset in swap_offsets:
+            segment = LogSegment.open(self.dir, base_offset, self.config, self._clock,
+                                      file_already_exists=True, file_suffix=SWAP_FILE_SUFFIX)
+            logger.info("%s: found log file %s from interrupted swap operation, repairing.",
+                        self.name, segment.log.path)
+            segment.recover()
+            end = max(segment.read_next_offset(), base_offset + 1)
+            old = [s for s in self._segments if base_offset <= s.base_offset < end]
+            self._swap_in(segment, old, renamed_to_swap=True)
 
     def _recover_log(self, had_clean_shutdown: bool) -> int:
         if not had_clean_shutdown:
@@ -466,6 +509,8 @@ class Log:
         )
         if not analyzed.batch_count:
             return self._empty_append_info()
+        if config.compact:
+            validate_keys_for_compacted_topic(view, analyzed, self.topic_partition)
         updated_producers, duplicate = self._analyze_producer_state(view, analyzed, origin, now)
         if duplicate is not None:
             return duplicate
@@ -681,8 +726,11 @@ class Log:
             offset = self.log_end_offset
         if offset <= self._recovery_point:
             return
+        started = time.perf_counter()
         for segment in self._segments_in_range(self._recovery_point, offset):
             segment.flush()
+        if self.flush_time_listener is not None:
+            self.flush_time_listener((time.perf_counter() - started) * 1000.0)
         self._recovery_point = offset
         self._last_flush_ms = now_ms(self._clock)
 
@@ -841,6 +889,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         logger.info("%s: truncating to offset %d", self.name, target_offset)
+        self.truncations += 1
         if self._segments[0].base_offset > target_offset:
             self.truncate_fully_and_start_at(target_offset)
             return True
@@ -866,6 +915,7 @@ class Log:
         """Delete everything and restart the log, empty, at ``new_offset``."""
         self._check_open()
         logger.info("%s: truncate and start at offset %d", self.name, new_offset)
+        self.truncations += 1
         doomed = list(self._segments)
         self._remove_segments(doomed)
         self._delete_segment_files(doomed, async_delete=True)
@@ -975,6 +1025,39 @@ class Log:
         self._delete_segment_files(deletable, async_delete=True)
         self._maybe_increment_log_start_offset(self._segments[0].base_offset)
         return len(deletable)
+
+    # -- compaction -----------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def has_segments(self, segments: Sequence[LogSegment]) -> bool:
+        """Whether every one of ``segments`` is still part of the log (retention,
+        truncation or deletion did not remove it)."""
+        live = {id(segment) for segment in self._segments}
+        return all(id(segment) in live for segment in segments)
+
+    @_storage_errors
+    def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]
+                         ) -> None:
+        """Swap a cleaned segment (files ``*.cleaned``) in for the segments it was cleaned
+        from (Kafka's replaceSegments). Crash-safe in three steps: the new files are
+        renamed ``*.swap``; the old segments leave the list and their files are renamed
+        ``*.deleted`` (removed after file.delete.delay.ms); the ``.swap`` suffix is
+        dropped. A crash before the first rename leaves ``.cleaned`` files, deleted on
+        load; after it, loading completes the swap."""
+        self._check_open()
+        self._swap_in(new_segment, old_segments, renamed_to_swap=False)
+
+    def _swap_in(self, new_segment: LogSegment, old_segments: Sequence[LogSegment], *,
+                 renamed_to_swap: bool) -> None:
+        if not renamed_to_swap:
+            new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+        self._remove_segments(old_segments)
+        self._add_segment(new_segment)
+        self._delete_segment_files(old_segments, async_delete=True)
+        new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
 
     # -- deleting files ------------------------------------------------------------------
 

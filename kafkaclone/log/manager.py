@@ -91,6 +91,8 @@ class LogManager:
         self._clock = clock
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self.cluster_id = cluster_id
+        self.flush_time_listener: Callable[[float], None] | None = None
+        """Given to every log this manager opens (LogFlushStats, when metrics are on)."""
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dirs = [Path(d).absolute() for d in config.log_dirs]
         self._live_dirs: list[Path] = []
@@ -283,6 +285,7 @@ class LogManager:
                 topic_partition=tp,
                 max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms,
             )
+            self._logs[tp].flush_time_listener = self.flush_time_listener
         if had_clean_shutdown:
             clean_marker.unlink()
 
@@ -397,6 +400,7 @@ class LogManager:
         directory = self.next_log_dir() / log_dir_name(tp)
         log = Log(directory, self.config_for(tp.topic), clock=self._clock, topic_partition=tp,
                   max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+        log.flush_time_listener = self.flush_time_listener
         self._logs[tp] = log
         logger.info("Created log for partition %s in %s with properties %s", tp,
                     directory.parent, self.config_for(tp.topic).overridden)

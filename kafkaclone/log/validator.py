@@ -29,6 +29,7 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.log.common import AppendOrigin, LogAppendInfo
 from kafkaclone.log.config import LONG_MAX, LogConfig
+from kafkaclone.log.record_scan import ScannedBatch, any_null_key
 from kafkaclone.protocol.records import Codec, RecordBatch, build_record_batch
 from kafkaclone.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -236,6 +237,24 @@ def _validate_batch(base_offset: int, last_offset_delta: int, count: int, attrib
         raise InvalidRecordError(
             f"Invalid sequence number {base_sequence} in record batch with producerId "
             f"{producer_id}"
+        )
+
+
+def validate_keys_for_compacted_topic(view: memoryview, analyzed: AnalyzedRecords,
+                                      topic_partition: object) -> None:
+    """Kafka's LogValidator for a compacted topic: every record needs a key
+    (InvalidRecordError otherwise, and nothing of the append is written). Only each
+    record's length and key length are read: by a varint walk for a few records, by the
+    cleaner's columnar scan for many."""
+    batches = [
+        ScannedBatch(h.base_offset, h.attributes, h.base_timestamp, h.max_timestamp,
+                     h.records_count, view[position : position + h.batch_length + LOG_OVERHEAD])
+        for position, h in analyzed.batches
+    ]
+    if any_null_key(batches):
+        raise InvalidRecordError(
+            f"Compacted topic cannot accept message without key in topic partition "
+            f"{topic_partition}."
         )
 
 

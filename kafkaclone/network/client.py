@@ -11,6 +11,12 @@ it fails with NetworkExceptionError). After a failed connection attempt the next
 ``reconnect_backoff`` seconds, doubling up to ``reconnect_backoff_max``
 (``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``).
 
+With a :class:`ClientSecurity` (the broker's inter-broker listener settings) the
+connection is TLS (SSL, SASL_SSL) and/or authenticates with SASL (SASL_PLAINTEXT, SASL_SSL)
+before it counts as connected: SaslHandshake v1, then the mechanism's tokens in
+SaslAuthenticate v1 (PLAIN, SCRAM-SHA-256/512). A refused authentication fails the
+connection attempt like a refused connection (the backoff applies).
+
 Everything runs on the reactor thread.
 """
 
@@ -23,11 +29,27 @@ from typing import Any
 
 from twisted.internet import protocol
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+from twisted.internet.endpoints import SSL4ClientEndpoint, TCP4ClientEndpoint, connectProtocol
 from twisted.python.failure import Failure
 
-from kafkaclone.common.errors import NetworkExceptionError, RequestTimedOutError
+from kafkaclone.common.endpoint import SecurityProtocol
+from kafkaclone.common.errors import (
+    NONE,
+    NetworkExceptionError,
+    RequestTimedOutError,
+    SaslAuthenticationFailedError,
+    error_for_code,
+)
+from kafkaclone.common.scram import SCRAM_MECHANISMS, ScramClientExchange, ScramError
+from kafkaclone.network.tls import SslConfig, client_tls_options
 from kafkaclone.protocol.api import decode_response, encode_request
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +60,31 @@ DEFAULT_RECONNECT_BACKOFF = 0.05
 DEFAULT_RECONNECT_BACKOFF_MAX = 1.0
 """reconnect.backoff.max.ms, in seconds."""
 MAX_RESPONSE_BYTES = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class SaslClientCredentials:
+    """The mechanism and the user a broker authenticates to other brokers as (from the
+    inter-broker listener's ``<mechanism>.sasl.jaas.config``)."""
+
+    mechanism: str
+    username: str
+    password: str
+
+    def __repr__(self) -> str:  # never the password
+        return f"SaslClientCredentials({self.mechanism}, {self.username})"
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How to connect to a listener: its protocol, TLS settings and SASL credentials."""
+
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    tls: SslConfig | None = None
+    sasl: SaslClientCredentials | None = None
+
+
+PLAINTEXT_CLIENT = ClientSecurity()
 
 
 @dataclass
@@ -97,8 +144,10 @@ class KafkaClientConnection:
         connect_timeout: float | None = None,
         reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
         reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
+        security: ClientSecurity = PLAINTEXT_CLIENT,
     ) -> None:
         self._reactor = reactor
+        self.security = security
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -114,6 +163,7 @@ class KafkaClientConnection:
         self._failures = 0
         self._next_attempt_at = 0.0
         self._closed = False
+        self._authenticating: _KafkaClientProtocol | None = None
 
     def __repr__(self) -> str:
         return f"KafkaClientConnection({self.host}:{self.port})"
@@ -175,15 +225,75 @@ class KafkaClientConnection:
                 attempt.errback(failure)
 
         def go() -> None:
-            endpoint = TCP4ClientEndpoint(self._reactor, self.host, self.port,
-                                          timeout=max(1, int(self.connect_timeout)))
+            timeout = max(1, int(self.connect_timeout))
+            tls = self.security.tls
+            endpoint: Any
+            if tls is None:
+                endpoint = TCP4ClientEndpoint(self._reactor, self.host, self.port,
+                                              timeout=timeout)
+            else:
+                endpoint = SSL4ClientEndpoint(  # type: ignore[no-untyped-call]
+                    self._reactor, self.host, self.port, client_tls_options(tls, self.host),
+                    timeout=timeout)
             d = connectProtocol(endpoint, _KafkaClientProtocol(self))  # type: ignore[no-untyped-call]
             pending.append(d)
+            if self.security.sasl is not None:
+                d.addCallback(self._authenticated_protocol)
             d.addCallbacks(succeeded, failed)
 
         pending.append(self._reactor.callLater(delay, go))
         self._connecting = attempt
         attempt.addCallbacks(self._connected, self._connect_failed)
+
+    def _authenticated_protocol(
+            self, proto: _KafkaClientProtocol) -> Deferred[_KafkaClientProtocol]:
+        async def run() -> _KafkaClientProtocol:
+            try:
+                await self._authenticate(proto)
+            except Exception:
+                transport: Any = proto.transport
+                if transport is not None:
+                    transport.abortConnection()
+                raise
+            return proto
+        return Deferred.fromCoroutine(run())
+
+    async def _authenticate(self, proto: _KafkaClientProtocol) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v1 rounds (Kafka's
+        SaslClientAuthenticator)."""
+        credentials = self.security.sasl
+        assert credentials is not None
+        self._authenticating = proto
+        try:
+            handshake: SaslHandshakeResponse = await self._send_on(
+                proto, ApiKey.SASL_HANDSHAKE, 1,
+                SaslHandshakeRequest(mechanism=credentials.mechanism))
+            if handshake.error_code != NONE:
+                raise error_for_code(handshake.error_code)(
+                    f"SASL handshake for {credentials.mechanism} failed; the broker enables "
+                    f"{', '.join(handshake.mechanisms)}")
+            if credentials.mechanism in SCRAM_MECHANISMS:
+                exchange = ScramClientExchange(credentials.mechanism, credentials.username,
+                                               credentials.password)
+                server_first = await self._sasl_token(proto, exchange.first())
+                server_final = await self._sasl_token(proto, exchange.final(server_first))
+                try:
+                    exchange.verify(server_final)
+                except ScramError as exc:
+                    raise SaslAuthenticationFailedError(str(exc)) from None
+            else:
+                token = f"\x00{credentials.username}\x00{credentials.password}".encode()
+                await self._sasl_token(proto, token)
+        finally:
+            self._authenticating = None
+
+    async def _sasl_token(self, proto: _KafkaClientProtocol, token: bytes) -> bytes:
+        response: SaslAuthenticateResponse = await self._send_on(
+            proto, ApiKey.SASL_AUTHENTICATE, 1, SaslAuthenticateRequest(auth_bytes=token))
+        if response.error_code != NONE:
+            raise error_for_code(response.error_code)(
+                response.error_message or "SASL authentication failed")
+        return bytes(response.auth_bytes)
 
     def _connected(self, proto: _KafkaClientProtocol) -> None:
         self._connecting = None
@@ -225,6 +335,10 @@ class KafkaClientConnection:
         proto = self._protocol
         if proto is None:
             raise NetworkExceptionError(f"{self!r} disconnected")
+        return await self._send_on(proto, api_key, api_version, body)
+
+    async def _send_on(self, proto: _KafkaClientProtocol, api_key: int, api_version: int,
+                       body: Any) -> Any:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
@@ -248,7 +362,7 @@ class KafkaClientConnection:
         self.close_connection("request timed out")
 
     def frame_received(self, proto: _KafkaClientProtocol, frame: bytes) -> None:
-        if proto is not self._protocol:
+        if proto is not self._protocol and proto is not self._authenticating:
             return
         if not self._in_flight:
             self.close_connection("a response arrived with no request in flight")
@@ -284,6 +398,12 @@ class KafkaClientConnection:
             transport.abortConnection()
 
     def connection_lost(self, proto: _KafkaClientProtocol, reason: Failure) -> None:
+        if proto is self._authenticating:
+            self._authenticating = None
+            self._fail_in_flight(NetworkExceptionError(
+                f"connection to {self.host}:{self.port} lost during authentication: "
+                f"{reason.getErrorMessage()}"))
+            return
         if proto is not self._protocol:
             return
         self._protocol = None

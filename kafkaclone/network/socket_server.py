@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Protocol
 
 from twisted.internet import protocol
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.protocols.basic import Int32StringReceiver
 from twisted.python.failure import Failure
+
+from kafkaclone.common.endpoint import SecurityProtocol
+from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
+from kafkaclone.network.authenticator import SaslServerAuthenticator, SaslServerConfig
+from kafkaclone.network.tls import SslPrincipalMapper, subject_dn
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +40,31 @@ class CloseConnection(Exception):
 
 @dataclass(frozen=True)
 class ConnectionInfo:
-    """Who sent a request: the address pair of the connection, and a connection id."""
+    """Who sent a request: the address pair of the connection, a connection id, the
+    listener it came in on and the principal it authenticated as (``User:ANONYMOUS`` on a
+    PLAINTEXT listener and before a SASL exchange completes)."""
 
     connection_id: str
     client_host: str
     client_port: int
+    _: KW_ONLY
     listener_name: str = "PLAINTEXT"
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    principal: KafkaPrincipal = ANONYMOUS
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    """How a listener authenticates its connections: TLS itself is set up by whoever
+    listens (``listenSSL``); with ``principal_mapper`` an SSL listener names the principal
+    after the client certificate, with ``sasl`` a SASL listener runs the exchange first."""
+
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    principal_mapper: SslPrincipalMapper | None = None
+    sasl: SaslServerConfig | None = None
+
+
+PLAINTEXT_SECURITY = ListenerSecurity()
 
 
 class RequestDispatcher(Protocol):
@@ -65,6 +89,7 @@ class RequestChannel:
         self._close = close
         self._slots: deque[_Slot] = deque()
         self.closed = False
+        self._closing = False
 
     @property
     def in_flight(self) -> int:
@@ -94,6 +119,14 @@ class RequestChannel:
             slot = self._slots.popleft()
             if slot.response is not None:
                 self._send(slot.response)
+        if self._closing and not self._slots:
+            self.shutdown()
+
+    def close_after_flush(self) -> None:
+        """Close once the responses queued so far have been sent (a refused SASL exchange:
+        its answer goes out, then the connection closes)."""
+        self._closing = True
+        self._flush()
 
     def shutdown(self) -> None:
         if not self.closed:
@@ -108,9 +141,13 @@ class KafkaServerProtocol(Int32StringReceiver):
     prefixLength = 4
 
     def __init__(self, dispatcher: RequestDispatcher, max_request_bytes: int,
-                 connection_id: str, listener_name: str = "PLAINTEXT") -> None:
+                 connection_id: str, listener_name: str = "PLAINTEXT",
+                 security: ListenerSecurity = PLAINTEXT_SECURITY) -> None:
         self.dispatcher = dispatcher
         self.listener_name = listener_name
+        self.security = security
+        self.authenticator: SaslServerAuthenticator | None = None
+        self._peer_certificate_read = False
         self.MAX_LENGTH = max_request_bytes
         self.connection_id = connection_id
         self._buffer = bytearray()
@@ -125,7 +162,11 @@ class KafkaServerProtocol(Int32StringReceiver):
             transport.setTcpNoDelay(True)
         peer = transport.getPeer()
         self.info = ConnectionInfo(self.connection_id, getattr(peer, "host", ""),
-                                   getattr(peer, "port", 0), self.listener_name)
+                                   getattr(peer, "port", 0), listener_name=self.listener_name,
+                                   security_protocol=self.security.security_protocol)
+        if self.security.sasl is not None:
+            self.authenticator = SaslServerAuthenticator(self.security.sasl, self,
+                                                         self.connection_id)
 
     def dataReceived(self, data: bytes) -> None:
         # Int32StringReceiver re-concatenates its whole buffer on every chunk, which is
@@ -154,7 +195,49 @@ class KafkaServerProtocol(Int32StringReceiver):
 
     def stringReceived(self, string: bytes | bytearray) -> None:
         assert self.info is not None
+        if not self._peer_certificate_read and self.security.principal_mapper is not None:
+            self._peer_certificate_read = True
+            if not self._principal_from_certificate(self.security.principal_mapper):
+                return
+        if self.authenticator is not None and not self.authenticator.complete:
+            self.authenticator.frame_received(string)
+            return
         self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string))
+
+    def _principal_from_certificate(self, mapper: SslPrincipalMapper) -> bool:
+        """An SSL listener's principal: the client certificate's subject DN through
+        ssl.principal.mapping.rules (ANONYMOUS without a certificate). False (and the
+        connection closing) if no rule applies."""
+        assert self.info is not None
+        transport: Any = self.transport
+        certificate = transport.getPeerCertificate()
+        if certificate is None:
+            return True
+        try:
+            name = mapper.name(subject_dn(certificate))
+        except ValueError as exc:
+            log.info("closing connection %s: %s", self.connection_id, exc)
+            self.channel.shutdown()
+            return False
+        self.info = replace(self.info, principal=KafkaPrincipal.user(name))
+        return True
+
+    # -- AuthenticatorChannel ----------------------------------------------------------------
+
+    def forward(self, frame: bytes | bytearray) -> None:
+        assert self.info is not None
+        self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, frame))
+
+    def respond(self, response: bytes) -> None:
+        self.channel.track(succeed(response))
+
+    def close(self, reason: str) -> None:
+        self.channel.close_after_flush()
+
+    def authenticated(self, principal: KafkaPrincipal) -> None:
+        assert self.info is not None
+        self.info = replace(self.info, principal=principal)
+        log.debug("connection %s authenticated as %s", self.connection_id, principal)
 
     def lengthLimitExceeded(self, length: int) -> None:
         log.warning("closing connection %s: request of %d bytes exceeds "
@@ -175,17 +258,20 @@ class KafkaServerFactory(protocol.ServerFactory):
 
     def __init__(self, dispatcher: RequestDispatcher,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 listener_name: str = "PLAINTEXT") -> None:
+                 listener_name: str = "PLAINTEXT",
+                 security: ListenerSecurity = PLAINTEXT_SECURITY) -> None:
         self.dispatcher = dispatcher
         self.max_request_bytes = max_request_bytes
         self.listener_name = listener_name
+        self.security = security
         self.connections: set[KafkaServerProtocol] = set()
         self._next_id = 0
 
     def buildProtocol(self, addr: Any) -> KafkaServerProtocol:
         self._next_id += 1
         conn = _TrackedProtocol(self.dispatcher, self.max_request_bytes,
-                                f"{self.listener_name}-{self._next_id}", self.listener_name)
+                                f"{self.listener_name}-{self._next_id}", self.listener_name,
+                                self.security)
         conn.factory = self
         return conn
 

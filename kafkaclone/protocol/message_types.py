@@ -113,6 +113,47 @@ class AlterConfigsResponse:
 
 
 @dataclass(slots=True)
+class AlterUserScramCredentialsRequest:
+    """AlterUserScramCredentialsRequest (API key 51): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class ScramCredentialDeletion:
+        name: str = ""
+        mechanism: int = 0
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    @dataclass(slots=True)
+    class ScramCredentialUpsertion:
+        name: str = ""
+        mechanism: int = 0
+        iterations: int = 0
+        salt: bytes = b''
+        salted_password: bytes = b''
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    deletions: list[ScramCredentialDeletion] = field(default_factory=list)
+    upsertions: list[ScramCredentialUpsertion] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AlterUserScramCredentialsResponse:
+    """AlterUserScramCredentialsResponse (API key 51): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class AlterUserScramCredentialsResult:
+        user: str = ""
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = ""
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    results: list[AlterUserScramCredentialsResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class ApiVersionsRequest:
     """ApiVersionsRequest (API key 18): versions 0-3, flexible 3+."""
 
@@ -225,6 +266,42 @@ class ControlledShutdownResponse:
 
     error_code: int = 0
     remaining_partitions: list[RemainingPartition] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CreateAclsRequest:
+    """CreateAclsRequest (API key 30): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class AclCreation:
+        resource_type: int = 0
+        resource_name: str = ""
+        # versions 1+
+        resource_pattern_type: int = 3
+        principal: str = ""
+        host: str = ""
+        operation: int = 0
+        permission_type: int = 0
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    creations: list[AclCreation] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CreateAclsResponse:
+    """CreateAclsResponse (API key 30): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class AclCreationResult:
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = None
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    results: list[AclCreationResult] = field(default_factory=list)
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -344,6 +421,61 @@ class CreateTopicsResponse:
 
 
 @dataclass(slots=True)
+class DeleteAclsRequest:
+    """DeleteAclsRequest (API key 31): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class DeleteAclsFilter:
+        resource_type_filter: int = 0
+        # nullable 0+
+        resource_name_filter: str | None = None
+        # versions 1+
+        pattern_type_filter: int = 3
+        # nullable 0+
+        principal_filter: str | None = None
+        # nullable 0+
+        host_filter: str | None = None
+        operation: int = 0
+        permission_type: int = 0
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    filters: list[DeleteAclsFilter] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DeleteAclsResponse:
+    """DeleteAclsResponse (API key 31): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class DeleteAclsFilterResult:
+        @dataclass(slots=True)
+        class DeleteAclsMatchingAcl:
+            error_code: int = 0
+            # nullable 0+
+            error_message: str | None = None
+            resource_type: int = 0
+            resource_name: str = ""
+            # versions 1+
+            pattern_type: int = 3
+            principal: str = ""
+            host: str = ""
+            operation: int = 0
+            permission_type: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = None
+        matching_acls: list[DeleteAclsMatchingAcl] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    filter_results: list[DeleteAclsFilterResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class DeleteGroupsRequest:
     """DeleteGroupsRequest (API key 42): versions 0-2, flexible 2+."""
 
@@ -447,6 +579,53 @@ class DeleteTopicsResponse:
     # versions 1+
     throttle_time_ms: int = 0
     responses: list[DeletableTopicResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeAclsRequest:
+    """DescribeAclsRequest (API key 29): versions 0-2, flexible 2+."""
+
+    resource_type_filter: int = 0
+    # nullable 0+
+    resource_name_filter: str | None = None
+    # versions 1+
+    pattern_type_filter: int = 3
+    # nullable 0+
+    principal_filter: str | None = None
+    # nullable 0+
+    host_filter: str | None = None
+    operation: int = 0
+    permission_type: int = 0
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeAclsResponse:
+    """DescribeAclsResponse (API key 29): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class DescribeAclsResource:
+        @dataclass(slots=True)
+        class AclDescription:
+            principal: str = ""
+            host: str = ""
+            operation: int = 0
+            permission_type: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        resource_type: int = 0
+        resource_name: str = ""
+        # versions 1+
+        pattern_type: int = 3
+        acls: list[AclDescription] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    # nullable 0+
+    error_message: str | None = None
+    resources: list[DescribeAclsResource] = field(default_factory=list)
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -590,6 +769,47 @@ class DescribeGroupsResponse:
     # versions 1+
     throttle_time_ms: int = 0
     groups: list[DescribedGroup] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeUserScramCredentialsRequest:
+    """DescribeUserScramCredentialsRequest (API key 50): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class UserName:
+        name: str = ""
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    # nullable 0+
+    users: list[UserName] | None = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeUserScramCredentialsResponse:
+    """DescribeUserScramCredentialsResponse (API key 50): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class DescribeUserScramCredentialsResult:
+        @dataclass(slots=True)
+        class CredentialInfo:
+            mechanism: int = 0
+            iterations: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        user: str = ""
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = ""
+        credential_infos: list[CredentialInfo] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    # nullable 0+
+    error_message: str | None = ""
+    results: list[DescribeUserScramCredentialsResult] = field(default_factory=list)
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -803,6 +1023,45 @@ class FindCoordinatorResponse:
     node_id: int = 0
     host: str = ""
     port: int = 0
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GroupMetadataKey:
+    """GroupMetadataKey (data): versions 2, flexible none."""
+
+    # versions 2
+    group: str = ""
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GroupMetadataValue:
+    """GroupMetadataValue (data): versions 0-3, flexible none."""
+
+    @dataclass(slots=True)
+    class MemberMetadata:
+        member_id: str = ""
+        # versions 3+, nullable 3+
+        group_instance_id: str | None = None
+        client_id: str = ""
+        client_host: str = ""
+        # versions 1+
+        rebalance_timeout: int = 0
+        session_timeout: int = 0
+        subscription: bytes = b''
+        assignment: bytes = b''
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    protocol_type: str = ""
+    generation: int = 0
+    # nullable 0+
+    protocol: str | None = ""
+    # nullable 0+
+    leader: str | None = ""
+    # versions 2+
+    current_state_timestamp: int = -1
+    members: list[MemberMetadata] = field(default_factory=list)
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -1839,28 +2098,38 @@ __all__ = [
     "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "EndTxnRequest",
@@ -1869,6 +2138,8 @@ __all__ = [
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "IncrementalAlterConfigsRequest",

@@ -3,6 +3,9 @@
 Startup follows Kafka 2.8's ``KafkaServer.startup``; each step is a child service, started
 in order and stopped in reverse:
 
+0. ``security``: resolve every listener's TLS and SASL settings and the inter-broker
+   client's (kafkaclone.server.security.listeners); anything that cannot be honoured
+   refuses to start, before anything else happens;
 1. ``zookeeper``: create the chroot of ``zookeeper.connect`` if missing, open the session,
    create Kafka's top-level paths, read or create ``/cluster/id`` (created once);
 2. ``log-manager``: resolve ``broker.id`` (generated from ``/brokers/seqid`` when -1),
@@ -14,9 +17,14 @@ in order and stopped in reverse:
    and ``transaction-coordinator``: kafkaclone.coordinator.transaction, which follows this
    broker's leadership of ``__transaction_state`` partitions the same way);
 4. ``socket-server``: listen on every ``listeners`` entry (port 0: the OS picks one, and
-   the bound port is what gets advertised);
+   the bound port is what gets advertised), with TLS on SSL and SASL_SSL listeners and the
+   SASL exchange in front of the dispatcher on SASL ones; then ``metrics``: Prometheus text
+   on ``metrics.prometheus.port`` when it is not -1 (kafkaclone.server.metrics);
 5. ``registration``: the ephemeral ``/brokers/ids/<id>`` with the advertised listeners; its
-   czxid is the broker epoch. After a session expiry the broker registers again;
+   czxid is the broker epoch. After a session expiry the broker registers again. If the id
+   is still registered by another session (this broker killed -9 a moment ago, its session
+   not expired yet), the broker waits for that registration to go, at most
+   ``zookeeper.session.timeout.ms`` plus REGISTRATION_WAIT_MARGIN_MS, saying so in its log;
 6. ``controller``: the controller candidacy
    (``kafkaclone.controller.controller.KafkaController``).
 
@@ -41,8 +49,10 @@ from typing import Any, Final, Protocol, TypeVar
 
 from twisted.application.service import MultiService, Service
 from twisted.internet import error as twisted_error
+from twisted.internet import threads
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
+from twisted.web.server import Site
 
 from kafkaclone.cluster.partition import Partition
 from kafkaclone.common.endpoint import EndPoint
@@ -74,19 +84,36 @@ from kafkaclone.coordinator.transaction.marker_channel import (
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkaclone.coordinator.transaction.state_manager import TransactionStateManager
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
+from kafkaclone.log.cleaner import CleanerConfig, LogCleaner
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
-from kafkaclone.network.client import KafkaClientConnection
+from kafkaclone.network.authenticator import ScramCredentialCache
+from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity, KafkaClientConnection
 from kafkaclone.network.socket_server import KafkaServerFactory
+from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from kafkaclone.server.broker_requests import send_controlled_shutdown
 from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.delayed.admin import DelayedElectLeader
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.dynamic_config import DynamicConfigManager
+from kafkaclone.server.group_metadata_log import ReplicaGroupMetadataLog
 from kafkaclone.server.metadata_cache import MetadataCache
+from kafkaclone.server.metrics import (
+    BrokerMetrics,
+    ControllerCollector,
+    GroupLagCollector,
+    MetricsResource,
+    ReplicaManagerCollector,
+    register_collectors,
+)
 from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
+from kafkaclone.server.security.listeners import (
+    BrokerSecurity,
+    SecurityConfigError,
+    resolve_broker_security,
+)
 from kafkaclone.server.services import ControllerService
 from kafkaclone.server.transaction_state_log import (
     MetadataCacheMarkerDestinations,
@@ -101,6 +128,10 @@ from kafkaclone.zk.zookeeper_client import StateChangeHandler
 logger = logging.getLogger(__name__)
 
 BROKER_INFO_HANDLER: Final = "broker-info"
+REGISTRATION_WAIT_MARGIN_MS: Final = 5000
+"""How long past zookeeper.session.timeout.ms a starting broker waits for an old
+registration of its id to expire (ZooKeeper notices an expiry on its next tick)."""
+REGISTRATION_RETRY_S: Final = 0.5
 _T = TypeVar("_T")
 
 
@@ -156,10 +187,12 @@ class _SessionHandler(StateChangeHandler):
             _log_failure, "re-registering the broker after a ZooKeeper session expiry")
 
 
-def controller_config(config: KafkaConfig) -> ControllerConfig:
+def controller_config(config: KafkaConfig,
+                      client_security: ClientSecurity = PLAINTEXT_CLIENT) -> ControllerConfig:
     """The controller's settings from the broker's config."""
     listener = config.control_plane_listener_name or config.inter_broker_listener_name
     return ControllerConfig(
+        client_security=client_security,
         broker_id=config.get_int("broker.id"),
         unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
         delete_topic_enable=config.get_bool("delete.topic.enable"),
@@ -185,6 +218,7 @@ def group_config(config: KafkaConfig) -> GroupConfig:
         offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
         offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
+        offsets_topic_compression_codec=config.offsets_topic_compression_codec,
     )
 
 
@@ -200,12 +234,6 @@ def transaction_config(config: KafkaConfig) -> TransactionConfig:
             "transaction.remove.expired.transaction.cleanup.interval.ms"),
         request_timeout_ms=config.request_timeout_ms,
     )
-
-
-def _new_controller(config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
-                    broker_epoch: int, reactor: Any) -> ControllerLike:
-    return KafkaController(controller_config(config), zk_client, broker_id, broker_epoch,
-                           reactor)
 
 
 class KafkaBroker(MultiService):
@@ -225,13 +253,19 @@ class KafkaBroker(MultiService):
             DelayedOperationPurgatory("topic", reactor))
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
             DelayedOperationPurgatory("ElectLeader", reactor))
-        self.request_handler = RequestHandler(broker=self)
-        self._controller_factory: ControllerFactory = controller_factory or _new_controller
+        self.metrics: BrokerMetrics | None = (
+            BrokerMetrics() if config.metrics_prometheus_port >= 0 else None)
+        self.request_handler = RequestHandler(broker=self, metrics=self.metrics)
+        self._controller_factory: ControllerFactory = controller_factory or self._new_controller
+        self.credential_cache = ScramCredentialCache()
+        self._security: BrokerSecurity | None = None
         self._zk_client: KafkaZkClient | None = None
         self._admin_zk: AdminZkClient | None = None
         self._log_manager: LogManager | None = None
+        self.log_cleaner: LogCleaner | None = None
         self._replica_manager: ReplicaManager | None = None
         self.dynamic_config_manager: DynamicConfigManager | None = None
+        self.authorizer: AclAuthorizer | None = None
         self._group_coordinator: GroupCoordinator | None = None
         self._producer_id_manager: ProducerIdManager | None = None
         self._transaction_coordinator: TransactionCoordinator | None = None
@@ -241,14 +275,18 @@ class KafkaBroker(MultiService):
         self._controller_epoch = 0
         self._ports: dict[str, Any] = {}
         self._factories: list[KafkaServerFactory] = []
+        self._metrics_port: Any = None
         self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
         for step in (
+            _Step("security", self._resolve_security, _nothing),
             _Step("zookeeper", self._start_zookeeper, self._stop_zookeeper),
             _Step("log-manager", self._start_log_manager, self._stop_log_manager),
+            _Step("log-cleaner", self._start_log_cleaner, self._stop_log_cleaner),
             _Step("replica-manager", self._start_replica_manager, self._stop_replica_manager),
             _Step("dynamic-config", self._start_dynamic_config, self._stop_dynamic_config),
+            _Step("authorizer", self._start_authorizer, self._stop_authorizer),
             _Step("group-coordinator", self._start_group_coordinator,
                   self._stop_group_coordinator),
             _Step("producer-id-manager", self._start_producer_id_manager,
@@ -256,12 +294,22 @@ class KafkaBroker(MultiService):
             _Step("transaction-coordinator", self._start_transaction_coordinator,
                   self._stop_transaction_coordinator),
             _Step("socket-server", self._start_socket_server, self._stop_socket_server),
+            _Step("metrics", self._start_metrics, self._stop_metrics),
             _Step("registration", self._register, self._deregister),
             _Step("controller", self._start_controller, self._stop_controller),
         ):
             self.addService(step)  # type: ignore[no-untyped-call]
 
+    def _new_controller(self, config: KafkaConfig, zk_client: KafkaZkClient, broker_id: int,
+                        broker_epoch: int, reactor: Any) -> ControllerLike:
+        return KafkaController(controller_config(config, self.security.control_plane),
+                               zk_client, broker_id, broker_epoch, reactor)
+
     # -- BrokerServices ----------------------------------------------------------------------
+
+    @property
+    def security(self) -> BrokerSecurity:
+        return _started(self._security, "security settings")
 
     @property
     def zk_client(self) -> KafkaZkClient:
@@ -420,6 +468,12 @@ class KafkaBroker(MultiService):
 
     # -- steps -----------------------------------------------------------------------------------
 
+    async def _resolve_security(self) -> None:
+        try:
+            self._security = resolve_broker_security(self.config, self.credential_cache)
+        except SecurityConfigError as exc:
+            raise BrokerStartupError(str(exc)) from exc
+
     async def _start_zookeeper(self) -> None:
         config = self.config
         connect = config.zookeeper_connect
@@ -465,6 +519,8 @@ class KafkaBroker(MultiService):
                     logger.error("Invalid config overrides of topic %s: %s", topic, exc)
         manager = LogManager(manager_config, clock=self.reactor, topic_configs=topic_configs,
                              cluster_id=self.cluster_id)
+        if self.metrics is not None:
+            manager.flush_time_listener = self.metrics.record_log_flush
         try:
             manager.startup()
         except InconsistentClusterIdError as exc:
@@ -489,14 +545,46 @@ class KafkaBroker(MultiService):
         if self._log_manager is not None:
             self._log_manager.shutdown()
 
+    async def _start_log_cleaner(self) -> None:
+        config = self.config
+        if not config.log_cleaner_enable:
+            return
+        reactor = self.reactor
+
+        def run_on_reactor(function: Callable[[], _T]) -> _T:
+            result: _T = threads.blockingCallFromThread(reactor, function)
+            return result
+
+        self.log_cleaner = LogCleaner(
+            CleanerConfig(
+                num_threads=config.log_cleaner_threads,
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+                dedupe_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+                io_buffer_size=config.log_cleaner_io_buffer_size,
+                max_message_size=config.message_max_bytes,
+                max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+                backoff_ms=config.log_cleaner_backoff_ms,
+                enable_cleaner=True,
+                use_process=True,
+            ),
+            self.log_manager, reactor, run_on_reactor,
+        )
+        self.log_cleaner.startup()
+
+    async def _stop_log_cleaner(self) -> None:
+        if self.log_cleaner is not None:
+            self.log_cleaner.shutdown()
+
     async def _start_replica_manager(self) -> None:
         manager = ReplicaManager(self.broker_id, self.log_manager, self.zk_client,
                                  clock=self.reactor,
                                  config=ReplicaManagerConfig.from_kafka_config(self.config),
                                  isr_zk_client=self.zk_client,
                                  metadata_cache=self.metadata_cache,
-                                 fetcher_config=ReplicaFetcherConfig.from_kafka_config(
-                                     self.config))
+                                 fetcher_config=dataclasses.replace(
+                                     ReplicaFetcherConfig.from_kafka_config(self.config),
+                                     client_security=self.security.inter_broker),
+                                 metrics=self.metrics)
         manager.controller_epoch = self._controller_epoch
         manager.startup()
         self._replica_manager = manager
@@ -507,7 +595,8 @@ class KafkaBroker(MultiService):
 
     async def _start_dynamic_config(self) -> None:
         manager = DynamicConfigManager(self.broker_id, self.zk_client, self.log_manager,
-                                       self.config.originals, self.reactor)
+                                       self.config.originals, self.reactor,
+                                       user_config_handler=self.credential_cache.update_user)
         await manager.startup()
         self.dynamic_config_manager = manager
 
@@ -516,14 +605,35 @@ class KafkaBroker(MultiService):
             self.dynamic_config_manager.shutdown()
             self.dynamic_config_manager = None
 
+    async def _start_authorizer(self) -> None:
+        """Kafka's ``authorizer.class.name``: none (everyone may do everything) or the
+        AclAuthorizer, whose ACLs are loaded before the socket server accepts a request."""
+        config = self.config
+        if not config.authorizer_class_name:
+            return
+        authorizer = AclAuthorizer(
+            self.zk_client, self.reactor, super_users=parse_super_users(config.super_users),
+            allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
+        await authorizer.startup()
+        self.authorizer = authorizer
+
+    async def _stop_authorizer(self) -> None:
+        if self.authorizer is not None:
+            self.authorizer.shutdown()
+            self.authorizer = None
+
     async def _start_group_coordinator(self) -> None:
         if self.config.offsets_storage != "zookeeper":
             raise BrokerStartupError(
                 f"offsets.storage={self.config.offsets_storage} is not supported: committed "
                 "offsets are kept in ZooKeeper only (offsets.storage=zookeeper)")
         self._group_store = ZkGroupStore(self.zk_client)
+        metadata_log = ReplicaGroupMetadataLog(
+            self.replica_manager, required_acks=self.config.offsets_commit_required_acks,
+            timeout_ms=self.config.offsets_commit_timeout_ms,
+            load_buffer_size=self.config.offsets_load_buffer_size)
         coordinator = GroupCoordinator(self.broker_id, group_config(self.config),
-                                       self._group_store, self.reactor)
+                                       self._group_store, metadata_log, self.reactor)
         self.replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
         coordinator.startup()
         self._group_coordinator = coordinator
@@ -552,7 +662,8 @@ class KafkaBroker(MultiService):
 
         def connect(destination: MarkerDestination) -> KafkaClientConnection:
             return KafkaClientConnection(self.reactor, destination.host, destination.port,
-                                         client_id=client_id, request_timeout=timeout_s)
+                                         client_id=client_id, request_timeout=timeout_s,
+                                         security=self.security.inter_broker)
 
         channel = TransactionMarkerChannelManager(
             self.reactor,
@@ -603,19 +714,25 @@ class KafkaBroker(MultiService):
     async def _start_socket_server(self) -> None:
         config = self.config
         for endpoint in config.listeners:
+            resolved = self.security.listeners[endpoint.listener_name]
             factory = KafkaServerFactory(self.request_handler, config.socket_request_max_bytes,
-                                         endpoint.listener_name)
+                                         endpoint.listener_name, resolved.security)
             try:
-                port = self.reactor.listenTCP(endpoint.port, factory,
-                                              interface=endpoint.host or "")
+                if resolved.tls is None:
+                    port = self.reactor.listenTCP(endpoint.port, factory,
+                                                  interface=endpoint.host or "")
+                else:
+                    port = self.reactor.listenSSL(endpoint.port, factory, resolved.tls,
+                                                  interface=endpoint.host or "")
             except twisted_error.CannotListenError as exc:
                 raise BrokerStartupError(
                     f"Socket server failed to bind to {endpoint.host or '0.0.0.0'}:"
                     f"{endpoint.port}: {_bind_reason(exc)}.") from exc
             self._ports[endpoint.listener_name] = port
             self._factories.append(factory)
-            logger.info("Awaiting socket connections on %s:%d (%s)", endpoint.host or "0.0.0.0",
-                        port.getHost().port, endpoint.listener_name)
+            logger.info("Awaiting socket connections on %s:%d (%s, %s)",
+                        endpoint.host or "0.0.0.0", port.getHost().port, endpoint.listener_name,
+                        endpoint.security_protocol.name)
 
     async def _stop_socket_server(self) -> None:
         ports, self._ports = self._ports, {}
@@ -646,14 +763,64 @@ class KafkaBroker(MultiService):
         host = endpoint.host if endpoint.host is not None else socket.getfqdn()
         return EndPoint(endpoint.listener_name, endpoint.security_protocol, host, port)
 
+    async def _start_metrics(self) -> None:
+        metrics = self.metrics
+        if metrics is None:
+            return
+        register_collectors(metrics, [
+            ReplicaManagerCollector(lambda: self._replica_manager),
+            ControllerCollector(lambda: self._controller),
+            GroupLagCollector(lambda: self._group_coordinator, lambda: self._replica_manager),
+        ])
+        host = self.config.metrics_prometheus_host
+        try:
+            self._metrics_port = self.reactor.listenTCP(
+                self.config.metrics_prometheus_port,
+                Site(MetricsResource(metrics)),  # type: ignore[no-untyped-call]
+                interface=host)
+        except twisted_error.CannotListenError as exc:
+            raise BrokerStartupError(
+                f"Metrics server failed to bind to {host}:{self.config.metrics_prometheus_port}"
+                f": {_bind_reason(exc)}.") from exc
+        logger.info("Serving Prometheus metrics on http://%s:%d/metrics", host,
+                    self.metrics_port())
+
+    async def _stop_metrics(self) -> None:
+        port, self._metrics_port = self._metrics_port, None
+        if port is not None:
+            await _wait(port.stopListening())
+
+    def metrics_port(self) -> int:
+        """The port metrics are served on (what port 0 became)."""
+        if self._metrics_port is None:
+            raise RuntimeError("the broker does not serve metrics")
+        return int(self._metrics_port.getHost().port)
+
     async def _register(self) -> None:
         zk = self.zk_client
         self.registered_endpoints = self.advertised_endpoints()
         info = self._broker_info()
-        try:
-            self.broker_epoch = await zk.register_broker(info)
-        except BrokerIdAlreadyRegisteredError as exc:
-            raise BrokerStartupError(str(exc)) from exc
+        wait_ms = self.config.zookeeper_session_timeout_ms + REGISTRATION_WAIT_MARGIN_MS
+        deadline = self.reactor.seconds() + wait_ms / 1000.0
+        waiting = False
+        while True:
+            try:
+                self.broker_epoch = await zk.register_broker(info)
+                break
+            except BrokerIdAlreadyRegisteredError as exc:
+                if self.reactor.seconds() >= deadline:
+                    raise BrokerStartupError(str(exc)) from exc
+                if not waiting:
+                    waiting = True
+                    logger.warning(
+                        "broker.id %d is still registered by another ZooKeeper session (a "
+                        "previous run of this broker whose session has not expired yet?): "
+                        "waiting up to %d ms for that registration to go", self.broker_id,
+                        wait_ms)
+            await _sleep(self.reactor, REGISTRATION_RETRY_S)
+        if waiting:
+            logger.info("The old registration of broker.id %d expired: registered",
+                        self.broker_id)
         zk.register_state_change_handler(_SessionHandler(self))
 
     def _broker_info(self) -> BrokerInfo:
@@ -684,6 +851,8 @@ class KafkaBroker(MultiService):
         controller = self._controller_factory(self.config, self.zk_client, self.broker_id,
                                               self.broker_epoch, self.reactor)
         self._controller = controller
+        if self.metrics is not None and isinstance(controller, KafkaController):
+            controller.events.queue_time_listener = self.metrics.record_event_queue_time
         await controller.startup()
 
     async def _stop_controller(self) -> None:
@@ -734,7 +903,8 @@ class KafkaBroker(MultiService):
             return False
         error_code, remaining = await send_controlled_shutdown(
             self.reactor, endpoint.host, endpoint.port, self.broker_id, self.broker_epoch,
-            timeout_s=self.config.request_timeout_ms / 1000.0)
+            timeout_s=self.config.request_timeout_ms / 1000.0,
+            security=self.security.inter_broker)
         if error_code == NONE and not remaining:
             return True
         if remaining:
@@ -742,6 +912,10 @@ class KafkaBroker(MultiService):
                         ",".join(str(tp) for tp in sorted(remaining)))
         logger.info("Error from controller: %s", error_code)
         return False
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _bind_reason(exc: twisted_error.CannotListenError) -> str:

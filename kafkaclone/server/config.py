@@ -80,7 +80,13 @@ from kafkaclone.log.config import (
     LOG_MANAGER_CONFIG_KEYS,
 )
 from kafkaclone.log.config import TOPIC_CONFIG_SYNONYMS as TOPIC_CONFIG_SYNONYMS
+from kafkaclone.server.authorizer import ACL_AUTHORIZER_CLASS_NAMES
 from kafkaclone.server.replica_selector import REPLICA_SELECTORS
+from kafkaclone.server.security.keys import (
+    SASL_CONFIG_KEYS,
+    SSL_CONFIG_KEYS,
+    listener_prefixed_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +146,39 @@ class KafkaVersion(Validator):
 
     def describe(self) -> str:
         return f"[{KAFKA_VERSIONS[0]},...,{LATEST_KAFKA_VERSION}]"
+
+
+class AuthorizerClassName(Validator):
+    """``authorizer.class.name``: empty or one of Kafka's ACL authorizer classes."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        if value in ("", None, *ACL_AUTHORIZER_CLASS_NAMES):
+            return None
+        return (f"kafkaclone cannot load {value}: the only authorizer it provides is "
+                f"{ACL_AUTHORIZER_CLASS_NAMES[0]} (empty for none)")
+
+    def describe(self) -> str:
+        return f"[\"\", {', '.join(ACL_AUTHORIZER_CLASS_NAMES)}]"
+
+
+class PrincipalList(Validator):
+    """``super.users``: principals ``type:name`` separated by semicolons."""
+
+    def problem(self, value: ConfigValue) -> str | None:
+        items = [item.strip() for item in str(value).split(";") if item.strip()]
+        bad = [item for item in items if not _is_principal(item)]
+        if bad:
+            return (f"expected principals as type:name separated by semicolons "
+                    f"(User:admin;User:broker), not {', '.join(bad)}")
+        return None
+
+    def describe(self) -> str:
+        return "User:name;User:other"
+
+
+def _is_principal(text: str) -> bool:
+    principal_type, sep, name = text.partition(":")
+    return bool(sep and principal_type and name)
 
 
 # --- the table ----------------------------------------------------------------------------
@@ -208,6 +247,8 @@ BROKER_CONFIG: Final = ConfigDef([
                   "The most ZooKeeper requests the broker keeps unanswered before waiting.",
                   validator=at_least(1)),
     ),
+    *_section("TLS", *SSL_CONFIG_KEYS),
+    *_section("SASL", *SASL_CONFIG_KEYS),
     *_section(
         "General",
         LOG_MANAGER_CONFIG_KEYS["broker.id"],
@@ -447,13 +488,16 @@ BROKER_CONFIG: Final = ConfigDef([
                   validator=between(0, 1)),
         ConfigKey("log.cleaner.delete.retention.ms", LONG,
                   _topic_default("delete.retention.ms"), MEDIUM,
-                  "How long tombstones (records with a null value) survive compaction."),
+                  "How long tombstones (records with a null value) survive compaction.",
+                  validator=at_least(0)),
         ConfigKey("log.cleaner.min.compaction.lag.ms", LONG,
                   _topic_default("min.compaction.lag.ms"), MEDIUM,
-                  "The youngest a record can be and still be compacted."),
+                  "The youngest a record can be and still be compacted.",
+                  validator=at_least(0)),
         ConfigKey("log.cleaner.max.compaction.lag.ms", LONG,
                   _topic_default("max.compaction.lag.ms"), MEDIUM,
-                  "The oldest a record can get without being eligible for compaction."),
+                  "The oldest a record can get without being eligible for compaction.",
+                  validator=at_least(1)),
     ),
     *_section(
         "Replication",
@@ -614,6 +658,23 @@ BROKER_CONFIG: Final = ConfigDef([
                   validator=at_least(1)),
     ),
     *_section(
+        "Authorizer",
+        ConfigKey("authorizer.class.name", STRING, "", LOW,
+                  "The authorizer: empty (no authorization, every request is allowed) or "
+                  "kafka.security.authorizer.AclAuthorizer (kafka.security.auth."
+                  "SimpleAclAuthorizer is the same), Kafka's ACLs stored in ZooKeeper. Any "
+                  "other class stops the broker at start.",
+                  validator=AuthorizerClassName()),
+        ConfigKey("super.users", STRING, None, LOW,
+                  "Principals the AclAuthorizer allows everything, separated by semicolons "
+                  "(User:admin;User:broker). With a PLAINTEXT inter-broker listener the "
+                  "brokers are User:ANONYMOUS, which must then be listed here.",
+                  validator=PrincipalList()),
+        ConfigKey("allow.everyone.if.no.acl.found", BOOLEAN, False, LOW,
+                  "Whether the AclAuthorizer allows a request on a resource that has no ACL "
+                  "at all."),
+    ),
+    *_section(
         "Fetch",
         ConfigKey("fetch.max.bytes", INT, 55 * 1024 * 1024, MEDIUM,
                   "The most bytes the broker returns for one fetch request.",
@@ -621,6 +682,17 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("max.incremental.fetch.session.cache.slots", INT, 1000, MEDIUM,
                   "The most incremental fetch sessions (KIP-227) the broker keeps.",
                   validator=at_least(0)),
+    ),
+    *_section(
+        "Metrics",
+        ConfigKey("metrics.prometheus.port", INT, -1, MEDIUM,
+                  "kafkaclone's own (Kafka exposes JMX instead): the port on which the broker "
+                  "serves its metrics in Prometheus text format at /metrics. -1 turns it off; "
+                  "0 lets the OS pick a port (logged at startup).",
+                  validator=between(-1, 65535)),
+        ConfigKey("metrics.prometheus.host", STRING, "127.0.0.1", MEDIUM,
+                  "kafkaclone's own: the address the metrics port binds to (0.0.0.0 for "
+                  "every interface)."),
     ),
 ])  # fmt: skip
 
@@ -804,6 +876,8 @@ class KafkaConfig(AbstractConfig):
         unknown names are logged as warnings."""
         super().__init__(BROKER_CONFIG, props)
         for name in self.unknown_keys:
+            if listener_prefixed_key(name) is not None:
+                continue  # a per-listener security key (kafkaclone.server.security)
             logger.warning("Ignoring unknown configuration %s: kafkaclone does not know it", name)
         for key in BROKER_CONFIG:
             if key.deprecated and key.name in self._originals:
@@ -878,6 +952,9 @@ class KafkaConfig(AbstractConfig):
     request_timeout_ms = _Int("request.timeout.ms")
     delete_topic_enable = _Bool("delete.topic.enable")
     auto_create_topics_enable = _Bool("auto.create.topics.enable")
+    authorizer_class_name = _Str("authorizer.class.name")
+    super_users = _OptionalStr("super.users")
+    allow_everyone_if_no_acl_found = _Bool("allow.everyone.if.no.acl.found")
     compression_type = _Str("compression.type")
 
     # --- socket server ---
@@ -1033,6 +1110,11 @@ class KafkaConfig(AbstractConfig):
     def inter_broker_protocol_version(self) -> str:
         """The canonical form of ``inter.broker.protocol.version``."""
         return _canonical(self.get_str("inter.broker.protocol.version"))
+
+    # --- metrics ---
+
+    metrics_prometheus_port = _Int("metrics.prometheus.port")
+    metrics_prometheus_host = _Str("metrics.prometheus.host")
 
     # --- controlled shutdown ---
 

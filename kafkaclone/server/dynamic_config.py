@@ -23,12 +23,13 @@ present is processed, so nothing made while the broker was down is missed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from twisted.internet.defer import Deferred
 
 from kafkaclone.common.errors import KafkaError
+from kafkaclone.common.security import desanitize
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.zk.client import KafkaZkClient
@@ -52,8 +53,11 @@ class DynamicConfigManager:
     """Applies config changes announced under ``/config/changes`` to this broker."""
 
     def __init__(self, broker_id: int, zk_client: KafkaZkClient, log_manager: LogManager,
-                 static_props: Mapping[str, Any], reactor: Any) -> None:
+                 static_props: Mapping[str, Any], reactor: Any, *,
+                 user_config_handler: Callable[[str, dict[str, str]], None] | None = None
+                 ) -> None:
         self.broker_id = broker_id
+        self._user_config_handler = user_config_handler
         self._zk = zk_client
         self._log_manager = log_manager
         self._static_props = dict(static_props)
@@ -83,6 +87,9 @@ class DynamicConfigManager:
     async def startup(self) -> None:
         self._running = True
         await self._reload_broker_configs()
+        if self._user_config_handler is not None:
+            for user in await self._zk.get_all_entities_with_config(ConfigEntityType.USER):
+                await self._apply_user_configs(user)
         self._zk.register_znode_child_change_handler(self._child_handler)
         self._zk.register_state_change_handler(self._session_handler)
         await self._process_notifications()
@@ -146,6 +153,8 @@ class DynamicConfigManager:
         elif entity_type == ConfigEntityType.BROKER and entity_name in (
                 str(self.broker_id), ConfigEntityZNode.DEFAULT_ENTITY_NAME):
             await self._reload_broker_configs()
+        elif entity_type == ConfigEntityType.USER and self._user_config_handler is not None:
+            await self._apply_user_configs(entity_name)
         else:
             logger.debug("Config change of %s does not concern this broker", entity_path)
 
@@ -176,6 +185,14 @@ class DynamicConfigManager:
         self._log_manager.update_default_config(defaults)
         await self._apply_topic_configs(
             sorted({tp.topic for tp in self._log_manager.logs_by_topic_partition}))
+
+    async def _apply_user_configs(self, sanitized_user: str) -> None:
+        """Hand a user's configs (never logged: they hold SCRAM credentials) to the handler;
+        the znode name is the user name as Kafka's Sanitizer URL-encodes it."""
+        assert self._user_config_handler is not None
+        configs = await self._zk.get_entity_configs(ConfigEntityType.USER, sanitized_user)
+        logger.info("Processing config change of user %s", desanitize(sanitized_user))
+        self._user_config_handler(desanitize(sanitized_user), configs)
 
     async def _apply_topic_configs(self, topics: list[str]) -> None:
         overrides = await self._zk.get_topic_configs(topics)

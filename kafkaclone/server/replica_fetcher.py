@@ -77,7 +77,7 @@ from kafkaclone.log.common import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
 )
-from kafkaclone.network.client import KafkaClientConnection
+from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity, KafkaClientConnection
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.config import default_int, default_str
@@ -128,6 +128,8 @@ class ReplicaFetcherConfig:
     replica_socket_timeout_ms: int = default_int("replica.socket.timeout.ms")
     inter_broker_listener_name: str = default_str("security.inter.broker.protocol")
     inter_broker_protocol_version: str = default_str("inter.broker.protocol.version")
+    client_security: ClientSecurity = PLAINTEXT_CLIENT
+    """TLS and SASL of the inter-broker listener (the broker sets it once resolved)."""
 
     @classmethod
     def from_kafka_config(cls, config: Any) -> ReplicaFetcherConfig:
@@ -947,7 +949,8 @@ class ReplicaFetcherManager:
     def _tcp_connection(self, source: BrokerEndPoint, client_id: str) -> FetcherConnection:
         return KafkaClientConnection(
             self._clock, source.host, source.port, client_id=client_id,
-            request_timeout=self.config.replica_socket_timeout_ms / 1000.0)
+            request_timeout=self.config.replica_socket_timeout_ms / 1000.0,
+            security=self.config.client_security)
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         return fetcher_id_for(tp, max(1, self.config.num_replica_fetchers))

@@ -55,6 +55,7 @@ from twisted.internet.defer import Deferred, DeferredLock
 
 from kafkaclone.cluster.partition import (
     FetchIsolation,
+    IsrChangeListener,
     LeaderAndIsrPartitionState,
     Partition,
 )
@@ -243,6 +244,14 @@ class ZkIsrManager:
         return Deferred.fromCoroutine(announce())
 
 
+class ReplicaManagerMetrics(IsrChangeListener, Protocol):
+    """The counters the data path updates (kafkaclone.server.metrics.BrokerMetrics)."""
+
+    def record_append(self, records: int, size: int) -> None: ...
+
+    def record_bytes_out(self, size: int) -> None: ...
+
+
 class ReplicaManager:
     """The partitions hosted by one broker."""
 
@@ -258,6 +267,7 @@ class ReplicaManager:
         metadata_cache: MetadataCache | None = None,
         fetcher_config: ReplicaFetcherConfig | None = None,
         fetcher_connection_factory: ConnectionFactory | None = None,
+        metrics: ReplicaManagerMetrics | None = None,
     ) -> None:
         """``clock``: the reactor (or a task.Clock); ``isr_zk_client``: where a leader
         writes its ISR changes (without it they apply locally at once, for tests);
@@ -268,6 +278,7 @@ class ReplicaManager:
         leader side), over ``fetcher_connection_factory`` connections (TCP by default)."""
         self.broker_id = broker_id
         self.log_manager = log_manager
+        self.metrics = metrics
         self._topic_configs = topic_configs
         self.clock = clock
         self.config = config or ReplicaManagerConfig()
@@ -444,6 +455,7 @@ class ReplicaManager:
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
             on_high_watermark_change=self.complete_delayed_requests,
             is_broker_alive=None if cache is None else cache.is_alive,
+            isr_change_listener=self.metrics,
         )
 
     async def _log_configs_for(self, topics: set[str]) -> dict[str, LogConfig]:
@@ -706,6 +718,8 @@ class ReplicaManager:
             results[tp] = (ProducePartitionResult(NONE, info.first_offset, info.log_append_time,
                                                   info.log_start_offset),
                            info.last_offset + 1)
+            if self.metrics is not None:
+                self.metrics.record_append(info.record_count, info.valid_bytes)
             # New data for followers' long polls; a moved high watermark for consumers'
             # and acks=-1 producers.
             if hw_moved:
@@ -728,13 +742,18 @@ class ReplicaManager:
         readable = sum(result.size for _, result in results)
         if (params.max_wait_ms <= 0 or not infos or readable >= params.min_bytes
                 or any(result.error_code != NONE for _, result in results)):
+            if self.metrics is not None and not params.is_from_follower:
+                self.metrics.record_bytes_out(readable)
             return results
         statuses = [(tp, info, result.fetch_offset_metadata)
                     for (tp, info), (_, result) in zip(infos, results, strict=True)]
         answered: Deferred[list[tuple[TopicPartition, LogReadResult]]] = Deferred()
         operation = DelayedFetch(params.max_wait_ms, params, statuses, self, answered.callback)
         self.delayed_fetch.try_complete_else_watch(operation, [tp for tp, _ in infos])
-        return await answered
+        completed = await answered
+        if self.metrics is not None and not params.is_from_follower:
+            self.metrics.record_bytes_out(sum(result.size for _, result in completed))
+        return completed
 
     def read_from_local_log(
         self,

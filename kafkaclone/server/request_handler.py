@@ -17,7 +17,8 @@ This is the broker's request dispatcher (Kafka's ``KafkaApis.handle``). For each
 from __future__ import annotations
 
 import logging
-from typing import Any
+import time
+from typing import Any, TypeVar
 
 from twisted.internet.defer import Deferred, succeed
 
@@ -31,21 +32,27 @@ from kafkaclone.server.handlers.registry import (
     RequestContext,
     load_handlers,
 )
+from kafkaclone.server.metrics import BrokerMetrics
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class RequestHandler:
     """The dispatcher the socket server calls for every request frame."""
 
     def __init__(self, broker: BrokerServices,
-                 handlers: dict[ApiKey, RegisteredHandler] | None = None) -> None:
+                 handlers: dict[ApiKey, RegisteredHandler] | None = None,
+                 metrics: BrokerMetrics | None = None) -> None:
         self.broker = broker
         self.handlers = load_handlers() if handlers is None else handlers
+        self.metrics = metrics
+        """Per-API request counts and times, when the broker serves metrics."""
 
     def dispatch(self, connection: ConnectionInfo,
                  frame: bytes | bytearray) -> Deferred[bytes | None]:
+        started = time.perf_counter()
         try:
             key, version, correlation_id = protocol_api.peek_request_header(frame)
             header, target, body_pos = protocol_api.decode_request_header(frame)
@@ -79,7 +86,10 @@ class RequestHandler:
         client_id = None if header.client_id is None else str(header.client_id)
         ctx = RequestContext(target, version, correlation_id, client_id, connection, self.broker)
         result: Deferred[Any] = Deferred.fromCoroutine(_call(registered, ctx, body))
-        return result.addCallback(self._encode, key, version, correlation_id)
+        result.addCallback(self._encode, key, version, correlation_id)
+        if self.metrics is not None:
+            result.addBoth(_recorded, self.metrics, key, started)
+        return result
 
     @staticmethod
     def _encode(response: Any, key: int, version: int, correlation_id: int) -> bytes | None:
@@ -90,3 +100,8 @@ class RequestHandler:
 
 async def _call(registered: RegisteredHandler, ctx: RequestContext, body: Any) -> Any:
     return await registered.fn(ctx, body)
+
+
+def _recorded(result: _T, metrics: BrokerMetrics, key: int, started: float) -> _T:
+    metrics.record_request(key, started)
+    return result

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kafkaclone.coordinator.transaction.coordinator import TransactionCoordinator
     from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
     from kafkaclone.log.manager import LogManager
+    from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer
     from kafkaclone.server.config import KafkaConfig
     from kafkaclone.server.delayed.admin import DelayedElectLeader
     from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
@@ -62,6 +63,8 @@ class BrokerServices(Protocol):
     broker_epoch: int
     """The czxid of this broker's /brokers/ids znode: its registration generation."""
     auto_create_topics_enable: bool
+    authorizer: AclAuthorizer | None
+    """None when no ``authorizer.class.name`` is configured: every request is allowed."""
 
     @property
     def config(self) -> KafkaConfig: ...

@@ -5,7 +5,8 @@ Reader options (https://spark.apache.org/docs/latest/structured-streaming-kafka-
 
 - exactly one of ``assign`` (JSON ``{"topicA": [0, 1]}``), ``subscribe`` (comma-separated
   topics), ``subscribePattern`` (a regular expression, matched against the whole name);
-- ``kafka.bootstrap.servers`` (required) and any other ``kafka.*`` option, handed to the
+- ``kafka.bootstrap.servers`` (required) and any other ``kafka.*`` option
+  (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*`` included), handed to the
   client without the prefix; the options Spark refuses (``kafka.group.id`` aside, the
   consumer settings the source manages itself) are refused here too;
 - ``startingOffsets``: ``earliest``, ``latest`` (streaming only) or JSON

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
@@ -64,6 +64,8 @@ class BrokerProcess:
     """One broker process of a LocalCluster."""
 
     def __init__(self, broker_id: int, port: int, config_path: Path, log_path: Path) -> None:
+        self.listener_ports: dict[str, int] = {}
+        """Listener name -> port, for the cluster's extra listeners."""
         self.broker_id = broker_id
         self.port = port
         self.config_path = config_path
@@ -163,13 +165,17 @@ class LocalCluster:
     (a temporary directory, removed at the end, if not given). ``overrides`` are broker
     config keys on top of :data:`DEFAULT_BROKER_CONFIG`, ``broker_overrides`` those of one
     broker on top of them (``{1: {"broker.rack": "a"}}``); ``chroot`` puts the cluster
-    under a ZooKeeper path.
+    under a ZooKeeper path. ``extra_listeners`` are listener names (``SASL_SSL``, ``SSL``,
+    or names given a protocol by ``listener.security.protocol.map`` in ``overrides``) each
+    broker serves besides its PLAINTEXT one (which the cluster uses to see the brokers
+    up); their ports are in ``BrokerProcess.listener_ports``.
     """
 
     def __init__(self, num_brokers: int = 3, *, base_dir: str | os.PathLike[str] | None = None,
                  overrides: Mapping[str, str] | None = None,
                  broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
-                 chroot: str = "", startup_timeout: float = 60.0) -> None:
+                 chroot: str = "", startup_timeout: float = 60.0,
+                 extra_listeners: Sequence[str] = ()) -> None:
         if num_brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.num_brokers = num_brokers
@@ -180,6 +186,7 @@ class LocalCluster:
         self.base_dir = Path(base_dir)
         self.overrides = dict(overrides or {})
         self.broker_overrides = {b: dict(o) for b, o in (broker_overrides or {}).items()}
+        self.extra_listeners = tuple(name.upper() for name in extra_listeners)
         self.chroot = "/" + chroot.strip("/") if chroot.strip("/") else ""
         self.startup_timeout = startup_timeout
         self.zookeeper = ZooKeeperServer(data_dir=self.base_dir / "zookeeper")
@@ -195,6 +202,11 @@ class LocalCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(b.bootstrap_server for _, b in sorted(self.brokers.items()))
+
+    def bootstrap_servers_for(self, listener_name: str) -> str:
+        """The brokers' addresses on one of ``extra_listeners``."""
+        return ",".join(f"127.0.0.1:{b.listener_ports[listener_name.upper()]}"
+                        for _, b in sorted(self.brokers.items()))
 
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]
@@ -218,10 +230,13 @@ class LocalCluster:
 
     def _new_broker(self, broker_id: int) -> BrokerProcess:
         port = free_port()
+        listener_ports = {name: free_port() for name in self.extra_listeners}
+        listeners = ",".join([f"PLAINTEXT://127.0.0.1:{port}", *(
+            f"{name}://127.0.0.1:{extra}" for name, extra in listener_ports.items())])
         props = {
             **DEFAULT_BROKER_CONFIG,
             "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": listeners,
             "log.dirs": str(self.base_dir / f"broker-{broker_id}" / "data"),
             "zookeeper.connect": self.zookeeper_connect,
             **self.overrides,
@@ -229,8 +244,10 @@ class LocalCluster:
         }
         config_path = self.base_dir / f"server-{broker_id}.properties"
         config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        return BrokerProcess(broker_id, port, config_path,
-                             self.base_dir / f"broker-{broker_id}.log")
+        process = BrokerProcess(broker_id, port, config_path,
+                                self.base_dir / f"broker-{broker_id}.log")
+        process.listener_ports.update(listener_ports)
+        return process
 
     def registered_broker_ids(self) -> list[int]:
         client = KazooClient(hosts=self.zookeeper.connect_string, timeout=10.0)

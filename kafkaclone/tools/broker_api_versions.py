@@ -3,9 +3,11 @@ BrokerApiVersionsCommand prints them.
 
     kafka-broker-api-versions.sh --bootstrap-server h:p
 
-For each broker ``host:port (id: N rack: R) -> (`` then one line per API the client knows:
+For each broker ``host:port (id: N rack: R) -> (`` then one line per API key of Kafka 2.8
+(kafkaclone.protocol.api_keys.ApiKey, as Kafka's NodeApiVersions lists every ApiKeys entry):
 ``<tab>Name(key): min to max [usable: v]``, ``UNSUPPORTED`` when the broker does not serve
-it, or ``[unusable: node too new/old]`` when the ranges do not meet; then ``)``.
+it, or ``[unusable: node too new/old]`` when the ranges do not meet; a key the broker
+advertises that Kafka 2.8 does not know is ``UNKNOWN(key): min to max``; then ``)``.
 """
 
 from __future__ import annotations
@@ -13,21 +15,36 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Final, TextIO
 
 from kafkaclone.clients.admin import AdminClient, Node
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.tools.client_options import command_security
 from kafkaclone.tools.command import CommandParser, run_tool
+
+KAFKA_API_KEYS: Final = frozenset(int(key) for key in ApiKey)
+
+
+def api_name(key: int) -> str:
+    """Kafka's name of an API key: the declared message's, else the key's in CamelCase
+    (``ALTER_PARTITION_REASSIGNMENTS`` -> ``AlterPartitionReassignments``)."""
+    declared = APIS.get(key)
+    if declared is not None:
+        return declared.name
+    return "".join(word.capitalize() for word in ApiKey(key).name.split("_"))
 
 
 def format_api(key: int, broker_range: tuple[int, int] | None) -> str:
-    declared = APIS[key]
-    name = f"{declared.name}({key})"
+    name = f"{api_name(key)}({key})" if key in KAFKA_API_KEYS else f"UNKNOWN({key})"
     if broker_range is None:
         return f"{name}: UNSUPPORTED"
     low, high = broker_range
     versions = f"{low}" if low == high else f"{low} to {high}"
+    declared = APIS.get(key)
+    if declared is None:
+        return f"{name}: {versions}"
     if declared.min_version > high:
         usable = "[unusable: node too old]"
     elif declared.max_version < low:
@@ -40,7 +57,8 @@ def format_api(key: int, broker_range: tuple[int, int] | None) -> str:
 def format_node(node: Node, versions: dict[int, tuple[int, int]]) -> str:
     rack = node.rack if node.rack is not None else "null"
     lines = [f"{node.host}:{node.port} (id: {node.id} rack: {rack}) -> ("]
-    entries = [format_api(key, versions.get(key)) for key in sorted(APIS)]
+    keys = sorted({int(key) for key in ApiKey} | set(versions))
+    entries = [format_api(key, versions.get(key)) for key in keys]
     lines.append(",\n".join(f"\t{entry}" for entry in entries))
     lines.append(")")
     return "\n".join(lines) + "\n"
@@ -56,7 +74,8 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def run_command(opts: argparse.Namespace, out: TextIO) -> None:
-    with AdminClient(opts.bootstrap_server, client_id="kafka-broker-api-versions") as admin:
+    with AdminClient(opts.bootstrap_server, client_id="kafka-broker-api-versions",
+                     security=command_security(opts.command_config)) as admin:
         for node, versions in admin.api_versions().items():
             out.write(format_node(node, versions))
 

@@ -9,7 +9,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, TextIO
 
+from kafkaclone.clients.security import ClientSecurity
 from kafkaclone.server.config import load_properties
+from kafkaclone.tools.command import CommandError
 
 
 class ToolParser(argparse.ArgumentParser):
@@ -41,6 +43,17 @@ def client_config(config_file: str | None, properties: Sequence[str] | None,
         conf.update(load_properties(config_file))
     conf.update(parse_pairs(properties, what))
     return conf
+
+
+def command_security(config_file: str | None) -> ClientSecurity:
+    """The security settings (``security.protocol``, ``sasl.*``, ``ssl.*``) of a
+    ``--command-config`` file, for the tools' admin connections; CommandError if they
+    cannot be honoured."""
+    try:
+        return ClientSecurity.from_properties(client_config(config_file, None,
+                                                            what="property"))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def flatten(values: Sequence[Sequence[str]] | None) -> list[str]:

@@ -1,9 +1,16 @@
 """kafka-configs: describe and change topic and broker configs, as Kafka 2.8's ConfigCommand.
 
     kafka-configs.sh --bootstrap-server h:p | --zookeeper h:p[/chroot]
-        --entity-type topics|brokers (--entity-name N | --entity-default)
+        --entity-type topics|brokers|users (--entity-name N | --entity-default)
         --describe [--all]
         --alter [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]
+
+Users (``--entity-type users``; with ``--zookeeper`` as Kafka 2.8 bootstraps SCRAM users,
+with ``--bootstrap-server`` through AlterUserScramCredentials / DescribeUserScramCredentials):
+``--add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'`` stores a SCRAM
+credential (salt, StoredKey, ServerKey, iterations; never the password) in
+``/config/users/<user>`` and notifies the brokers; ``--delete-config SCRAM-SHA-256`` removes
+it; ``--describe`` shows only each mechanism's iteration count.
 
 With ``--bootstrap-server``: topics are changed with IncrementalAlterConfigs, brokers with
 AlterConfigs (the complete new set of the broker's dynamic configs), and ``--describe``
@@ -30,8 +37,17 @@ from kafkaclone.clients.admin import (
     ConfigEntry,
     ConfigResource,
 )
-from kafkaclone.common.errors import InvalidConfigError, KafkaError
+from kafkaclone.common.errors import InvalidConfigError, KafkaError, ResourceNotFoundError
+from kafkaclone.common.scram import (
+    DEFAULT_ITERATIONS,
+    MIN_ITERATIONS,
+    SCRAM_MECHANISMS,
+    ScramCredential,
+    make_credential,
+)
+from kafkaclone.common.security import desanitize, sanitize
 from kafkaclone.common.topic import validate_topic_name
+from kafkaclone.tools.client_options import command_security
 from kafkaclone.tools.command import (
     CommandError,
     CommandParser,
@@ -40,7 +56,8 @@ from kafkaclone.tools.command import (
     run_tool,
 )
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")
+_SCRAM_CREDENTIAL = re.compile(r"(?:iterations=([0-9]*),)?password=(.*)", re.DOTALL)
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
                 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
@@ -95,7 +112,8 @@ def resolve_entity(opts: argparse.Namespace) -> tuple[str, str | None]:
         types.append("brokers")
         names.append(opts.broker)
     if len(types) != 1:
-        raise UsageError("Exactly one entity type (--entity-type topics|brokers) must be given")
+        raise UsageError("Exactly one entity type (--entity-type topics|brokers|users) must be "
+                         "given")
     entity_type = types[0]
     if entity_type not in ENTITY_TYPES:
         raise UsageError(f"--entity-type must be one of {', '.join(ENTITY_TYPES)}: "
@@ -221,19 +239,88 @@ def _entity_label(entity_type: str, name: str) -> str:
     return f"{'topic' if entity_type == 'topics' else entity_type} '{name}'"
 
 
+def parse_scram_credential(mechanism: str, text: str) -> tuple[int, str]:
+    """``[iterations=n,]password=p`` -> (iterations, password); ValueError with Kafka's
+    message (the password not repeated) if malformed or too few iterations."""
+    match = _SCRAM_CREDENTIAL.fullmatch(text)
+    if match is None:
+        raise ValueError(f"Invalid credential property {mechanism}={text.split('password=')[0]}"
+                         "password=[hidden]")
+    iterations = int(match.group(1)) if match.group(1) else DEFAULT_ITERATIONS
+    if iterations < MIN_ITERATIONS:
+        raise ValueError(f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} "
+                         f"required for {mechanism}")
+    return iterations, match.group(2)
+
+
+def describe_users_admin(admin: AdminClient, name: str | None, out: TextIO) -> None:
+    """DescribeUserScramCredentials, printed as Kafka 2.8's ConfigCommand does."""
+    try:
+        described = admin.describe_user_scram_credentials(None if name is None else [name])
+    except ResourceNotFoundError:
+        return
+    for user, mechanisms in described.items():
+        shown = ", ".join(f"{mechanism}=iterations={iterations}"
+                          for mechanism, iterations in mechanisms.items())
+        out.write(f"SCRAM credential configs for user-principal '{user}' are {shown}\n")
+
+
+def alter_user_admin(admin: AdminClient, name: str, to_add: dict[str, str],
+                     to_delete: list[str], out: TextIO) -> None:
+    """AlterUserScramCredentials: the password is salted by the client, never sent."""
+    others = [key for key in [*to_add, *to_delete] if key not in SCRAM_MECHANISMS]
+    if others:
+        raise CommandError(f"Only SCRAM credentials can be altered for users here, not "
+                           f"{', '.join(others)}")
+    upsertions = [(name, mechanism, *parse_scram_credential(mechanism, value))
+                  for mechanism, value in to_add.items()]
+    deletions = [(name, mechanism) for mechanism in to_delete]
+    results = admin.alter_user_scram_credentials(upsertions, deletions)
+    error = results.get(name)
+    if error is not None:
+        raise error
+    out.write(f"Completed updating config for user {name}.\n")
+
+
+def scram_credential_config(mechanism: str, text: str) -> str:
+    """``[iterations=n,]password=p`` -> Kafka's stored credential (ConfigCommand's
+    scramCredential)."""
+    iterations, password = parse_scram_credential(mechanism, text)
+    return make_credential(mechanism, password, iterations).to_config_value()
+
+
+def _shown_user_config(key: str, value: str) -> str:
+    """A user's config as --describe shows it: a SCRAM credential by its iterations only."""
+    if key in SCRAM_MECHANISMS:
+        try:
+            return f"{key}=iterations={ScramCredential.from_config_value(value).iterations}"
+        except ValueError:
+            return f"{key}=[invalid]"
+    return f"{key}={value}"
+
+
 def describe_zk(session: ZkSession, entity_type: str, name: str | None, out: TextIO) -> None:
     if name is None:
         names = session.run(session.zk.get_all_entities_with_config(entity_type))
+    elif entity_type == "users":
+        names = [sanitize(name)]
     else:
         names = [name or "<default>"]
     for entity in names:
         configs = session.run(session.admin.fetch_entity_config(entity_type, entity))
+        if entity_type == "users":
+            shown = ",".join(_shown_user_config(k, v) for k, v in configs.items())
+            out.write(f"Configs for user-principal '{desanitize(entity)}' are {shown}\n")
+            continue
         shown = ",".join(f"{k}={v}" for k, v in configs.items())
         out.write(f"Configs for {_entity_label(entity_type, entity)} are {shown}\n")
 
 
 def alter_zk(session: ZkSession, entity_type: str, name: str, to_add: dict[str, str],
              to_delete: list[str], out: TextIO) -> None:
+    if entity_type == "users":
+        alter_user_zk(session, name, to_add, to_delete, out)
+        return
     entity = name or "<default>"
     configs = session.run(session.admin.fetch_entity_config(entity_type, entity))
     invalid = [k for k in to_delete if k not in configs]
@@ -249,6 +336,24 @@ def alter_zk(session: ZkSession, entity_type: str, name: str, to_add: dict[str, 
     out.write(f"Completed updating config for entity: {_entity_label(entity_type, entity)}.\n")
 
 
+def alter_user_zk(session: ZkSession, name: str, to_add: dict[str, str],
+                  to_delete: list[str], out: TextIO) -> None:
+    """Kafka's ConfigCommand.alterConfig for users in ZooKeeper: SCRAM passwords become
+    credentials before anything is written."""
+    entity = sanitize(name)
+    configs = session.run(session.admin.fetch_entity_config("users", entity))
+    invalid = [k for k in to_delete if k not in configs]
+    if invalid:
+        raise InvalidConfigError(f"Invalid config(s): {','.join(invalid)}")
+    for key, value in to_add.items():
+        configs[key] = scram_credential_config(key, value) if key in SCRAM_MECHANISMS else value
+    for key in to_delete:
+        configs.pop(key, None)
+    session.run(session.zk.set_or_create_entity_configs("users", entity, configs))
+    session.run(session.zk.create_config_change_notification(f"users/{entity}"))
+    out.write(f"Completed updating config for entity: user-principal '{name}'.\n")
+
+
 # --- main --------------------------------------------------------------------------------------
 
 
@@ -262,8 +367,18 @@ def run_command(opts: argparse.Namespace, out: TextIO) -> None:
     entity_type, name = resolve_entity(opts)
     to_add = parse_add_config(opts.add_config)
     to_delete = parse_delete_config(opts.delete_config)
+    if opts.bootstrap_server and entity_type == "users":
+        with AdminClient(opts.bootstrap_server, client_id="kafka-configs",
+                         security=command_security(opts.command_config)) as admin:
+            if opts.describe:
+                describe_users_admin(admin, name, out)
+            else:
+                assert name is not None
+                alter_user_admin(admin, name, to_add, to_delete, out)
+        return
     if opts.bootstrap_server:
-        with AdminClient(opts.bootstrap_server, client_id="kafka-configs") as admin:
+        with AdminClient(opts.bootstrap_server, client_id="kafka-configs",
+                         security=command_security(opts.command_config)) as admin:
             if opts.describe:
                 describe_admin(admin, entity_type, name, opts.all, out)
             else:

@@ -36,6 +36,7 @@ from kafkaclone.common.errors import (
     KafkaError,
     NonEmptyGroupError,
 )
+from kafkaclone.tools.client_options import command_security
 from kafkaclone.tools.command import CommandError, CommandParser, UsageError, run_tool
 
 MISSING = "-"
@@ -560,7 +561,8 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run_command(opts: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     with AdminClient(opts.bootstrap_server, client_id="kafka-consumer-groups",
-                     default_api_timeout_ms=max(opts.timeout, 5000) * 6) as admin:
+                     default_api_timeout_ms=max(opts.timeout, 5000) * 6,
+                     security=command_security(opts.command_config)) as admin:
         service = ConsumerGroupService(admin, opts, out, err)
         if opts.list:
             service.list_groups()

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from kafkaclone.clients.admin import AdminClient
+from kafkaclone.clients.security import ClientSecurity
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.tools.client_options import ToolParser, client_config
 
@@ -64,13 +65,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         with open(opts.offset_json_file, encoding="utf-8") as f:
             offsets = parse_offsets(f.read())
         conf = client_config(opts.command_config, None, what="property")
+        security = ClientSecurity.from_properties(conf)
     except (OSError, ValueError) as exc:
         err.write(f"Error: {exc}\n")
         return 1
     out.write("Executing records delete operation\n")
     try:
         with AdminClient(opts.bootstrap_server,
-                         client_id=str(conf.get("client.id", "adminclient"))) as admin:
+                         client_id=str(conf.get("client.id", "adminclient")),
+                         security=security) as admin:
             results = admin.delete_records(offsets)
     except KafkaError as exc:
         err.write(f"Error: {type(exc).__name__}: {exc}\n")

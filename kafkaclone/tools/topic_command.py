@@ -45,6 +45,7 @@ from kafkaclone.clients.admin import (
 from kafkaclone.clients.admin import TopicDescription as AdminTopicDescription
 from kafkaclone.common.errors import KafkaError, TopicAlreadyExistsError
 from kafkaclone.common.topic import has_collision_chars, is_internal
+from kafkaclone.tools.client_options import command_security
 from kafkaclone.tools.command import (
     CommandError,
     CommandParser,
@@ -503,7 +504,8 @@ def run_command(opts: argparse.Namespace, out: TextIO) -> None:
         out.write(COLLISION_WARNING + "\n")
     service: Any
     if opts.bootstrap_server:
-        with AdminClient(opts.bootstrap_server, client_id="kafka-topics") as admin:
+        with AdminClient(opts.bootstrap_server, client_id="kafka-topics",
+                         security=command_security(opts.command_config)) as admin:
             service = AdminClientTopicService(admin, out)
             _dispatch(service, opts)
     else:

@@ -39,15 +39,24 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from kafkaclone.common.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from kafkaclone.zk.errors import (
     BrokerIdAlreadyRegisteredError,
     ControllerMovedError,
     ZNodeDecodeError,
 )
 from kafkaclone.zk.znodes import (
+    ACL_ZK_PATHS,
     MATCH_ANY_VERSION,
     PERSISTENT_ZK_PATHS,
     UNKNOWN_VERSION,
+    AclChangeNotificationSequenceZNode,
+    AclResourceTypeZNode,
     BrokerId,
     BrokerIdsZNode,
     BrokerIdZNode,
@@ -69,6 +78,7 @@ from kafkaclone.zk.znodes import (
     ControllerZNode,
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
+    ExtendedAclChangeNotificationSequenceZNode,
     IsrChangeNotificationSequenceZNode,
     IsrChangeNotificationZNode,
     LeaderAndIsr,
@@ -79,6 +89,7 @@ from kafkaclone.zk.znodes import (
     ProducerIdBlockZNode,
     ReassignPartitionsZNode,
     ReplicaAssignment,
+    ResourceZNode,
     TopicAssignment,
     TopicPartition,
     TopicPartitionStateZNode,
@@ -87,6 +98,7 @@ from kafkaclone.zk.znodes import (
     TopicsZNode,
     TopicZNode,
     Versioned,
+    acl_store_path,
     decode_znode_name,
 )
 from kafkaclone.zk.zookeeper_client import (
@@ -922,6 +934,71 @@ class KafkaZkClient:
         for outcome in outcomes:
             if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
                 raise outcome
+
+    # -- ACLs (Kafka's KafkaZkClient ACL methods over ZkAclStore) ---------------------------------
+
+    async def create_acl_paths(self) -> None:
+        """The ACL stores, their per-resource-type containers and change paths."""
+        for path in ACL_ZK_PATHS:
+            await self.make_sure_persistent_path_exists(path)
+
+    async def get_resource_types(self, pattern_type: PatternType) -> list[str]:
+        """The resource type names (``Topic``) with a container in ``pattern_type``'s store."""
+        return await self.get_children(acl_store_path(pattern_type))
+
+    async def get_resource_names(self, pattern_type: PatternType,
+                                 resource_type: ResourceType) -> list[str]:
+        return await self.get_children(AclResourceTypeZNode.path(pattern_type, resource_type))
+
+    async def get_versioned_acls_for_resource(
+        self, pattern: ResourcePattern
+    ) -> Versioned[set[AccessControlEntry]]:
+        """The resource's ACLs and their zkVersion (no ACLs at UNKNOWN_VERSION if absent)."""
+        found = await self.get_data_and_stat(ResourceZNode.path(pattern))
+        if found is None:
+            return Versioned(set(), UNKNOWN_VERSION)
+        return Versioned(ResourceZNode.decode(found[0]), int(found[1].version))
+
+    async def create_acls_for_resource_if_not_exists(
+        self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]
+    ) -> tuple[bool, int]:
+        """(True, 0) if created, (False, UNKNOWN_VERSION) if someone created it first. The
+        resource type's container must exist (``create_acl_paths``): a name holding ``/``
+        fails with NoNodeError rather than making nested znodes."""
+        try:
+            await self._zookeeper_client.create(ResourceZNode.path(pattern),
+                                                ResourceZNode.encode(entries))
+            return True, 0
+        except NodeExistsError:
+            return False, UNKNOWN_VERSION
+
+    async def conditional_set_acls_for_resource(
+        self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry],
+        expected_version: int,
+    ) -> tuple[bool, int]:
+        return await self.conditional_update_path(
+            ResourceZNode.path(pattern), ResourceZNode.encode(entries), expected_version)
+
+    async def delete_resource(self, pattern: ResourcePattern, expected_version: int) -> bool:
+        """Delete the resource's znode if still at ``expected_version`` (True also when it
+        was already gone, as Kafka's conditionalDelete)."""
+        try:
+            await self._zookeeper_client.delete(ResourceZNode.path(pattern), expected_version)
+            return True
+        except NoNodeError:
+            return True
+        except BadVersionError:
+            return False
+
+    async def create_acl_change_notification(self, pattern: ResourcePattern) -> str:
+        """Tell every broker that ``pattern``'s ACLs changed; the znode's path."""
+        if pattern.pattern_type == PatternType.LITERAL:
+            create_path = AclChangeNotificationSequenceZNode.CREATE_PATH
+            data = AclChangeNotificationSequenceZNode.encode(pattern)
+        else:
+            create_path = ExtendedAclChangeNotificationSequenceZNode.CREATE_PATH
+            data = ExtendedAclChangeNotificationSequenceZNode.encode(pattern)
+        return await self.create_sequential_persistent_path(create_path, data)
 
     # -- producer ids ------------------------------------------------------------------------------
 

@@ -26,6 +26,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final, Generic, NewType, TypeVar
 
+from kafkaclone.common.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from kafkaclone.common.endpoint import (
     DEFAULT_SECURITY_PROTOCOL_MAP,
     EndPoint,
@@ -847,6 +855,170 @@ class ConfigEntityChangeNotificationSequenceZNode:
         raise ZNodeDecodeError(what, data, f"unsupported version {version}")
 
 
+# -- ACLs (Kafka's ZkAclStore / ZkAclChangeStore) -------------------------------------------------
+
+
+class AclZNode:
+    """``/kafka-acl``: the LITERAL ACLs, ``/kafka-acl/<ResourceType>/<name>`` (LiteralAclStore)."""
+
+    PATH: Final = "/kafka-acl"
+
+
+class ExtendedAclZNode:
+    """``/kafka-acl-extended``: the ACLs of other pattern types, under
+    ``/kafka-acl-extended/<pattern type in lower case>/<ResourceType>/<name>`` (ExtendedAclStore:
+    ``prefixed``)."""
+
+    PATH: Final = "/kafka-acl-extended"
+
+
+def acl_store_path(pattern_type: PatternType) -> str:
+    """Where the ACLs of ``pattern_type`` live (ZkAclStore.aclPath)."""
+    if pattern_type == PatternType.LITERAL:
+        return AclZNode.PATH
+    if pattern_type == PatternType.PREFIXED:
+        return f"{ExtendedAclZNode.PATH}/{pattern_type.name.lower()}"
+    raise ValueError(f"Invalid pattern type: {pattern_type.name}")
+
+
+class AclResourceTypeZNode:
+    """``/kafka-acl/Topic``, ``/kafka-acl-extended/prefixed/Group``: one container per resource
+    type (ZkAclStore.path(resourceType)), created with the ACL paths."""
+
+    @staticmethod
+    def path(pattern_type: PatternType, resource_type: ResourceType) -> str:
+        return f"{acl_store_path(pattern_type)}/{resource_type.pascal_name}"
+
+
+class ResourceZNode:
+    """``/kafka-acl/<ResourceType>/<name>`` and
+    ``/kafka-acl-extended/prefixed/<ResourceType>/<name>``: every ACL of one resource
+    pattern (JSON v1, Kafka's AclEntry.toJsonCompatibleMap). Written conditionally on its
+    zkVersion; deleted when its last ACL goes."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "acl_resource.v1"
+
+    @staticmethod
+    def path(pattern: ResourcePattern) -> str:
+        container = AclResourceTypeZNode.path(pattern.pattern_type, pattern.resource_type)
+        return f"{container}/{pattern.name}"
+
+    @staticmethod
+    def encode(entries: Iterable[AccessControlEntry]) -> bytes:
+        return _json_bytes({"version": 1, "acls": [
+            {"principal": entry.principal,
+             "permissionType": entry.permission_type.pascal_name,
+             "operation": entry.operation.pascal_name,
+             "host": entry.host}
+            for entry in sorted(set(entries))]})
+
+    @staticmethod
+    def decode(data: bytes) -> set[AccessControlEntry]:
+        """An empty payload is no ACLs, as Kafka reads it."""
+        what = "ACLs"
+        if not data:
+            return set()
+        obj = _parse_object(data, what)
+        if _int(obj, "version", what, data) != 1:
+            raise ZNodeDecodeError(what, data, "unsupported version")
+        acls = obj.get("acls")
+        if not isinstance(acls, list):
+            raise ZNodeDecodeError(what, data, "'acls' is not a list")
+        entries = set()
+        for acl in acls:
+            if not isinstance(acl, dict):
+                raise ZNodeDecodeError(what, data, "an ACL is not a JSON object")
+            operation = AclOperation.from_string(_str(acl, "operation", what, data))
+            permission = AclPermissionType.from_string(_str(acl, "permissionType", what, data))
+            if operation in (AclOperation.UNKNOWN, AclOperation.ANY) or permission in (
+                    AclPermissionType.UNKNOWN, AclPermissionType.ANY):
+                raise ZNodeDecodeError(what, data, "unknown operation or permission type")
+            entries.add(AccessControlEntry(_str(acl, "principal", what, data),
+                                           _str(acl, "host", what, data), operation, permission))
+        return entries
+
+
+ACL_CHANGE_SEQUENCE_NUMBER_PREFIX: Final = "acl_changes_"
+
+
+class AclChangeNotificationZNode:
+    """``/kafka-acl-changes``: announcements of changed LITERAL ACLs (LiteralAclChangeStore)."""
+
+    PATH: Final = "/kafka-acl-changes"
+
+
+class AclChangeNotificationSequenceZNode:
+    """``/kafka-acl-changes/acl_changes_<seq>``, persistent sequential: the resource whose
+    LITERAL ACLs changed, as text ``<RESOURCE_TYPE>:<name>`` (Kafka 2.8 writes the Java enum
+    name, ``TOPIC:orders``; any spelling of the type is read)."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT_SEQUENTIAL
+    FORMAT: ClassVar = PayloadFormat.TEXT
+    SCHEMA: ClassVar = "acl_change_notification_sequence.v0"
+    CREATE_PATH: Final = f"{AclChangeNotificationZNode.PATH}/{ACL_CHANGE_SEQUENCE_NUMBER_PREFIX}"
+
+    @staticmethod
+    def encode(pattern: ResourcePattern) -> bytes:
+        if pattern.pattern_type != PatternType.LITERAL:
+            raise ValueError("Only literal resource patterns can be encoded")
+        return f"{pattern.resource_type.name}:{pattern.name}".encode()
+
+    @staticmethod
+    def decode(data: bytes) -> ResourcePattern:
+        text = _text(data, "ACL change notification")
+        resource_type, sep, name = text.partition(":")
+        if not sep:
+            raise ZNodeDecodeError("ACL change notification", data,
+                                   "expected a string in format ResourceType:ResourceName")
+        return ResourcePattern(ResourceType.from_string(resource_type), name,
+                               PatternType.LITERAL)
+
+
+class ExtendedAclChangeNotificationZNode:
+    """``/kafka-acl-extended-changes``: announcements of changed PREFIXED ACLs
+    (ExtendedAclChangeStore)."""
+
+    PATH: Final = "/kafka-acl-extended-changes"
+
+
+class ExtendedAclChangeNotificationSequenceZNode:
+    """``/kafka-acl-extended-changes/acl_changes_<seq>``, persistent sequential: the resource
+    pattern whose ACLs changed (JSON v1, Kafka's ExtendedAclChangeEvent)."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT_SEQUENTIAL
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "extended_acl_change_notification_sequence.v1"
+    CREATE_PATH: Final = (
+        f"{ExtendedAclChangeNotificationZNode.PATH}/{ACL_CHANGE_SEQUENCE_NUMBER_PREFIX}")
+
+    @staticmethod
+    def encode(pattern: ResourcePattern) -> bytes:
+        if pattern.pattern_type == PatternType.LITERAL:
+            raise ValueError("Literal pattern types are not supported")
+        return _json_bytes({"version": 1, "resourceType": pattern.resource_type.name,
+                            "name": pattern.name, "patternType": pattern.pattern_type.name})
+
+    @staticmethod
+    def decode(data: bytes) -> ResourcePattern:
+        what = "extended ACL change notification"
+        obj = _parse_object(data, what)
+        if _int(obj, "version", what, data) > 1:
+            raise ZNodeDecodeError(what, data, "unsupported version")
+        return ResourcePattern(ResourceType.from_string(_str(obj, "resourceType", what, data)),
+                               _str(obj, "name", what, data),
+                               PatternType.from_string(_str(obj, "patternType", what, data)))
+
+
+def acl_change_store(pattern_type: PatternType) -> tuple[str, str]:
+    """(notification container, sequential create path) announcing ``pattern_type``'s changes."""
+    if pattern_type == PatternType.LITERAL:
+        return AclChangeNotificationZNode.PATH, AclChangeNotificationSequenceZNode.CREATE_PATH
+    return (ExtendedAclChangeNotificationZNode.PATH,
+            ExtendedAclChangeNotificationSequenceZNode.CREATE_PATH)
+
+
 # -- /latest_producer_id_block -------------------------------------------------------------------
 
 
@@ -1078,6 +1250,16 @@ PERSISTENT_ZK_PATHS: Final = (
 )
 """The persistent paths a broker makes sure exist at startup (Kafka's ZkData.PersistentZkPaths)."""
 
+ACL_ZK_PATHS: Final = (
+    *(path for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED) for path in (
+        acl_store_path(pattern_type),
+        *(AclResourceTypeZNode.path(pattern_type, resource_type)
+          for resource_type in ResourceType if resource_type.value > ResourceType.ANY.value))),
+    AclChangeNotificationZNode.PATH,
+    ExtendedAclChangeNotificationZNode.PATH,
+)
+"""The paths an AclAuthorizer makes sure exist when it starts (KafkaZkClient.createAclPaths)."""
+
 PAYLOAD_ZNODES: Final = (
     ClusterIdZNode,
     BrokerIdZNode,
@@ -1097,6 +1279,9 @@ PAYLOAD_ZNODES: Final = (
     ConsumerOffsetMetadataZNode,
     ConsumerIdsZNode,
     ConsumerOwnersZNode,
+    ResourceZNode,
+    AclChangeNotificationSequenceZNode,
+    ExtendedAclChangeNotificationSequenceZNode,
 )
 """Every znode class with a payload, each with its ``KIND``, ``FORMAT`` and ``SCHEMA``."""
 

@@ -62,6 +62,7 @@ class AdminBroker:
     controller_epoch: int = 0
     broker_epoch: int = -1
     auto_create_topics_enable: bool = False
+    authorizer: Any = None
     log_manager: Any = None
     replica_manager: Any = None
     controller: FakeController = field(default_factory=FakeController)

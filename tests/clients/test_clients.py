@@ -47,10 +47,11 @@ def cluster() -> Iterator[LocalCluster]:
 
 
 def new_topic(cluster: LocalCluster, partitions: int = PARTITIONS,
-              configs: dict[str, str] | None = None) -> str:
+              configs: dict[str, str] | None = None, replication: int = 1) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     with AdminClient(cluster.bootstrap_servers) as admin:
-        errors = admin.create_topics([NewTopic(name, partitions, 1, configs=configs or {})])
+        errors = admin.create_topics([NewTopic(name, partitions, replication,
+                                               configs=configs or {})])
         assert errors == {name: None}
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
     try:
@@ -202,6 +203,25 @@ def test_kafka_python_both_ways(cluster: LocalCluster) -> None:
             got += [m.value for m in batch]
     consumer.close()
     assert sorted(got) == values
+
+
+def test_default_producer_is_idempotent_and_writes_each_value_once_in_order(
+        cluster: LocalCluster) -> None:
+    topic = new_topic(cluster, replication=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 2})
+    assert producer.enable_idempotence is True
+    sent: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for i in range(4000):
+        value = b"idem-%d" % i
+        producer.send(topic, value, partition=i % PARTITIONS)
+        sent[i % PARTITIONS].append(value)
+    assert producer.flush(60) == 0
+    producer.close()
+    records = consume_all(cluster, topic, 4000)
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for record in records:
+        got[record.partition].append(record.value)
+    assert got == sent
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])

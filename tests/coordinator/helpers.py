@@ -1,4 +1,5 @@
-"""Test support for the group coordinator: an in-memory GroupStore and a driver on task.Clock."""
+"""Test support for the group coordinator: an in-memory GroupStore and GroupMetadataLog, and a
+driver on task.Clock."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from twisted.internet import task
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.errors import KafkaError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kafkaclone.coordinator.group.store import MembershipMirror, OffsetAndMetadata
@@ -18,6 +20,7 @@ from kafkaclone.protocol.messages.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from kafkaclone.protocol.records.batch import RecordBatch, iter_batches
 from kafkaclone.protocol.schema import compile_message
 from kafkaclone.server.broker import group_config
 from kafkaclone.server.config import KafkaConfig
@@ -65,6 +68,33 @@ class MemoryGroupStore:
             self.mirrors[group_id] = mirror
 
 
+class MemoryGroupMetadataLog:
+    """A GroupMetadataLog in lists of batches per partition (what the broker's would append
+    to its __consumer_offsets partitions); ``fail_with`` makes appends fail."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[int, list[bytes]] = {}
+        self.fail_with: KafkaError | None = None
+
+    async def append(self, partition: int, records: bytes) -> int:
+        if self.fail_with is not None:
+            raise self.fail_with
+        batches = self.partitions.setdefault(partition, [])
+        batches.append(records)
+        return len(batches) - 1
+
+    async def read(self, partition: int) -> list[tuple[bytes | None, bytes | None]]:
+        return self.records(partition)
+
+    def records(self, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+        """What was appended to ``partition`` so far, as (key, value)."""
+        return [(record.key, record.value)
+                for batch in self.partitions.get(partition, [])
+                for entry in iter_batches(batch, allow_partial_tail=False)
+                if isinstance(entry, RecordBatch)
+                for record in entry.records()]
+
+
 def subscription(*topics: str) -> bytes:
     message = compile_message(CONSUMER_PROTOCOL_SUBSCRIPTION)
     return encode_subscription(message.cls(topics=list(topics), user_data=None,
@@ -87,12 +117,15 @@ def make_group_config(**settings: Any) -> GroupConfig:
 
 
 def make_coordinator(clock: task.Clock, store: MemoryGroupStore | None = None,
+                     metadata_log: MemoryGroupMetadataLog | None = None,
                      **config: Any) -> GroupCoordinator:
     settings: dict[str, Any] = {"group_initial_rebalance_delay_ms": 0,
                                 "offsets_topic_num_partitions": 1}
     settings.update(config)
     coordinator = GroupCoordinator(1, make_group_config(**settings),
-                                   store or MemoryGroupStore(), clock)
+                                   store or MemoryGroupStore(),
+                                   metadata_log if metadata_log is not None
+                                   else MemoryGroupMetadataLog(), clock)
     coordinator.startup()
     done = Deferred.fromCoroutine(coordinator.on_election(
         range(settings["offsets_topic_num_partitions"])))

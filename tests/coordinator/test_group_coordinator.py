@@ -45,6 +45,7 @@ from kafkaclone.coordinator.group.metadata import (
 )
 from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from tests.coordinator.helpers import (
+    MemoryGroupMetadataLog,
     MemoryGroupStore,
     assignment,
     make_coordinator,
@@ -508,7 +509,7 @@ def test_leadership_listener_loads_and_unloads_offsets_partitions() -> None:
     store = MemoryGroupStore()
     store.offsets["x"] = {TopicPartition("t", 0): OffsetAndMetadata(1)}
     coordinator = GroupCoordinator(1, make_group_config(offsets_topic_num_partitions=3), store,
-                                   clock)
+                                   MemoryGroupMetadataLog(), clock)
     coordinator.startup()
     home = partition_for("x", 3)
     coordinator.on_leadership_change(

@@ -92,6 +92,7 @@ class FakeBroker:
     zk_client: FakeZk = field(default_factory=FakeZk)
     group_coordinator: GroupCoordinator = field(init=False)
     auto_created: list[str] = field(default_factory=list)
+    authorizer: Any = None
 
     def __post_init__(self) -> None:
         self.group_coordinator = make_coordinator(self.clock, self.store)

@@ -84,6 +84,7 @@ class DataPathBroker:
     log_manager: LogManager
     topic_configs: TopicConfigs
     broker_id: int = BROKER_ID
+    authorizer: Any = None
     config: KafkaConfig = field(default_factory=lambda: KafkaConfig(
         {"zookeeper.connect": "127.0.0.1:2181"}))
 

@@ -360,6 +360,11 @@ def test_alter_broker_configs(cluster, zk):
     assert "Cannot update these configs dynamically" in rejected.error_message
     assert alter(cluster, 4, "2", **{"log.cleaner.threads": "2"}).error_code == 42
     assert alter(cluster, 4, "", **{"listeners": "PLAINTEXT://:1"}).error_code == 42
+    # Kafka would start the new listener; kafkaclone refuses rather than store it unused.
+    refused = alter(cluster, 4, "1", **{"advertised.listeners": "PLAINTEXT://h:1"})
+    assert refused.error_code == 42
+    assert ("listeners cannot be changed at runtime on kafkaclone; restart the broker with "
+            "the new value (advertised.listeners)") in refused.error_message
     assert znodes(zk) == before
 
 
@@ -390,6 +395,9 @@ def test_incremental_alter_configs(cluster, zk):
     assert incremental(cluster, 2, "inc", ("segment.bytes", 0, None)).error_code == 42
     assert incremental(cluster, 2, "inc", ("no.such", 0, "1")).error_code == 40
     assert incremental(cluster, 4, "1", ("broker.id", 0, "3")).error_code == 42
+    refused = incremental(cluster, 4, "1", ("listeners", 0, "PLAINTEXT://127.0.0.1:1"))
+    assert refused.error_code == 42
+    assert "listeners cannot be changed at runtime" in refused.error_message
     assert znodes(zk) == before
     assert incremental(cluster, 4, "1", ("num.io.threads", 0, "4")).error_code == 0
     assert json.loads(zk.get("/config/brokers/1")[0])["config"] == {"num.io.threads": "4"}

@@ -8,6 +8,7 @@ clients run in a thread while the test turns the reactor. The controller is a st
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,11 @@ from kafkaclone.common.errors import NotControllerError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.server.broker import BrokerStartupError, KafkaBroker
+from kafkaclone.server.broker import (
+    REGISTRATION_WAIT_MARGIN_MS,
+    BrokerStartupError,
+    KafkaBroker,
+)
 from kafkaclone.server.config import KafkaConfig
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.testing.zookeeper import expire_session
@@ -127,10 +132,31 @@ def test_startup_registers_kafkas_json_and_creates_the_cluster_id_once(
 def test_duplicate_broker_id_is_refused_with_one_line(make_broker: BrokerFactory,
                                                       tmp_path: Path) -> None:
     started(make_broker(1))
-    duplicate = make_broker(1, log_dir=tmp_path / "other")
+    # A live duplicate: the new broker waits for the session timeout plus the margin, then
+    # gives up.
+    duplicate = make_broker(1, log_dir=tmp_path / "other", zookeeper_session_timeout_ms=1000)
+    begun = time.monotonic()
     with pytest.raises(BrokerStartupError) as info:
         run(duplicate.startup(), timeout=30)
     assert str(info.value) == "broker.id 1 already registered"
+    assert time.monotonic() - begun >= (1000 + REGISTRATION_WAIT_MARGIN_MS) / 1000
+
+
+def test_waits_for_the_registration_of_a_dead_session_to_go(
+        make_broker: BrokerFactory, zk_connect: str, zk: KazooClient,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # What a kill -9 leaves: /brokers/ids/1 owned by a session nobody will close for a while.
+    old = KazooClient(hosts=zk_connect, timeout=10.0)
+    old.start(timeout=10)
+    old.create("/brokers/ids/1", b'{"version":5}', ephemeral=True, makepath=True)
+    reactor.callLater(1.5, lambda: threading.Thread(target=old.stop).start())
+    broker = make_broker(1)
+    with caplog.at_level(logging.INFO, logger="kafkaclone.server.broker"):
+        started(broker)
+    old.close()
+    assert zk.get("/brokers/ids/1")[1].ephemeralOwner == broker.zk_client.session_id
+    assert any("still registered by another ZooKeeper session" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_cluster_id_mismatch_is_refused(make_broker: BrokerFactory, tmp_path: Path) -> None:

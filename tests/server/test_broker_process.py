@@ -41,7 +41,9 @@ def test_duplicate_broker_id_is_one_line_and_exit_1(tmp_path: Path, zk: KazooCli
                                                     zk_connect: str) -> None:
     zk.create("/brokers/ids/7", b'{"version":5}', ephemeral=True, makepath=True)
     config = write_config(tmp_path / "server.properties", zk_connect, 7, free_port())
-    result = run_script(str(config))
+    # The id stays registered (a live session): after zookeeper.session.timeout.ms plus a
+    # margin the broker gives up.
+    result = run_script(str(config), "--override", "zookeeper.session.timeout.ms=1000")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == ["broker.id 7 already registered"]
 

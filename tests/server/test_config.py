@@ -383,6 +383,13 @@ def test_connection_timeout_falls_back_to_session_timeout() -> None:
         ({"offsets.commit.required.acks": "4"}, "offsets.commit.required.acks", "[-1, "),
         ({"log.cleaner.dedupe.buffer.size": "1048576"}, "log.cleaner.dedupe.buffer.size",
          "1 MiB"),
+        ({"log.cleaner.threads": "-1"}, "log.cleaner.threads", "at least 0"),
+        ({"log.cleaner.min.cleanable.ratio": "1.5"}, "log.cleaner.min.cleanable.ratio",
+         "in [0, 1]"),
+        ({"log.cleaner.max.compaction.lag.ms": "0"}, "log.cleaner.max.compaction.lag.ms",
+         "at least 1"),
+        ({"log.cleaner.delete.retention.ms": "-5"}, "log.cleaner.delete.retention.ms",
+         "at least 0"),
         ({"queued.max.request.bytes": "10"}, "queued.max.request.bytes",
          "socket.request.max.bytes"),
         ({"max.connections.per.ip": "0"}, "max.connections.per.ip", "overrides"),
@@ -439,11 +446,13 @@ def test_string_values_are_trimmed_and_booleans_case_insensitive() -> None:
 
 def test_unknown_keys_warn_and_do_not_fail(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    cfg = KafkaConfig({**ZK, "ssl.keystore.password": "s3cret", "made.up": "1"})
-    assert cfg.unknown_keys == ("ssl.keystore.password", "made.up")
+    cfg = KafkaConfig({**ZK, "made.up.password": "s3cret", "made.up": "1",
+                       "listener.name.sasl_ssl.plain.sasl.jaas.config": "x"})
+    assert cfg.unknown_keys == ("made.up.password", "made.up",
+                                "listener.name.sasl_ssl.plain.sasl.jaas.config")
     warned = [record.getMessage() for record in caplog.records if record.name == LOGGER]
-    assert len(warned) == 2
-    assert "ssl.keystore.password" in warned[0] and "made.up" in warned[1]
+    assert len(warned) == 2  # a per-listener security key is known to the security config
+    assert "made.up.password" in warned[0] and "made.up" in warned[1]
     assert all(record.levelno == logging.WARNING for record in caplog.records)
     assert not any("s3cret" in message for message in warned)
     assert cfg.originals["made.up"] == "1"

@@ -61,6 +61,7 @@ class FakeBroker:
     producer_id_manager: ProducerIdManager | None = None
     transaction_coordinator: TransactionCoordinator = field(
         default_factory=lambda: make_harness().coordinator)
+    authorizer: None = None
 
     def __post_init__(self) -> None:
         self.producer_id_manager = ProducerIdManager(1, self.blocks, block_size=3)

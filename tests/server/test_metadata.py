@@ -44,6 +44,7 @@ class FakeBroker:
     controller_epoch: int = 0
     broker_epoch: int = 100
     auto_create_topics_enable: bool = False
+    authorizer: object = None
     created: list[str] = field(default_factory=list)
     topic_purgatory: DelayedOperationPurgatory = field(
         default_factory=lambda: DelayedOperationPurgatory("topic", reactor))

@@ -62,6 +62,7 @@ class Broker:
     broker_id: int = 1
     broker_epoch: int = 100
     metadata_cache: MetadataCache = field(default_factory=lambda: MetadataCache(1))
+    authorizer: Any = None
 
 
 @pytest.fixture

@@ -154,3 +154,18 @@ def test_the_package_installs_a_module_pyspark_finds_by_itself() -> None:
     assert issubclass(module.DefaultSource, DataSource)
     assert module.DefaultSource is data_source()
     assert module.DefaultSource.name() == "kafkaclone"
+
+
+def test_security_options_reach_the_clients() -> None:
+    """Spark's Kafka source hands ``kafka.security.protocol``, ``kafka.sasl.*`` and
+    ``kafka.ssl.*`` to its consumer and producer unchanged (values keep their case)."""
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="alice" password="Alice-Secret";')
+    security = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                "kafka.sasl.jaas.config": jaas, "kafka.ssl.truststore.type": "PEM",
+                "kafka.ssl.truststore.location": "/etc/kafka/CA.pem"}
+    expected = {key[len("kafka."):]: value for key, value in security.items()}
+    reader = parse_reader_options({**BOOTSTRAP, "subscribe": "a", **security}, streaming=False)
+    writer = parse_writer_options({**BOOTSTRAP, "topic": "a", **security})
+    for config in (reader.consumer_config(), writer.producer_config()):
+        assert {key: config[key] for key in expected} == expected

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kafkaclone.clients.admin import Node
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.tools import broker_api_versions, configs_command, topic_command
 from kafkaclone.zk.client import KafkaZkClient
 from tests.clients.cluster_double import AdminCluster, admin_cluster, serve
@@ -256,3 +258,22 @@ def test_broker_api_versions_format(cluster):
     assert text.count(" -> (\n") == 3 and text.count("\n)\n") == 3
     assert "\tApiVersions(18): 0 to 3 [usable: 3]" in text
     assert "\tDescribeCluster(60): 0 [usable: 0]" in text
+    # Every Kafka 2.8 API key is listed, the ones not served as UNSUPPORTED (Kafka's format).
+    assert text.count("\tVote(52): UNSUPPORTED,\n") == 3
+    assert text.count("\tDescribeProducers(61): UNSUPPORTED\n)\n") == 3
+    first = text.split(" -> (\n")[1].split("\n)\n")[0]
+    assert len(first.splitlines()) == len(ApiKey)
+
+
+def test_broker_api_versions_lists_every_kafka_api_key() -> None:
+    node = Node(id=7, host="h", port=9092, rack=None)
+    text = broker_api_versions.format_node(node, {0: (0, 9), 18: (0, 3), 99: (0, 1)})
+    lines = text.splitlines()
+    assert lines[0] == "h:9092 (id: 7 rack: null) -> ("
+    assert lines[1] == "\tProduce(0): 0 to 9 [usable: 9],"
+    assert lines[2] == "\tFetch(1): UNSUPPORTED,"
+    assert "\tApiVersions(18): 0 to 3 [usable: 3]," in lines
+    assert "\tAddPartitionsToTxn(24): UNSUPPORTED," in lines
+    assert "\tAlterIsr(56): UNSUPPORTED," in lines
+    assert lines[-2:] == ["\tUNKNOWN(99): 0 to 1", ")"]
+    assert len(lines) == len(ApiKey) + 3

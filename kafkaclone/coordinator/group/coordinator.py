@@ -4,10 +4,19 @@ Placement: group ``g`` belongs to partition ``abs(javaStringHashCode(g)) %
 offsets.topic.num.partitions`` of ``__consumer_offsets`` (:func:`partition_for`); the broker
 leading that partition is the group's coordinator. The ReplicaManager tells the coordinator
 when this broker gains or loses leadership of such partitions (:meth:`on_leadership_change`):
-gained partitions are loaded (the groups with committed offsets under ``/consumers`` appear
-as Empty groups; requests meanwhile answer COORDINATOR_LOAD_IN_PROGRESS), lost ones are
-unloaded (their groups go Dead and waiting members are told NOT_COORDINATOR). Any other
-group answers NOT_COORDINATOR.
+gained partitions are loaded, lost ones are unloaded (their groups go Dead and waiting
+members are told NOT_COORDINATOR). Any other group answers NOT_COORDINATOR. Loading reads the
+partition (:class:`~kafkaclone.coordinator.group.metadata_log.GroupMetadataLog`) and resumes
+each group from its last group metadata record: its generation, protocol, leader and members,
+Stable (or Empty without members), each member's session timer started afresh; the groups
+that only have committed offsets under ``/consumers`` appear as Empty groups. Requests
+meanwhile answer COORDINATOR_LOAD_IN_PROGRESS.
+
+The group is written to that partition as Kafka's storeGroup does it: when the leader's
+SyncGroup brings the assignment (the members get it, and the group is Stable, only once the
+record is acknowledged), when a rebalance leaves the group Empty, and when a static member
+rejoins a Stable group under a new member id; a removed group gets a tombstone. So a
+coordinator failover leaves the group in its generation, with its members.
 
 Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) follows Kafka's GroupCoordinator:
 
@@ -27,7 +36,7 @@ Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) follows Kafka's GroupCo
   rejoin with a new member id replaces the old one (which is then FENCED_INSTANCE_ID).
 
 Timers run on the reactor clock (``IReactorTime``; tests pass a ``task.Clock``). Offsets are
-kept by a :class:`~kafkaclone.coordinator.group.store.GroupStore` (ZooKeeper).
+kept by a :class:`~kafkaclone.coordinator.group.store.GroupStore` (ZooKeeper), never in the log.
 """
 
 from __future__ import annotations
@@ -52,17 +61,25 @@ from kafkaclone.common.errors import (
     GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
+    InvalidFetchSizeError,
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
     KafkaError,
+    KafkaStorageError,
     MemberIdRequiredError,
+    MessageTooLargeError,
     NonEmptyGroupError,
     NotCoordinatorError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
     OffsetMetadataTooLargeError,
     RebalanceInProgressError,
+    RecordListTooLargeError,
     RequestTimedOutError,
     UnknownMemberIdError,
     UnknownServerError,
+    UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.jvm import java_string_hash, kafka_abs
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
@@ -77,8 +94,16 @@ from kafkaclone.coordinator.group.metadata import (
     SyncGroupResult,
     assigned_partitions,
 )
+from kafkaclone.coordinator.group.metadata_log import (
+    GroupMetadataLog,
+    group_metadata_key,
+    group_metadata_value,
+    read_group_metadata,
+    read_message_key,
+)
 from kafkaclone.coordinator.group.pending_offsets import PendingTxnOffsets
 from kafkaclone.coordinator.group.store import GroupStore, MembershipMirror, OffsetAndMetadata
+from kafkaclone.protocol.records.batch import build_record_batch
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +131,8 @@ class GroupConfig:
     offsets_retention_ms: int
     offsets_retention_check_interval_ms: int
     offsets_commit_timeout_ms: int
+    offsets_topic_compression_codec: int
+    """The codec of the group metadata batches the coordinator writes."""
 
 
 @dataclass(frozen=True)
@@ -141,12 +168,16 @@ class GroupCoordinator:
     """The group coordinator of one broker (see the module docstring)."""
 
     def __init__(self, broker_id: int, config: GroupConfig, store: GroupStore,
-                 clock: Scheduler) -> None:
+                 metadata_log: GroupMetadataLog, clock: Scheduler) -> None:
         self.broker_id = broker_id
         self.config = config
         self.store = store
+        self.metadata_log = metadata_log
         self.clock = clock
         self.groups: dict[str, GroupMetadata] = {}
+        self.committed_offsets: dict[str, dict[TopicPartition, int]] = {}
+        """Offsets committed through this coordinator since it loaded their group (the
+        input of the consumer-group lag metric; the store under /consumers is the truth)."""
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         self.is_active = False
@@ -187,7 +218,9 @@ class GroupCoordinator:
                                              failure.getErrorMessage()))
 
     async def on_election(self, partitions: Iterable[int]) -> None:
-        """Load the groups of newly led partitions (Kafka's onElection / loadGroupsForPartition)."""
+        """Load the groups of newly led partitions (Kafka's onElection /
+        loadGroupsAndOffsets): each group's last group metadata record in the partition, then
+        the groups with committed offsets in ZooKeeper and no record, as Empty groups."""
         wanted = set(partitions) - self.owned_partitions
         if not wanted:
             return
@@ -198,10 +231,24 @@ class GroupCoordinator:
             logger.error("Could not list the groups of partitions %s of %s: %s",
                          sorted(wanted), GROUP_METADATA_TOPIC_NAME, exc)
             group_ids = []
-        now = now_ms(self.clock)
-        for partition in wanted:
+        for partition in sorted(wanted):
             if partition not in self.loading_partitions:
                 continue  # resigned meanwhile
+            values = await self._read_group_metadata(partition)
+            if partition not in self.loading_partitions:
+                continue
+            for group_id, value in values.items():
+                if group_id in self.groups or self.partition_for(group_id) != partition:
+                    continue
+                try:
+                    group = read_group_metadata(group_id, value)
+                except (KafkaError, ValueError) as exc:
+                    logger.error("Could not read the metadata of group %s from %s-%d: %s",
+                                 group_id, GROUP_METADATA_TOPIC_NAME, partition, exc)
+                    continue
+                self.groups[group_id] = group
+                self._on_group_loaded(group)
+            now = self._now()
             for group_id in group_ids:
                 if self.partition_for(group_id) == partition and group_id not in self.groups:
                     self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=now)
@@ -209,6 +256,49 @@ class GroupCoordinator:
             self.owned_partitions.add(partition)
             logger.info("Finished loading offsets and group metadata from %s-%d",
                         GROUP_METADATA_TOPIC_NAME, partition)
+
+    async def _read_group_metadata(self, partition: int) -> dict[str, bytes]:
+        """The last group metadata value of each group in the partition (a tombstone
+        removes the group); offset commit records are not this log's business here."""
+        try:
+            records = await self.metadata_log.read(partition)
+        except Exception as exc:
+            logger.error("Error loading offsets from %s-%d: %s", GROUP_METADATA_TOPIC_NAME,
+                         partition, exc)
+            return {}
+        latest: dict[str, bytes] = {}
+        for key, value in records:
+            if key is None:
+                logger.warning("Skipping a record without key in %s-%d",
+                               GROUP_METADATA_TOPIC_NAME, partition)
+                continue
+            try:
+                group_id = read_message_key(key).group_id
+            except KafkaError as exc:
+                logger.warning("Skipping a record with an unreadable key in %s-%d: %s",
+                               GROUP_METADATA_TOPIC_NAME, partition, exc)
+                continue
+            if group_id is None:
+                continue
+            if value is None:
+                latest.pop(group_id, None)
+            else:
+                latest[group_id] = value
+        return latest
+
+    def _on_group_loaded(self, group: GroupMetadata) -> None:
+        """Kafka's onGroupLoaded: a group over ``group.max.size`` rebalances; every member's
+        session starts now."""
+        logger.info("Loading group metadata for %s with generation %d", group.group_id,
+                    group.generation_id)
+        if group.size > self.config.group_max_size:
+            self._prepare_rebalance(
+                group, f"Freshly-loaded group is over capacity ({self.config.group_max_size})."
+                       " Rebalancing in order to give a chance for consumers to commit offsets")
+        for member in group.members.values():
+            self._schedule_heartbeat_expiration(group, member, member.session_timeout_ms)
+        if group.is_in(GroupState.STABLE):
+            self._mirror(group)
 
     def on_resignation(self, partition: int) -> None:
         self._unload(partition)
@@ -219,6 +309,7 @@ class GroupCoordinator:
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
             self.pending_txn_offsets.drop_groups([group_id])
+            self.committed_offsets.pop(group_id, None)
             self._on_group_unloaded(group)
             self.store.update_mirror(group_id, None)
 
@@ -421,17 +512,17 @@ class GroupCoordinator:
                                                       FencedInstanceIdError.code))
         self._invoke_sync(old_member, SyncGroupResult(FencedInstanceIdError.code))
         self._cancel_heartbeat(old_member)
+        old_protocols = old_member.supported_protocols
         member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
         self._schedule_heartbeat_expiration(group, member, member.session_timeout_ms)
         member.supported_protocols = list(protocols)
         if group.is_in(GroupState.STABLE):
             if group.select_protocol() == group.protocol_name:
-                # Same protocol: the member takes its old place without a rebalance. The old
-                # leader id is returned so that no member computes a new assignment.
-                result.callback(JoinGroupResult(new_member_id, NONE, group.generation_id,
-                                                group.protocol_type, group.protocol_name,
-                                                current_leader, ()))
-                self._mirror(group)
+                # Same protocol: the member takes its old place without a rebalance, once the
+                # group with its new member id is stored.
+                Deferred.fromCoroutine(self._store_static_member(
+                    group, member, old_member_id, group_instance_id, old_protocols,
+                    current_leader, result))
             else:
                 member.awaiting_join = result
                 self._maybe_prepare_rebalance(
@@ -445,6 +536,36 @@ class GroupCoordinator:
             self._try_complete_join(group)
         else:
             result.callback(JoinGroupResult(new_member_id, UnknownServerError.code))
+
+    async def _store_static_member(self, group: GroupMetadata, member: MemberMetadata,
+                                   old_member_id: str, group_instance_id: str,
+                                   old_protocols: list[tuple[str, bytes]], current_leader: str,
+                                   result: Deferred[JoinGroupResult]) -> None:
+        """Kafka's updateStaticMemberAndRebalance in Stable: store the group; on failure
+        the old member id comes back. The old leader id is returned so that no member
+        computes a new assignment."""
+        new_member_id = member.member_id
+        assignment = {m.member_id: m.assignment for m in group.members.values()}
+        error = await self._store_group(group, assignment)
+        if error != NONE:
+            logger.warning("Failed to persist metadata for group %s: error code %d",
+                           group.group_id, error)
+            if group.static_member_id(group_instance_id) == new_member_id:
+                member.supported_protocols = old_protocols
+                old_member = group.replace_static_member(group_instance_id, new_member_id,
+                                                         old_member_id)
+                self._schedule_heartbeat_expiration(group, old_member,
+                                                    old_member.session_timeout_ms)
+            if not result.called:
+                result.callback(JoinGroupResult("", error, group.generation_id,
+                                                group.protocol_type, group.protocol_name,
+                                                current_leader, ()))
+            return
+        if not result.called:
+            result.callback(JoinGroupResult(new_member_id, NONE, group.generation_id,
+                                            group.protocol_type, group.protocol_name,
+                                            current_leader, ()))
+        self._mirror(group)
 
     # -- rebalancing ---------------------------------------------------------------------------
 
@@ -527,9 +648,11 @@ class GroupCoordinator:
             return
         group.init_next_generation(self._now())
         if group.is_in(GroupState.EMPTY):
-            logger.info("Group %s with generation %d is now empty", group.group_id,
-                        group.generation_id)
+            logger.info("Group %s with generation %d is now empty (%s-%d)", group.group_id,
+                        group.generation_id, GROUP_METADATA_TOPIC_NAME,
+                        self.partition_for(group.group_id))
             self.store.update_mirror(group.group_id, None)
+            Deferred.fromCoroutine(self._store_empty_group(group))
             return
         logger.info("Stabilized group %s generation %d with %d members", group.group_id,
                     group.generation_id, group.size)
@@ -686,16 +809,92 @@ class GroupCoordinator:
         if previous is not None and not previous.called:
             previous.callback(SyncGroupResult(RebalanceInProgressError.code))
         if group.is_leader(member_id):
-            for other in group.members.values():
-                other.assignment = assignments.get(other.member_id, b"")
-            group.transition_to(GroupState.STABLE, self._now())
-            for other in list(group.members.values()):
-                if other.awaiting_sync is not None:
-                    self._invoke_sync(other, SyncGroupResult(
-                        NONE, other.assignment, group.protocol_type, group.protocol_name))
-                    self._schedule_heartbeat_expiration(group, other, other.session_timeout_ms)
-            self._mirror(group)
+            # Kafka's doSyncGroup: the group is stored with the leader's assignment (members
+            # it left out get an empty one); once that is acknowledged, and if the group has
+            # not moved on meanwhile, every member gets its assignment and the group is Stable.
+            assignment = {m: assignments.get(m, b"") for m in group.members}
+            generation = group.generation_id
+            stored = await self._store_group(group, assignment)
+            if group.is_in(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
+                if stored != NONE:
+                    self._reset_and_propagate_assignment_error(group, stored)
+                    self._maybe_prepare_rebalance(
+                        group, f"error when storing group assignment during SyncGroup "
+                               f"(member: {member_id})")
+                else:
+                    self._set_and_propagate_assignment(group, assignment)
         return await result
+
+    def _set_and_propagate_assignment(self, group: GroupMetadata,
+                                      assignment: Mapping[str, bytes]) -> None:
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+        group.transition_to(GroupState.STABLE, self._now())
+        for member in list(group.members.values()):
+            if member.awaiting_sync is not None:
+                self._invoke_sync(member, SyncGroupResult(
+                    NONE, member.assignment, group.protocol_type, group.protocol_name))
+                self._schedule_heartbeat_expiration(group, member, member.session_timeout_ms)
+        self._mirror(group)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        for member in list(group.members.values()):
+            if member.awaiting_sync is not None:
+                self._invoke_sync(member, SyncGroupResult(error))
+                self._schedule_heartbeat_expiration(group, member, member.session_timeout_ms)
+
+    # -- group metadata in __consumer_offsets ---------------------------------------------------
+
+    async def _store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> int:
+        """Kafka's storeGroup: append the group's record (its state now, with
+        ``assignment``) to its partition; the error code for the caller (NONE once
+        acknowledged)."""
+        partition = self.partition_for(group.group_id)
+        if partition not in self.owned_partitions:
+            return NotCoordinatorError.code
+        now = self._now()
+        records = build_record_batch(
+            [(group_metadata_key(group.group_id), group_metadata_value(group, assignment))],
+            codec=self.config.offsets_topic_compression_codec, base_timestamp=now)
+        try:
+            await self.metadata_log.append(partition, records)
+        except KafkaError as exc:
+            code = store_group_error(exc)
+            log = logger.error if code == UnknownServerError.code else logger.debug
+            log("Appending metadata message for group %s generation %d failed due to %s, "
+                "returning error code %d", group.group_id, group.generation_id, exc, code)
+            return code
+        except Exception as exc:
+            logger.error("Appending metadata message for group %s generation %d failed",
+                         group.group_id, group.generation_id, exc_info=exc)
+            return UnknownServerError.code
+        return NONE
+
+    async def _store_empty_group(self, group: GroupMetadata) -> None:
+        error = await self._store_group(group, {})
+        if error != NONE:
+            # Should the coordinator fail before the next rebalance, the previous generation
+            # comes back with the log and its members time out: safe, as nobody is in it.
+            logger.warning("Failed to write empty metadata for group %s: error code %d",
+                           group.group_id, error)
+
+    async def _remove_group_metadata(self, group_id: str, generation: int) -> None:
+        """The tombstone of a removed group (Kafka writes one for a group that had a
+        generation). A lost tombstone is harmless: the group then loads as it was last
+        stored and its members time out."""
+        partition = self.partition_for(group_id)
+        if generation <= 0 or partition not in self.owned_partitions:
+            return
+        records = build_record_batch([(group_metadata_key(group_id), None)],
+                                     codec=self.config.offsets_topic_compression_codec,
+                                     base_timestamp=self._now())
+        try:
+            await self.metadata_log.append(partition, records)
+        except Exception as exc:
+            logger.warning("Writing the tombstone of group %s to %s-%d failed: %s", group_id,
+                           GROUP_METADATA_TOPIC_NAME, partition, exc)
 
     def _mirror(self, group: GroupMetadata) -> None:
         members = {m.member_id: tuple(group.member_subscription(m))
@@ -793,8 +992,10 @@ class GroupCoordinator:
             else:
                 group.transition_to(GroupState.DEAD, self._now())
                 del self.groups[group_id]
+                self.committed_offsets.pop(group_id, None)
                 try:
                     await self.store.delete_group(group_id)
+                    await self._remove_group_metadata(group_id, group.generation_id)
                     errors[group_id] = NONE
                 except Exception as exc:
                     logger.error("Deleting group %s failed: %s", group_id, exc)
@@ -867,6 +1068,9 @@ class GroupCoordinator:
                 # (retriable: the client finds the coordinator again and retries).
                 code = CoordinatorNotAvailableError.code
             errors.update(dict.fromkeys(valid, code))
+            if code == NONE:
+                self.committed_offsets.setdefault(group_id, {}).update(
+                    (tp, value.offset) for tp, value in valid.items())
         return errors
 
     async def handle_fetch_offsets(
@@ -975,6 +1179,8 @@ class GroupCoordinator:
         try:
             await self.store.delete_offsets(group_id, deletable)
             errors.update(dict.fromkeys(deletable, NONE))
+            for tp in deletable:
+                self.committed_offsets.get(group_id, {}).pop(tp, None)
         except Exception as exc:
             logger.error("Deleting offsets of group %s failed: %s", group_id, exc)
             errors.update(dict.fromkeys(deletable, UnknownServerError.code))
@@ -1031,7 +1237,9 @@ class GroupCoordinator:
                     group.transition_to(GroupState.DEAD, self._now())
                     del self.groups[group_id]
                     await self.store.delete_group(group_id)
-                    logger.info("Group %s transitioned to Dead (no offsets left)", group_id)
+                    await self._remove_group_metadata(group_id, group.generation_id)
+                    logger.info("Group %s transitioned to Dead in generation %d (no offsets "
+                                "left)", group_id, group.generation_id)
         return removed
 
     async def _expired_offsets(self, group: GroupMetadata) -> list[TopicPartition]:
@@ -1069,6 +1277,21 @@ class GroupCoordinator:
         return expired
 
 
+def store_group_error(exc: KafkaError) -> int:
+    """The error a failed group metadata append gives the group's members (Kafka's
+    storeGroup): a log problem becomes a coordinator error the clients know to handle."""
+    if isinstance(exc, (UnknownTopicOrPartitionError, NotEnoughReplicasError,
+                        NotEnoughReplicasAfterAppendError)):
+        return CoordinatorNotAvailableError.code
+    if isinstance(exc, (NotLeaderOrFollowerError, KafkaStorageError)):
+        return NotCoordinatorError.code
+    if isinstance(exc, RequestTimedOutError):
+        return RebalanceInProgressError.code
+    if isinstance(exc, (MessageTooLargeError, RecordListTooLargeError, InvalidFetchSizeError)):
+        return UnknownServerError.code
+    return exc.code
+
+
 def offsets_for_commit(partitions: Iterable[tuple[TopicPartition, int, int, str | None, int]],
                        now: int, retention_time_ms: int) -> dict[TopicPartition,
                                                                   OffsetAndMetadata]:
@@ -1096,4 +1319,5 @@ __all__ = [
     "MemberSummary",
     "offsets_for_commit",
     "partition_for",
+    "store_group_error",
 ]

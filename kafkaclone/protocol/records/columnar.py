@@ -233,7 +233,7 @@ def _binary_array(raw: bytes, data: pa.Buffer, starts: Any, lengths: Any, n: int
     starts_np = numpy.asarray(starts, dtype=numpy.int64)
     sizes = numpy.where(valid, lengths_np, 0).astype(numpy.uint64)
     raw_np = numpy.frombuffer(raw, dtype=numpy.uint8)
-    words = _words(raw_np)  # raw ends with _PAD zero bytes
+    words = byte_words(raw_np)  # raw ends with _PAD zero bytes
     # Per value 16 bytes = four uint32: the length; then the value itself if it is 12 bytes
     # or shorter (zero past its end), else its first 4 bytes, buffer index 0, its start.
     views = numpy.zeros((n, 4), dtype="<u4")
@@ -507,7 +507,7 @@ def _arrays_to_numpy(columns: RecordColumns) -> RecordColumns:
 _CONTINUATION_BITS: Final = 0x8080808080808080
 
 
-def _words(raw: Any) -> Any:
+def byte_words(raw: Any) -> Any:
     """Every 8-byte little-endian word of ``raw`` (uint8, padded with 8 zero bytes at
     least), one starting at each byte: ``words[p]`` holds bytes ``p .. p + 7``."""
     return np.ndarray(
@@ -515,7 +515,7 @@ def _words(raw: Any) -> Any:
     )
 
 
-def _varints(words: Any, pos: Any, max_bytes: int) -> tuple[Any, Any]:
+def gather_varints(words: Any, pos: Any, max_bytes: int) -> tuple[Any, Any]:
     """Zigzag varints at positions ``pos``: ``(values int64, sizes)``, from one 8-byte
     gather per position (a second one for the rare 9- and 10-byte varlongs). A varint
     longer than ``max_bytes`` is InvalidRecordError."""
@@ -561,7 +561,7 @@ def _varints(words: Any, pos: Any, max_bytes: int) -> tuple[Any, Any]:
     return decoded, size
 
 
-def _find_record_starts(data: bytes, at: int, end: int, count: int, runs: _Runs) -> None:
+def find_record_starts(data: bytes, at: int, end: int, count: int, runs: RecordStartRuns) -> None:
     """Add the starts of the ``count`` records of the records section ``data[at:end]`` to
     ``runs``.
 
@@ -642,7 +642,7 @@ def _find_record_starts(data: bytes, at: int, end: int, count: int, runs: _Runs)
 
 
 @dataclass
-class _Runs:
+class RecordStartRuns:
     """Record starts as runs: ``counts[i]`` records ``strides[i]`` bytes apart from
     ``starts[i]``."""
 
@@ -663,33 +663,33 @@ class _Runs:
 def _decode_numpy(batches: _Batches, start: int, end: int, include_headers: bool) -> RecordColumns:
     data = b"".join([*batches.pieces, bytes(_PAD)])
     raw = np.frombuffer(data, dtype=np.uint8)
-    words = _words(raw)
-    runs = _Runs()
+    words = byte_words(raw)
+    runs = RecordStartRuns()
     payload_ends = []
     at = 0
     for piece, count in zip(batches.pieces, batches.counts, strict=True):
         piece_end = at + len(piece)
-        _find_record_starts(data, at, piece_end, count, runs)
+        find_record_starts(data, at, piece_end, count, runs)
         at = piece_end
         payload_ends.append(at)
     starts = runs.positions()
     counts = np.asarray(batches.counts, dtype=np.int64)
     batch_of = np.repeat(np.arange(len(counts)), counts)
 
-    lengths, pos = _varints(words, starts, 5)
+    lengths, pos = gather_varints(words, starts, 5)
     pos = pos + starts
     record_ends = pos + lengths
     if (lengths < 6).any() or (record_ends > np.asarray(payload_ends)[batch_of]).any():
         raise InvalidRecordError("Invalid record size: a record runs past its batch")
     pos = pos + 1  # attributes
-    timestamp_deltas, size = _varints(words, pos, 10)
+    timestamp_deltas, size = gather_varints(words, pos, 10)
     pos = pos + size
-    offset_deltas, size = _varints(words, pos, 5)
+    offset_deltas, size = gather_varints(words, pos, 5)
     pos = pos + size
-    key_lengths, size = _varints(words, pos, 5)
+    key_lengths, size = gather_varints(words, pos, 5)
     key_starts = pos + size
     pos = key_starts + np.maximum(key_lengths, 0)
-    value_lengths, size = _varints(words, pos, 5)
+    value_lengths, size = gather_varints(words, pos, 5)
     value_starts = pos + size
     pos = value_starts + np.maximum(value_lengths, 0)
     if (pos >= record_ends).any():  # the header count needs one byte at least

@@ -21,16 +21,21 @@ from typing import Any, Final
 
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.acl import AclOperation
+from kafkaclone.common.acl import ResourceType as AclResourceType
 from kafkaclone.common.config_def import ConfigError, ConfigKey
 from kafkaclone.common.errors import (
+    ClusterAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
     NotControllerError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
 )
 from kafkaclone.log.config import LOG_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, LogConfig
 from kafkaclone.server.config import BROKER_CONFIG, broker_config_synonyms
 from kafkaclone.server.delayed.admin import DelayedCreatePartitions
+from kafkaclone.server.handlers.registry import RequestContext
 from kafkaclone.server.services import BrokerServices
 from kafkaclone.zk.znodes import ConfigEntityType, ConfigEntityZNode
 
@@ -297,6 +302,22 @@ def validate_dynamic_broker_configs(props: Mapping[str, str], per_broker: bool) 
                 f"specified: {', '.join(per_broker_only)}")
 
 
+LISTENER_CHANGE_REFUSED: Final = (
+    "listeners cannot be changed at runtime on kafkaclone; restart the broker with the new "
+    "value")
+
+
+def refuse_listener_changes(props: Mapping[str, str], running: Mapping[str, object]) -> None:
+    """Kafka applies a per-broker listener change at runtime (a new listener is started and
+    the registration updated); kafkaclone does not, so a change is INVALID_REQUEST rather
+    than an OK that does nothing. The running value itself is accepted (an AlterConfigs
+    that restates it)."""
+    changed = sorted(name for name in PER_BROKER_CONFIGS
+                     if name in props and props[name] != running.get(name))
+    if changed:
+        raise BrokerConfigRejectedError(f"{LISTENER_CHANGE_REFUSED} ({', '.join(changed)})")
+
+
 def broker_id_of_resource(broker: BrokerServices, name: str) -> int | None:
     """The broker a BROKER resource names (None: the cluster-wide default); a resource
     naming another broker is INVALID_REQUEST, as in Kafka."""
@@ -327,3 +348,17 @@ def alter_config_error(exc: BaseException, resource_type: int,
                 f"name='{resource_name}'): {exc.message}")
     return error_of(exc)
 
+
+
+def config_resource_refusal(ctx: RequestContext, operation: AclOperation, resource_type: int,
+                            resource_name: str) -> KafkaError | None:
+    """The error for a config resource the principal may not ``operation`` (DescribeConfigs /
+    AlterConfigs): a topic needs it on the topic, a broker or broker logger on the cluster
+    (KafkaApis.authorizeConfigResource); None when allowed."""
+    if resource_type == ResourceType.TOPIC:
+        if ctx.authorize(operation, AclResourceType.TOPIC, resource_name):
+            return None
+        return TopicAuthorizationFailedError()
+    if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        return None if ctx.authorize_cluster(operation) else ClusterAuthorizationFailedError()
+    return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.common.errors import NONE, InvalidRequestError, UnknownTopicOrPartitionError
 from kafkaclone.common.topic import validate_topic_name
 from kafkaclone.protocol.api_keys import ApiKey
@@ -21,6 +22,8 @@ from kafkaclone.server.handlers.admin_support import (
     ResourceType,
     alter_config_error,
     broker_id_of_resource,
+    config_resource_refusal,
+    refuse_listener_changes,
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
@@ -46,6 +49,7 @@ async def alter_resource_configs(broker: BrokerServices, resource_type: int, nam
     elif resource_type == ResourceType.BROKER:
         broker_id = broker_id_of_resource(broker, name)
         validate_dynamic_broker_configs(props, per_broker=broker_id is not None)
+        refuse_listener_changes(props, broker.config.originals)
         if not validate_only:
             await broker.admin_zk.change_broker_config(broker_id, props)
     elif resource_type == ResourceType.BROKER_LOGGER:
@@ -64,6 +68,12 @@ async def handle_alter_configs(
         result = _Result(error_code=NONE, error_message=None,
                          resource_type=resource.resource_type,
                          resource_name=resource.resource_name)
+        refusal = config_resource_refusal(ctx, AclOperation.ALTER_CONFIGS,
+                                          resource.resource_type, resource.resource_name)
+        if refusal is not None:
+            result.error_code, result.error_message = refusal.code, refusal.message
+            results.append(result)
+            continue
         try:
             nulls = [c.name for c in resource.configs if c.value is None]
             if nulls:

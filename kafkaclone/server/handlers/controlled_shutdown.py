@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import logging
 
-from kafkaclone.common.errors import NONE, KafkaError, NotControllerError, UnknownServerError
+from kafkaclone.common.acl import AclOperation
+from kafkaclone.common.errors import (
+    NONE,
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    NotControllerError,
+    UnknownServerError,
+)
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import ControlledShutdownRequest, ControlledShutdownResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -22,6 +29,8 @@ _Remaining = ControlledShutdownResponse.RemainingPartition
 @handler(ApiKey.CONTROLLED_SHUTDOWN, versions=(0, 3))
 async def handle_controlled_shutdown(
         ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return ControlledShutdownResponse(error_code=ClusterAuthorizationFailedError.code)
     controller = ctx.broker.controller
     if controller is None or not controller.is_active:
         return ControlledShutdownResponse(error_code=NotControllerError.code)

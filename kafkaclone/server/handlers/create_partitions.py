@@ -16,7 +16,13 @@ import logging
 from collections import Counter
 from typing import Any
 
-from kafkaclone.common.errors import NONE, InvalidRequestError, RequestTimedOutError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import (
+    NONE,
+    InvalidRequestError,
+    RequestTimedOutError,
+    TopicAuthorizationFailedError,
+)
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import CreatePartitionsRequest, CreatePartitionsResponse
 from kafkaclone.server.handlers.admin_support import (
@@ -44,12 +50,17 @@ async def handle_create_partitions(
         return CreatePartitionsResponse(results=results)
 
     counts = Counter(t.name for t in request.topics)
+    denied = ctx.unauthorized_names(AclOperation.ALTER, ResourceType.TOPIC, counts)
     created: dict[str, set[int]] = {}
     by_name: dict[str, Any] = {}
     for topic, result in zip(request.topics, results, strict=True):
         if counts[topic.name] > 1:
             result.error_code = InvalidRequestError.code
             result.error_message = "Duplicate topic in request."
+            continue
+        if topic.name in denied:
+            result.error_code = TopicAuthorizationFailedError.code
+            result.error_message = "Authorization failed."
             continue
         assignments = (None if topic.assignments is None
                        else [list(a.broker_ids) for a in topic.assignments])

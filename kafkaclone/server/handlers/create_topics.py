@@ -19,6 +19,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.config_def import ConfigError
 from kafkaclone.common.errors import (
     NONE,
@@ -27,6 +28,7 @@ from kafkaclone.common.errors import (
     KafkaError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
 )
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import CreateTopicsRequest, CreateTopicsResponse
@@ -99,12 +101,19 @@ async def handle_create_topics(
             results[name].error_code = InvalidRequestError.code
             results[name].error_message = "Found multiple entries for this topic."
 
+    # Create on the cluster allows every topic, else Create on each topic is needed.
+    denied = (frozenset() if ctx.authorize_cluster(AclOperation.CREATE) else
+              ctx.unauthorized_names(AclOperation.CREATE, ResourceType.TOPIC, counts))
     validate_only = version >= 1 and bool(request.validate_only)
     created: dict[str, set[int]] = {}
     layers = None
     for topic in request.topics:
         result = results[topic.name]
         if counts[topic.name] > 1:
+            continue
+        if topic.name in denied:
+            result.error_code = TopicAuthorizationFailedError.code
+            result.error_message = "Authorization failed."
             continue
         try:
             if version >= 5 and layers is None:

@@ -4,6 +4,8 @@ unknown one GROUP_ID_NOT_FOUND (Kafka 2.8's GroupCoordinator.handleDeleteGroups)
 
 from __future__ import annotations
 
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import GroupAuthorizationFailedError
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import DeleteGroupsRequest, DeleteGroupsResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -15,6 +17,9 @@ _Result = DeleteGroupsResponse.DeletableGroupResult
 async def handle_delete_groups(
         ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request.groups_names))
-    errors = await ctx.broker.group_coordinator.handle_delete_groups(names)
+    denied = ctx.unauthorized_names(AclOperation.DELETE, ResourceType.GROUP, names)
+    errors = await ctx.broker.group_coordinator.handle_delete_groups(
+        [name for name in names if name not in denied])
+    errors.update(dict.fromkeys(denied, GroupAuthorizationFailedError.code))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         _Result(group_id=name, error_code=errors[name]) for name in names])

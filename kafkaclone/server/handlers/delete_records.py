@@ -11,7 +11,8 @@ internal topic).
 
 from __future__ import annotations
 
-from kafkaclone.common.errors import UnknownTopicOrPartitionError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import DeleteRecordsRequest, DeleteRecordsResponse
@@ -29,10 +30,12 @@ async def handle_delete_records(
     cache = broker.metadata_cache
     offsets: dict[TopicPartition, int] = {}
     unknown: set[TopicPartition] = set()
+    denied = ctx.unauthorized_names(AclOperation.DELETE, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     for topic in request.topics:
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
-            if cache.partition_state(tp.topic, tp.partition) is None:
+            if topic.name in denied or cache.partition_state(tp.topic, tp.partition) is None:
                 unknown.add(tp)
             else:
                 offsets[tp] = partition.offset
@@ -44,8 +47,10 @@ async def handle_delete_records(
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
             if tp in unknown:
+                code = (TopicAuthorizationFailedError.code if topic.name in denied
+                        else UnknownTopicOrPartitionError.code)
                 results.append(_PartitionResult(partition_index=tp.partition, low_watermark=-1,
-                                                error_code=UnknownTopicOrPartitionError.code))
+                                                error_code=code))
             else:
                 status = statuses[tp]
                 results.append(_PartitionResult(partition_index=tp.partition,

@@ -19,10 +19,12 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
     InvalidRequestError,
     RequestTimedOutError,
+    TopicAuthorizationFailedError,
     TopicDeletionDisabledError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -83,6 +85,8 @@ async def handle_delete_topics(
         results.append(result)
         if resolved is None:
             result.error_code = UnknownTopicIdError.code
+        elif not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, resolved):
+            result.error_code = TopicAuthorizationFailedError.code
         elif not cache.contains(resolved):
             result.error_code = UnknownTopicOrPartitionError.code
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.common.errors import (
     NONE,
     InvalidRequestError,
@@ -30,6 +31,7 @@ from kafkaclone.server.handlers.admin_support import (
     broker_config_entries,
     broker_config_layers,
     broker_id_of_resource,
+    config_resource_refusal,
     error_of,
     topic_config_entries,
 )
@@ -87,6 +89,12 @@ async def handle_describe_configs(
         result = _Result(error_code=NONE, error_message=None,
                          resource_type=resource.resource_type,
                          resource_name=resource.resource_name, configs=[])
+        refusal = config_resource_refusal(ctx, AclOperation.DESCRIBE_CONFIGS,
+                                          resource.resource_type, resource.resource_name)
+        if refusal is not None:
+            result.error_code, result.error_message = refusal.code, refusal.message
+            results.append(result)
+            continue
         try:
             if layers is None:
                 layers = await broker_config_layers(broker)

@@ -19,8 +19,10 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.common.errors import (
     NONE,
+    ClusterAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
     NotControllerError,
@@ -52,6 +54,11 @@ async def handle_elect_leaders(
     else:
         partitions = {TopicPartition(t.topic, p) for t in request.topic_partitions
                       for p in t.partitions}
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        denied = ClusterAuthorizationFailedError()
+        response = _response({tp: denied for tp in partitions})
+        response.error_code = denied.code
+        return response
     election_type = request.election_type if ctx.api_version >= 1 else 0
     if election_type not in ELECTION_TYPES:
         failure: KafkaError = InvalidRequestError(f"Unknown election type {election_type}")

@@ -39,11 +39,13 @@ from __future__ import annotations
 from typing import Final
 
 from kafkaclone.cluster.partition import FetchIsolation
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
+    TopicAuthorizationFailedError,
     UnsupportedCompressionTypeError,
     UnsupportedVersionError,
 )
@@ -52,7 +54,12 @@ from kafkaclone.log.conversion import down_convert, fetch_magic
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import FetchRequest, FetchResponse
 from kafkaclone.protocol.records.common import LOG_OVERHEAD, SIZE_OFFSET
-from kafkaclone.server.delayed.fetch import FetchParams, LogReadResult, PartitionFetchInfo
+from kafkaclone.server.delayed.fetch import (
+    UNKNOWN_OFFSET_METADATA,
+    FetchParams,
+    LogReadResult,
+    PartitionFetchInfo,
+)
 from kafkaclone.server.fetch_session import new_context
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.replica_selector import ClientMetadata
@@ -210,6 +217,23 @@ def _convert_results(version: int, broker: BrokerServices, params: FetchParams,
     return converted
 
 
+_TOPIC_AUTHORIZATION_FAILED: Final = LogReadResult(
+    TopicAuthorizationFailedError.code, None, UNKNOWN_OFFSET_METADATA, -1, -1, -1, -1, -1, -1)
+
+
+def _unauthorized_topics(ctx: RequestContext, params: FetchParams,
+                         partitions: list[tuple[TopicPartition, PartitionFetchInfo]],
+                         ) -> frozenset[str]:
+    """A follower needs ClusterAction on the cluster, a consumer Read on each topic
+    (KafkaApis.handleFetchRequest); the topics refused TOPIC_AUTHORIZATION_FAILED."""
+    if params.is_from_follower:
+        if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return frozenset()
+        return frozenset(tp.topic for tp, _ in partitions)
+    return ctx.unauthorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                  (tp.topic for tp, _ in partitions))
+
+
 @handler(ApiKey.FETCH, versions=(0, 12))
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker: BrokerServices = ctx.broker
@@ -228,7 +252,14 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
     if context.error_code != NONE:
         return FetchResponse(throttle_time_ms=0, error_code=context.error_code,
                          session_id=INVALID_SESSION_ID, responses=[])
-    results = await broker.replica_manager.fetch_messages(params, context.partitions)
+    denied = _unauthorized_topics(ctx, params, context.partitions)
+    if denied:
+        read = dict(await broker.replica_manager.fetch_messages(
+            params, [(tp, info) for tp, info in context.partitions if tp.topic not in denied]))
+        results = [(tp, read.get(tp, _TOPIC_AUTHORIZATION_FAILED))
+                   for tp, _ in context.partitions]
+    else:
+        results = await broker.replica_manager.fetch_messages(params, context.partitions)
     session_id, results = context.respond(sessions, results)
     if ctx.api_version <= _LAST_UNCONVERTED_VERSION:
         results = _convert_results(ctx.api_version, broker, params, infos, results)

@@ -18,11 +18,14 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     ERRORS,
     NONE,
     CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
     InvalidRequestError,
+    TransactionalIdAuthorizationFailedError,
 )
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from kafkaclone.coordinator.group.coordinator import partition_for as group_partition_for
@@ -54,9 +57,13 @@ async def handle_find_coordinator(
     broker: BrokerServices = ctx.broker
     key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY_TYPE
     if key_type == GROUP_KEY_TYPE:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.key):
+            return _answer(GroupAuthorizationFailedError.code)
         topic = GROUP_METADATA_TOPIC_NAME
         partition = group_partition_for(request.key, broker.config.offsets_topic_num_partitions)
     elif key_type == TRANSACTION_KEY_TYPE:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.key):
+            return _answer(TransactionalIdAuthorizationFailedError.code)
         topic = TRANSACTION_STATE_TOPIC_NAME
         partition = transaction_partition_for(
             request.key, broker.config.transaction_state_log_num_partitions)

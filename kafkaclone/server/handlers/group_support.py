@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.server.handlers.registry import RequestContext
 
-GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+GROUP_ACL_OPERATIONS = (AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE)
+"""The operations Kafka knows on a group (their bits are DescribeGroups' authorized
+operations)."""
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in GROUP_ACL_OPERATIONS)
 """With no authorizer, every group operation Kafka knows is allowed: READ, DELETE, DESCRIBE."""
 
 

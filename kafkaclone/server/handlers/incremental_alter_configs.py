@@ -14,6 +14,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.common.config_def import ConfigDef, ConfigKey, ConfigType
 from kafkaclone.common.errors import NONE, InvalidConfigError, InvalidRequestError
 from kafkaclone.log.config import LOG_CONFIG_KEYS
@@ -27,6 +28,7 @@ from kafkaclone.server.handlers.admin_support import (
     ResourceType,
     alter_config_error,
     broker_id_of_resource,
+    config_resource_refusal,
 )
 from kafkaclone.server.handlers.alter_configs import alter_resource_configs
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -133,6 +135,12 @@ async def handle_incremental_alter_configs(
         result = _Result(error_code=NONE, error_message=None,
                          resource_type=resource.resource_type,
                          resource_name=resource.resource_name)
+        refusal = config_resource_refusal(ctx, AclOperation.ALTER_CONFIGS,
+                                          resource.resource_type, resource.resource_name)
+        if refusal is not None:
+            result.error_code, result.error_message = refusal.code, refusal.message
+            results.append(result)
+            continue
         try:
             await _alter(broker, resource, bool(request.validate_only))
         except Exception as exc:

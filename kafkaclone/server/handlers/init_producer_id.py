@@ -21,13 +21,16 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
+    ClusterAuthorizationFailedError,
     CoordinatorNotAvailableError,
     InvalidProducerEpochError,
     InvalidRequestError,
     KafkaError,
     ProducerFencedError,
+    TransactionalIdAuthorizationFailedError,
 )
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkaclone.protocol.api_keys import ApiKey
@@ -63,6 +66,13 @@ async def handle_init_producer_id(
         producer_id, producer_epoch = request.producer_id, request.producer_epoch
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return _error(InvalidRequestError.code)
+    if request.transactional_id is not None:
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                             request.transactional_id):
+            return _error(TransactionalIdAuthorizationFailedError.code)
+    elif not (ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE)
+              or ctx.authorize_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC)):
+        return _error(ClusterAuthorizationFailedError.code)
     if request.transactional_id is not None:
         if request.transactional_id == "":
             return _error(InvalidRequestError.code)

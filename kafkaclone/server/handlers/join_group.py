@@ -6,6 +6,8 @@ v5 adds static membership (``group.instance.id``); v7 reports the protocol type.
 
 from __future__ import annotations
 
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import GroupAuthorizationFailedError
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import JoinGroupRequest, JoinGroupResponse
 from kafkaclone.server.handlers.group_support import client_host
@@ -17,6 +19,11 @@ _Member = JoinGroupResponse.JoinGroupResponseMember
 @handler(ApiKey.JOIN_GROUP, versions=(0, 7))
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return JoinGroupResponse(
+            throttle_time_ms=0, error_code=GroupAuthorizationFailedError.code,
+            generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "",
+            leader="", member_id=request.member_id, members=[])
     instance_id = request.group_instance_id if version >= 5 else None
     rebalance_timeout = (request.rebalance_timeout_ms if version >= 1
                          else request.session_timeout_ms)

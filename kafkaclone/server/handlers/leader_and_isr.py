@@ -14,7 +14,8 @@ import uuid
 from collections import defaultdict
 
 from kafkaclone.cluster.partition import LeaderAndIsrPartitionState, partition_state_of
-from kafkaclone.common.errors import StaleBrokerEpochError
+from kafkaclone.common.acl import AclOperation
+from kafkaclone.common.errors import ClusterAuthorizationFailedError, StaleBrokerEpochError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import LeaderAndIsrRequest, LeaderAndIsrResponse
@@ -65,6 +66,8 @@ async def handle_leader_and_isr(
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     states, topic_ids = partition_states(request, version)
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return _response(version, ClusterAuthorizationFailedError.code, states, {}, topic_ids)
     if is_broker_epoch_stale(broker, request.broker_epoch):
         log.info("Received LeaderAndIsr request with broker epoch %d smaller than the "
                  "current broker epoch %d", request.broker_epoch, broker.broker_epoch)

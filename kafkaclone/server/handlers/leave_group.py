@@ -5,7 +5,8 @@ response's error."""
 
 from __future__ import annotations
 
-from kafkaclone.common.errors import NONE
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import NONE, GroupAuthorizationFailedError
 from kafkaclone.coordinator.group.coordinator import LeaveMember
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import LeaveGroupRequest, LeaveGroupResponse
@@ -17,6 +18,9 @@ _Member = LeaveGroupResponse.MemberResponse
 @handler(ApiKey.LEAVE_GROUP, versions=(0, 4))
 async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = ctx.api_version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0,
+                                  error_code=GroupAuthorizationFailedError.code, members=[])
     if version >= 3:
         leaving = [LeaveMember(m.member_id, m.group_instance_id) for m in request.members]
     else:

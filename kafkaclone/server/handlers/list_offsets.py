@@ -18,7 +18,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Final
 
-from kafkaclone.common.errors import NONE, InvalidRequestError, KafkaError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import (
+    NONE,
+    InvalidRequestError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+)
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import ListOffsetsRequest, ListOffsetsResponse
@@ -72,12 +78,18 @@ async def handle_list_offsets(
     version = ctx.api_version
     duplicates = Counter(TopicPartition(t.name, p.partition_index)
                          for t in request.topics for p in t.partitions)
+    denied = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
-            if version >= 1 and duplicates[tp] > 1:
+            if topic.name in denied:
+                partitions.append(_PartitionResponse(
+                    partition_index=tp.partition, error_code=TopicAuthorizationFailedError.code,
+                    timestamp=-1, offset=-1, leader_epoch=-1))
+            elif version >= 1 and duplicates[tp] > 1:
                 partitions.append(_PartitionResponse(
                     partition_index=tp.partition, error_code=InvalidRequestError.code,
                     timestamp=-1, offset=-1, leader_epoch=-1))

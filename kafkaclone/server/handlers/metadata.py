@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from kafkaclone.common.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkaclone.common.errors import (
     InvalidRequestError,
     InvalidTopicExceptionError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic import is_internal, validate_topic_name
@@ -37,8 +39,10 @@ AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 # With no authorizer configured every operation is allowed. Bits are Kafka's AclOperation
 # codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
 # DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-TOPIC_OPERATIONS: Final = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS: Final = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+TOPIC_ACL_OPERATIONS: Final = tuple(AclOperation(op) for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_ACL_OPERATIONS: Final = tuple(AclOperation(op) for op in (5, 7, 8, 9, 10, 11, 12))
+TOPIC_OPERATIONS: Final = sum(1 << op for op in TOPIC_ACL_OPERATIONS)
+CLUSTER_OPERATIONS: Final = sum(1 << op for op in CLUSTER_ACL_OPERATIONS)
 
 
 def _requested_topics(request: MetadataRequest, version: int) -> list[str] | None:
@@ -84,14 +88,19 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
                                                      None, False)
                                         for t in request.topics or ()])
     names = cache.all_topics() if requested is None else requested
+    # Topics the principal may not Describe: left out of "every topic", answered
+    # TOPIC_AUTHORIZATION_FAILED when named, without saying whether they exist.
+    denied = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if denied:
+        names = [name for name in names if name not in denied or requested is not None]
     known = {t.name: t for t in cache.topic_metadata(
-        names, listener,
+        [name for name in names if name not in denied], listener,
         error_unavailable_endpoints=version == 0,
         error_unavailable_listeners=version >= 6,
     )}
 
-    errors: dict[str, int] = {}
-    missing = [name for name in names if name not in known]
+    errors: dict[str, int] = dict.fromkeys(denied, TopicAuthorizationFailedError.code)
+    missing = [name for name in names if name not in known and name not in denied]
     creatable: list[str] = []
     for name in missing:
         try:
@@ -102,6 +111,11 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         creatable.append(name)
     allow_auto_create = broker.auto_create_topics_enable and (
         version < 4 or bool(request.allow_auto_topic_creation))
+    if creatable and allow_auto_create and not ctx.authorize_cluster(AclOperation.CREATE):
+        # Creating needs Create on the cluster or on the topic.
+        refused = ctx.unauthorized_names(AclOperation.CREATE, ResourceType.TOPIC, creatable)
+        errors.update(dict.fromkeys(refused, TopicAuthorizationFailedError.code))
+        creatable = [name for name in creatable if name not in refused]
     if creatable and allow_auto_create:
         errors.update(await broker.auto_create_topics(creatable))
     else:
@@ -112,6 +126,11 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         else _topic_entry(errors[name], name, None, include_operations)
         for name in names
     ]
+    if include_operations and broker.authorizer is not None:
+        for entry in topics:
+            if entry.name is not None and entry.error_code == 0:
+                entry.topic_authorized_operations = ctx.authorized_operations(
+                    ResourceType.TOPIC, entry.name, TOPIC_ACL_OPERATIONS)
     brokers = [
         _Broker(node_id=b.id, host=ep.host or "", port=ep.port, rack=b.rack)
         for b, ep in cache.alive_endpoints(listener)
@@ -125,5 +144,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         controller_id=-1 if controller_id is None else controller_id,
         topics=topics,
         cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if include_cluster_operations else AUTHORIZED_OPERATIONS_OMITTED),
+            (CLUSTER_OPERATIONS if broker.authorizer is None else ctx.authorized_operations(
+                ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_ACL_OPERATIONS))
+            if include_cluster_operations else AUTHORIZED_OPERATIONS_OMITTED),
     )

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import logging
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.clock import now_ms
 from kafkaclone.common.errors import (
     NONE,
+    GroupAuthorizationFailedError,
     OffsetMetadataTooLargeError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -55,12 +58,19 @@ async def handle_offset_commit(
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     cache = broker.metadata_cache
+    group_denied = not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id)
+    denied = ctx.unauthorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     errors: dict[TopicPartition, int] = {}
     entries = []
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            if cache.partition_state(topic.name, p.partition_index) is None:
+            if group_denied:
+                errors[tp] = GroupAuthorizationFailedError.code
+            elif topic.name in denied:
+                errors[tp] = TopicAuthorizationFailedError.code
+            elif cache.partition_state(topic.name, p.partition_index) is None:
                 errors[tp] = UnknownTopicOrPartitionError.code
             else:
                 entries.append((tp, p.committed_offset,

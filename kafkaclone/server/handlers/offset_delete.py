@@ -6,7 +6,13 @@ GroupCoordinator.handleDeleteOffsets)."""
 
 from __future__ import annotations
 
-from kafkaclone.common.errors import NONE, UnknownTopicOrPartitionError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import (
+    NONE,
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import OffsetDeleteRequest, OffsetDeleteResponse
@@ -21,12 +27,19 @@ _Partition = OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponse
 async def handle_offset_delete(
         ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     broker: BrokerServices = ctx.broker
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=GroupAuthorizationFailedError.code,
+                                    throttle_time_ms=0, topics=[])
+    denied = ctx.unauthorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     errors: dict[TopicPartition, int] = {}
     known: list[TopicPartition] = []
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            if broker.metadata_cache.partition_state(tp.topic, tp.partition) is None:
+            if topic.name in denied:
+                errors[tp] = TopicAuthorizationFailedError.code
+            elif broker.metadata_cache.partition_state(tp.topic, tp.partition) is None:
                 errors[tp] = UnknownTopicOrPartitionError.code
             else:
                 known.append(tp)

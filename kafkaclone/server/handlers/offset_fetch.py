@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import logging
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
@@ -58,11 +61,24 @@ async def handle_offset_fetch(
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     requested = _requested(request)
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+        error = GroupAuthorizationFailedError.code
+        if version >= 2:
+            return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
+        return OffsetFetchResponse(throttle_time_ms=0, topics=_topics({
+            tp: (INVALID_OFFSET, -1, "", error) for tp in requested or []}))
+    # Offsets of topics the principal may not Describe: TOPIC_AUTHORIZATION_FAILED when
+    # named, left out when every partition is asked for.
+    denied = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                    (tp.topic for tp in requested or ()))
+    unauthorized = {tp: (INVALID_OFFSET, -1, "", TopicAuthorizationFailedError.code)
+                    for tp in requested or () if tp.topic in denied}
+    if requested is not None and denied:
+        requested = [tp for tp in requested if tp.topic not in denied]
     if version == 0:
         assert requested is not None
-        return OffsetFetchResponse(throttle_time_ms=0, error_code=NONE,
-                         topics=_topics(await _legacy_fetch(broker, request.group_id,
-                                                            requested)))
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=NONE, topics=_topics(
+            {**await _legacy_fetch(broker, request.group_id, requested), **unauthorized}))
     coordinator = ctx.broker.group_coordinator
     # Pending transactional offsets are looked at before the store is read: offsets that
     # stop being pending during the read are already in the store.
@@ -71,12 +87,16 @@ async def handle_offset_fetch(
                 if version >= 7 and request.require_stable and requested is not None
                 else set())
     error, found = await coordinator.handle_fetch_offsets(request.group_id, requested)
+    hidden = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                    (tp.topic for tp in found)) if requested is None else ()
+    if hidden:
+        found = {tp: value for tp, value in found.items() if tp.topic not in hidden}
     if error != NONE:
         if version >= 2:
             return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
         return OffsetFetchResponse(throttle_time_ms=0, topics=_topics({
             tp: (INVALID_OFFSET, -1, "", error) for tp in requested or []}))
-    results = {}
+    results = dict(unauthorized)
     for tp, value in found.items():
         if tp in unstable:
             results[tp] = (INVALID_OFFSET, -1, "", UnstableOffsetCommitError.code)

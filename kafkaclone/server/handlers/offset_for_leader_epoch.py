@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from kafkaclone.common.errors import NONE, KafkaError
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import NONE, KafkaError, TopicAuthorizationFailedError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import (
@@ -34,18 +35,25 @@ async def handle_offset_for_leader_epoch(
         ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     broker: BrokerServices = ctx.broker
     fetch_only_from_leader = request.replica_id != DEBUGGING_REPLICA_ID
+    # Followers have ClusterAction; consumers (KIP-320) need Describe on the topic.
+    denied = (frozenset() if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else
+              ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                     (topic.topic for topic in request.topics)))
     topics = []
     for topic in request.topics:
         results = []
         for partition in topic.partitions:
             tp = TopicPartition(topic.topic, partition.partition)
-            try:
-                epoch, end_offset = broker.replica_manager.last_offset_for_leader_epoch(
-                    tp, partition.current_leader_epoch, partition.leader_epoch,
-                    fetch_only_from_leader)
-                error = NONE
-            except KafkaError as exc:
-                epoch, end_offset, error = -1, -1, exc.code
+            if topic.topic in denied:
+                epoch, end_offset, error = -1, -1, TopicAuthorizationFailedError.code
+            else:
+                try:
+                    epoch, end_offset = broker.replica_manager.last_offset_for_leader_epoch(
+                        tp, partition.current_leader_epoch, partition.leader_epoch,
+                        fetch_only_from_leader)
+                    error = NONE
+                except KafkaError as exc:
+                    epoch, end_offset, error = -1, -1, exc.code
             results.append(_EpochEndOffset(error_code=error, partition=tp.partition,
                                            leader_epoch=epoch, end_offset=end_offset))
         topics.append(_TopicResult(topic=topic.topic, partitions=results))

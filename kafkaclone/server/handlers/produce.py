@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import logging
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
     NONE,
     InvalidRecordError,
     InvalidRequiredAcksError,
     KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
 )
@@ -114,6 +117,13 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     broker: BrokerServices = ctx.broker
     version = ctx.api_version
     cache = broker.metadata_cache
+    denied = ctx.unauthorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topic_data))
+    denied_code = TopicAuthorizationFailedError.code
+    if request.transactional_id is not None and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        denied = frozenset(topic.name for topic in request.topic_data)
+        denied_code = TransactionalIdAuthorizationFailedError.code
     order: list[tuple[str, list[int]]] = []
     results: dict[TopicPartition, ProducePartitionResult] = {}
     entries: dict[TopicPartition, memoryview] = {}
@@ -123,6 +133,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
             indexes.append(data.index)
+            if topic.name in denied:
+                results[tp] = ProducePartitionResult(denied_code)
+                continue
             if cache.partition_state(tp.topic, tp.partition) is None:
                 results[tp] = ProducePartitionResult(UnknownTopicOrPartitionError.code)
                 continue

@@ -6,6 +6,10 @@ over ``handle_heartbeat(ctx, request)`` in handlers/heartbeat.py. A handler take
 request class and returns its response class (the typed classes of
 :mod:`kafkaclone.protocol.message_types`), so mypy checks every field it reads or sets.
 
+Authorization is asked of the context: ``ctx.authorize(operation, resource_type, name)``,
+``ctx.authorize_cluster(operation)`` and ``ctx.unauthorized_names(...)`` consult the broker's
+AclAuthorizer, and without one cost a single attribute check (everything is allowed).
+
 The broker's ApiVersions answer is computed from this registry, so an API is advertised
 exactly when, and at exactly the versions, something serves it.
 """
@@ -14,10 +18,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from kafkaclone.common.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol.api import APIS, Api
 from kafkaclone.protocol.api_keys import ApiKey
@@ -36,6 +41,49 @@ class RequestContext:
     client_id: str | None
     connection: ConnectionInfo
     broker: BrokerServices
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        """Whether the request's principal may do ``operation`` on the resource (Kafka's
+        KafkaApis.authorize); always True without an authorizer."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize(
+            self.connection.principal, self.connection.client_host, operation,
+            resource_type, name)
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        """``authorize`` on the cluster resource (``kafka-cluster``)."""
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorize_by_resource_type(self, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """Whether ``operation`` is allowed on some resource of the type (KIP-679; Kafka 2.8's
+        InitProducerId lets an idempotent producer in with IdempotentWrite on the cluster or
+        Write on any topic); always True without an authorizer."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize_by_resource_type(
+            self.connection.principal, self.connection.client_host, operation, resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str,
+                              operations: Iterable[AclOperation]) -> int:
+        """The bit field of ``operations`` allowed on the resource (Kafka's
+        authorizedOperations, as Metadata, DescribeCluster and DescribeGroups report it)."""
+        return sum(1 << op for op in operations if self.authorize(op, resource_type, name))
+
+    def unauthorized_names(self, operation: AclOperation, resource_type: ResourceType,
+                           names: Iterable[str]) -> frozenset[str]:
+        """The names among ``names`` the principal may not do ``operation`` on (the
+        complement of Kafka's filterByAuthorized); empty without an authorizer, at the cost
+        of one attribute check."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return _NONE_DENIED
+        principal, host = self.connection.principal, self.connection.client_host
+        return frozenset(name for name in set(names) if not authorizer.authorize(
+            principal, host, operation, resource_type, name))
+
+
+_NONE_DENIED: Final[frozenset[str]] = frozenset()
 
 
 RequestT = TypeVar("RequestT")

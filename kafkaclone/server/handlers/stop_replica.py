@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from kafkaclone.common.errors import StaleBrokerEpochError
+from kafkaclone.common.acl import AclOperation
+from kafkaclone.common.errors import ClusterAuthorizationFailedError, StaleBrokerEpochError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import StopReplicaRequest, StopReplicaResponse
@@ -51,10 +52,14 @@ async def handle_stop_replica(
         ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
     broker: BrokerServices = ctx.broker
     states = stop_replica_states(request, ctx.api_version)
-    if is_broker_epoch_stale(broker, request.broker_epoch):
-        log.info("Received StopReplica request with broker epoch %d smaller than the "
-                 "current broker epoch %d", request.broker_epoch, broker.broker_epoch)
-        code = StaleBrokerEpochError.code
+    refused = not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+    if refused or is_broker_epoch_stale(broker, request.broker_epoch):
+        if refused:
+            code = ClusterAuthorizationFailedError.code
+        else:
+            log.info("Received StopReplica request with broker epoch %d smaller than the "
+                     "current broker epoch %d", request.broker_epoch, broker.broker_epoch)
+            code = StaleBrokerEpochError.code
         return StopReplicaResponse(error_code=code, partition_errors=[
             _PartitionError(topic_name=tp.topic, partition_index=tp.partition, error_code=code)
             for tp in states])

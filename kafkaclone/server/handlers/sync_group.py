@@ -4,6 +4,8 @@ reports the protocol type and name."""
 
 from __future__ import annotations
 
+from kafkaclone.common.acl import AclOperation, ResourceType
+from kafkaclone.common.errors import GroupAuthorizationFailedError
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import SyncGroupRequest, SyncGroupResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -12,6 +14,9 @@ from kafkaclone.server.handlers.registry import RequestContext, handler
 @handler(ApiKey.SYNC_GROUP, versions=(0, 5))
 async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return SyncGroupResponse(throttle_time_ms=0, error_code=GroupAuthorizationFailedError.code,
+                                 protocol_type=None, protocol_name=None, assignment=b"")
     result = await ctx.broker.group_coordinator.handle_sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.protocol_type if version >= 5 else None,

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from kafkaclone.common.errors import NONE, StaleBrokerEpochError, StaleControllerEpochError
+from kafkaclone.common.acl import AclOperation
+from kafkaclone.common.errors import (
+    NONE,
+    ClusterAuthorizationFailedError,
+    StaleBrokerEpochError,
+    StaleControllerEpochError,
+)
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import UpdateMetadataRequest, UpdateMetadataResponse
@@ -35,6 +41,8 @@ def is_broker_epoch_stale(broker: BrokerServices, epoch_in_request: int) -> bool
 async def handle_update_metadata(
         ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
     broker: BrokerServices = ctx.broker
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return UpdateMetadataResponse(error_code=ClusterAuthorizationFailedError.code)
     if is_broker_epoch_stale(broker, request.broker_epoch):
         log.info("ignoring UpdateMetadata with stale broker epoch %d (current %d)",
                  request.broker_epoch, broker.broker_epoch)
