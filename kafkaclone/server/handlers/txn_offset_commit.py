@@ -6,7 +6,10 @@ The group's coordinator keeps them pending until the transaction's marker reache
 group's ``__consumer_offsets`` partition (coordinator/group/pending_offsets.py); they are
 appended to that partition first, in the producer's transaction, with acks=-1, as Kafka's
 GroupMetadataManager.storeOffsets does (its errors mapped as Kafka maps them). Errors as
-Kafka's: a topic the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION; the group's
+Kafka's: without Write on the transactional id every partition is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, without Read on the group
+GROUP_AUTHORIZATION_FAILED; a topic without Read is TOPIC_AUTHORIZATION_FAILED; a topic
+the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION; the group's
 status (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE); from v3
 an unknown member id (when one is given) UNKNOWN_MEMBER_ID, a generation other than the
 group's (when one is given) ILLEGAL_GENERATION, a fenced static member FENCED_INSTANCE_ID;
@@ -17,9 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.clock import now_ms
 from kafkaclone.common.errors import (
     CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
     InvalidCommitOffsetSizeError,
     InvalidFetchSizeError,
     KafkaStorageError,
@@ -29,6 +34,8 @@ from kafkaclone.common.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RecordListTooLargeError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
@@ -73,10 +80,25 @@ async def append_txn_offsets(broker: BrokerServices, request: TxnOffsetCommitReq
     return _APPEND_ERRORS.get(code, code)
 
 
+def _all_failed(request: TxnOffsetCommitRequest, code: int) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        _Topic(name=topic.name, partitions=[
+            _Partition(partition_index=p.partition_index, error_code=code)
+            for p in topic.partitions])
+        for topic in request.topics])
+
+
 @handler(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 3))
 async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
                                    ) -> TxnOffsetCommitResponse:
     broker: BrokerServices = ctx.broker
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):
+        return _all_failed(request, TransactionalIdAuthorizationFailedError.code)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _all_failed(request, GroupAuthorizationFailedError.code)
+    denied = ctx.unauthorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                    (topic.name for topic in request.topics))
     now = now_ms(broker.reactor)
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -84,6 +106,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommit
         known = broker.metadata_cache.contains(topic.name)
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
+            if topic.name in denied:
+                errors[tp] = TopicAuthorizationFailedError.code
+                continue
             if not known:
                 errors[tp] = UnknownTopicOrPartitionError.code
                 continue

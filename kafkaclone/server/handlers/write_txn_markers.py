@@ -18,8 +18,8 @@ retries it, and the offsets are written again, unchanged). Reading them from the
 from memory, makes them survive the failover of the group coordinator. Once a marker is
 written, the producer's offsets stop being pending.
 
-WriteTxnMarkers is an inter-broker API: the ClusterAction permission is checked by the
-authorizer (``authorize_cluster_action`` below is the hook, a no-op until ACLs exist).
+WriteTxnMarkers is an inter-broker API: without ClusterAction on the cluster every partition
+is CLUSTER_AUTHORIZATION_FAILED and nothing is written.
 """
 
 from __future__ import annotations
@@ -28,8 +28,14 @@ import logging
 
 from twisted.internet.defer import Deferred, gatherResults
 
+from kafkaclone.common.acl import AclOperation
 from kafkaclone.common.clock import now_ms
-from kafkaclone.common.errors import NONE, UnknownServerError, UnknownTopicOrPartitionError
+from kafkaclone.common.errors import (
+    NONE,
+    ClusterAuthorizationFailedError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.pending_offsets import txn_offsets_in
@@ -52,10 +58,6 @@ _PartitionResult = (
     WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
     .WritableTxnMarkerPartitionResult)
 _Marker = WriteTxnMarkersRequest.WritableTxnMarker
-
-
-def authorize_cluster_action(ctx: RequestContext) -> None:
-    """The ClusterAction check of an inter-broker API (the ACL helper fills it in)."""
 
 
 def open_txn_offsets(log: Log, producer_id: int, producer_epoch: int
@@ -144,11 +146,17 @@ async def write_marker(broker: BrokerServices, marker: _Marker) -> dict[TopicPar
 @handler(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest
                                    ) -> WriteTxnMarkersResponse:
-    authorize_cluster_action(ctx)
-    # The markers are written concurrently, each waiting for its ISR (as Kafka's appends).
-    all_errors: list[dict[TopicPartition, int]] = await gatherResults(
-        [Deferred.fromCoroutine(write_marker(ctx.broker, marker)) for marker in request.markers],
-        consumeErrors=True)
+    all_errors: list[dict[TopicPartition, int]]
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        all_errors = [{TopicPartition(topic.name, index): ClusterAuthorizationFailedError.code
+                       for topic in marker.topics for index in topic.partition_indexes}
+                      for marker in request.markers]
+    else:
+        # The markers are written concurrently, each waiting for its ISR (as Kafka's appends).
+        all_errors = await gatherResults(
+            [Deferred.fromCoroutine(write_marker(ctx.broker, marker))
+             for marker in request.markers],
+            consumeErrors=True)
     results = []
     for marker, errors in zip(request.markers, all_errors, strict=True):
         results.append(_MarkerResult(producer_id=marker.producer_id, topics=[
