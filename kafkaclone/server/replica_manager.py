@@ -797,7 +797,7 @@ class ReplicaManager:
                         f"{self.broker_id}")
                 return LogReadResult(NONE, None, UNKNOWN_OFFSET_METADATA, log.high_watermark,
                                      log.log_start_offset, log.log_end_offset,
-                                     log.high_watermark, info.log_start_offset, -1,
+                                     log.last_stable_offset, info.log_start_offset, -1,
                                      preferred_read_replica=preferred)
             read = partition.read_records(
                 info.fetch_offset, info.current_leader_epoch, max_bytes, params.isolation,
