@@ -413,6 +413,7 @@ class Log:
             logger.info("%s: found log file %s from interrupted swap operation, repairing.",
                         self.name, segment.log.path)
             segment.recover()
+            self._note_recovered(segment)  # its .txnindex is rebuilt by the replay
             end = max(segment.read_next_offset(), base_offset + 1)
             old = [s for s in self._segments if base_offset <= s.base_offset < end]
             self._swap_in(segment, old, renamed_to_swap=True)

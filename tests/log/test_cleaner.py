@@ -488,3 +488,27 @@ def test_transactions_aborted_records_never_win_markers_and_txnindex_kept(
     m.shutdown()
     reopened = manager().get_or_create_log(TP)
     assert reopened.collect_aborted_transactions(0, 8) == [AbortedTransaction(7, 2)]
+
+
+def test_swap_completed_on_load_rebuilds_the_aborted_transactions(
+        manager: Callable[[], LogManager], clock: Clock) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP)
+    log.append(_txn_batch(7, 0, [(b"only-aborted", b"x")]), leader_epoch=0)   # 0
+    _marker(log, 7, commit=False)                                              # 1
+    produce(log, updates_over(keys=5, rounds=20))
+    log.roll()
+    assert log.collect_aborted_transactions(0, 2) == [AbortedTransaction(7, 0)]
+    directory = log.dir
+    _crash_mid_swap(log, "after-swap-rename")
+    with pytest.raises(InjectedCrash):
+        cleaner_thread(m, clock).clean_filthiest_log()
+    for segment in log.log_segments:
+        segment.close_handlers()
+    m._logs.clear()
+    m.shutdown()  # the swap is completed on load even after a clean shutdown
+    log2 = manager().get_log(TP)
+    assert log2 is not None
+    assert not [p for p in os.listdir(directory) if p.endswith((".swap", ".cleaned"))]
+    assert (0, b"only-aborted", b"x") in records_of(log2)
+    assert log2.collect_aborted_transactions(0, 2) == [AbortedTransaction(7, 0)]
