@@ -71,6 +71,8 @@ NO_LEADER: Final = -1
 NO_LEADER_EPOCH: Final = -1
 """A partition the controller has not described yet: any leader epoch (>= 0) is newer."""
 UNKNOWN_OFFSET: Final = -1
+READ_COMMITTED: Final = 1
+"""ListOffsets' and Fetch's isolation_level for read_committed."""
 
 
 class FetchIsolation(enum.Enum):
@@ -416,7 +418,8 @@ class Partition:
         last_fetched_epoch: int = NO_LEADER_EPOCH,
     ) -> LogReadInfo:
         """Whole batches from ``fetch_offset``: up to the log end offset for followers,
-        the high watermark for consumers. OFFSET_OUT_OF_RANGE outside the log. A
+        the high watermark for consumers, the last stable offset for read_committed ones
+        (with the aborted transactions the records overlap). OFFSET_OUT_OF_RANGE outside the log. A
         follower's ``last_fetched_epoch`` (Fetch v12) that the leader's log does not have
         up to ``fetch_offset`` is answered with the diverging epoch and no records."""
         log = self._local_log(current_leader_epoch, fetch_only_from_leader)
@@ -428,13 +431,18 @@ class Partition:
                 empty = FetchDataInfo(LogOffsetMetadata(fetch_offset), memoryview(b""))
                 return LogReadInfo(empty, high_watermark, log.log_start_offset,
                                    log_end_offset, high_watermark, (epoch, end_offset))
+        last_stable_offset = log.last_stable_offset
         if fetch_isolation is FetchIsolation.LOG_END:
             upper_bound = log_end_offset
+        elif fetch_isolation is FetchIsolation.TXN_COMMITTED:
+            upper_bound = last_stable_offset
         else:
             upper_bound = high_watermark
         data = log.read(fetch_offset, max_bytes, upper_bound, min_one_message=min_one_message)
+        if fetch_isolation is FetchIsolation.TXN_COMMITTED:
+            data = log.with_aborted_transactions(data)
         return LogReadInfo(data, high_watermark, log.log_start_offset, log_end_offset,
-                           high_watermark)
+                           last_stable_offset)
 
     def update_follower_fetch_state(self, follower_id: int, fetch_offset: int,
                                     follower_start_offset: int, fetch_time_ms: int,
@@ -605,8 +613,12 @@ class Partition:
         OFFSET_NOT_AVAILABLE while a new leader's high watermark has not reached the
         start of its epoch."""
         log = self._local_log(current_leader_epoch, fetch_only_from_leader)
-        last_fetchable = log.high_watermark if isolation_level is not None else (
-            log.log_end_offset)
+        if isolation_level is None:
+            last_fetchable = log.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            last_fetchable = log.last_stable_offset
+        else:
+            last_fetchable = log.high_watermark
         not_available: OffsetNotAvailableError | None = None
         start = self.leader_epoch_start_offset
         if isolation_level is not None and start is not None and start > log.high_watermark:

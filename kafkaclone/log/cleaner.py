@@ -49,6 +49,14 @@ started, or when it was closed; the ``.cleaned`` files are then deleted and the 
 starts over later. Topic-level settings are read from the log's config when a cleaning
 starts, so a dynamic change takes effect at the next cleaning.
 
+Transactions. The first uncleanable offset is at most the log's first unstable offset, so
+an ongoing transaction's records are never cleaned. Control batches (markers) are always
+kept. Records of aborted transactions (the segments' ``.txnindex`` entries) are not put in
+the offset map, so they never hide a committed value; they are kept unless a later value of
+their key exists (Kafka drops them all; keeping them is correct, just less compact), and the
+``.txnindex`` entries of the replaced segments go into the cleaned segment's
+``.txnindex.cleaned``, so a read_committed fetch still filters them after the swap.
+
 Key extraction is columnar (``log.record_scan``): the records of many batches are decoded
 field by field with numpy, and keys are hashed the same way; no Python code runs per record
 except for the few records that rebuilt batches keep.
@@ -80,10 +88,16 @@ from kafkaclone.log.config import LONG_MAX, LogConfig
 from kafkaclone.log.file_records import FileRecords
 from kafkaclone.log.record_scan import Int64Array, ScannedBatch, UInt64Array, scan_records
 from kafkaclone.log.segment import LogSegment, log_file, offset_index_file, time_index_file
+from kafkaclone.log.transaction_index import (
+    AbortedTxn,
+    TransactionIndex,
+    transaction_index_file,
+)
 from kafkaclone.protocol.records.batch import (
     CONTROL_FLAG_MASK,
     HEADER,
     RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
 )
 from kafkaclone.protocol.records.common import (
@@ -425,6 +439,9 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now: int
         first_dirty = checkpointed
     segments = log.log_segments
     candidates = [log.high_watermark, segments[-1].base_offset]
+    first_unstable = log.first_unstable_offset
+    if first_unstable is not None:  # ongoing transactions are never cleaned
+        candidates.append(first_unstable)
     min_lag = max(log.config.min_compaction_lag_ms, 0)
     if min_lag > 0:
         for segment in _segments_overlapping(segments[:-1], first_dirty, LONG_MAX):
@@ -706,6 +723,20 @@ class _Rewriter:
         self._io_buffer_size = max(plan.io_buffer_size, RECORD_BATCH_OVERHEAD)
         self._throttler = Throttler(plan.max_io_bytes_per_second)
         self._clock = _WallClock()
+        self._aborted_txns = {s.base_offset: _aborted_txns(s) for s in plan.segments}
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        for entries in self._aborted_txns.values():
+            for entry in entries:
+                self._aborted.setdefault(entry.producer_id, []).append(
+                    (entry.first_offset, entry.last_offset))
+
+    def _is_aborted(self, h: BatchHeader) -> bool:
+        """A data batch of an aborted transaction (its records never count as a key's
+        latest value: a read_committed consumer does not see them)."""
+        if not h.attributes & TRANSACTIONAL_FLAG_MASK:
+            return False
+        return any(first <= h.base_offset <= last
+                   for first, last in self._aborted.get(h.producer_id, ()))
 
     def run(self) -> RewriteResult:
         plan = self.plan
@@ -772,7 +803,8 @@ class _Rewriter:
         offset_map = self.offset_map
         data = [b for b in chunk
                 if b.header.last_offset >= start and b.header.base_offset < end
-                and not b.header.attributes & CONTROL_FLAG_MASK]
+                and not b.header.attributes & CONTROL_FLAG_MASK
+                and not self._is_aborted(b.header)]
         chunk_bytes = sum(len(b.view) for b in chunk)
         stats.map_bytes_read += chunk_bytes
         self._throttler.maybe_throttle(chunk_bytes)
@@ -821,6 +853,11 @@ class _Rewriter:
                             delete_horizon_ms, "retaining" if retain_deletes else "discarding")
                 self._clean_into(readers[segment.base_offset], cleaned, retain_deletes,
                                  producer_last_offsets, stats)
+            # The aborted transactions of the replaced segments stay indexed (Kafka's
+            # cleaner copies those it keeps records of; this one keeps all aborted records).
+            for segment in group:
+                for entry in self._aborted_txns[segment.base_offset]:
+                    cleaned.txn_index.append(entry)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.log.set_last_modified_ms(group[-1].last_modified_ms)
@@ -857,7 +894,7 @@ class _Rewriter:
             for i, batch in enumerate(chunk):
                 h = batch.header
                 n = scanned_of.get(i)
-                if n is None:  # a control batch: transactions are not cleaned yet
+                if n is None:  # a control batch: transaction markers are always kept
                     out += batch.view
                     stats.messages_written += h.records_count
                     continue
@@ -893,8 +930,16 @@ class _Rewriter:
 def delete_cleaned_files(directory: Path, base_offset: int) -> None:
     for path in (log_file(directory, base_offset, CLEANED_FILE_SUFFIX),
                  offset_index_file(directory, base_offset, CLEANED_FILE_SUFFIX),
-                 time_index_file(directory, base_offset, CLEANED_FILE_SUFFIX)):
+                 time_index_file(directory, base_offset, CLEANED_FILE_SUFFIX),
+                 transaction_index_file(directory, base_offset, CLEANED_FILE_SUFFIX)):
         path.unlink(missing_ok=True)
+
+
+def _aborted_txns(segment: SegmentFile) -> list[AbortedTxn]:
+    """The entries of a segment's ``.txnindex`` (none if it has no file)."""
+    path = segment.path.with_name(
+        transaction_index_file(segment.path.parent, segment.base_offset).name)
+    return TransactionIndex(segment.base_offset, path).all_aborted_txns()
 
 
 Rewrite = Callable[[CleaningPlan], RewriteResult]

@@ -81,13 +81,23 @@ class LogOffsetMetadata(NamedTuple):
     relative_position_in_segment: int = -1
 
 
+class AbortedTransaction(NamedTuple):
+    """What a read_committed Fetch answer carries of an aborted transaction."""
+
+    producer_id: int
+    first_offset: int
+
+
 class FetchDataInfo(NamedTuple):
     """What a read returns: whole batches (``records``, possibly empty) and where the read
-    started. ``first_entry_incomplete`` is never set: reads return whole batches only."""
+    started. ``first_entry_incomplete`` is never set: reads return whole batches only.
+    ``aborted_transactions``: for a read_committed read, the aborted transactions that
+    overlap the records (None for other reads)."""
 
     fetch_offset_metadata: LogOffsetMetadata
     records: memoryview
     first_entry_incomplete: bool = False
+    aborted_transactions: list[AbortedTransaction] | None = None
 
 
 class LogAppendInfo(NamedTuple):

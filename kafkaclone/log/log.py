@@ -10,7 +10,12 @@ retention deletes them whole. The log tracks four offsets:
   (the partition) and checkpointed in ``replication-offset-checkpoint``; retention never
   deletes past it;
 * recovery point: everything below it has been fsynced; after an unclean shutdown only
-  the segments from the one holding the recovery point on are re-validated.
+  the segments from the one holding the recovery point on are re-validated;
+
+and, from the producer state, the last stable offset (LSO): the first offset of the oldest
+transaction not yet completed and replicated, capped by the high watermark; read_committed
+consumers read below it, and learn of the aborted transactions in what they read from the
+segments' ``.txnindex`` files.
 
 Not thread-safe: like the rest of the broker state it belongs to the reactor thread.
 """
@@ -47,6 +52,7 @@ from kafkaclone.log.common import (
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
+    AbortedTransaction,
     AppendOrigin,
     FetchDataInfo,
     LogAppendInfo,
@@ -61,12 +67,15 @@ from kafkaclone.log.index import CorruptIndexError
 from kafkaclone.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     NO_PRODUCER_ID,
+    CompletedTxn,
     ProducerAppendInfo,
     ProducerBatch,
     ProducerStateManager,
+    batch_bytes_at,
     has_producer_id,
 )
 from kafkaclone.log.segment import LogSegment, log_file
+from kafkaclone.log.transaction_index import AbortedTxn
 from kafkaclone.log.validator import (
     AnalyzedRecords,
     IndexEntry,
@@ -77,7 +86,8 @@ from kafkaclone.log.validator import (
     validate_and_assign_offsets,
     validate_keys_for_compacted_topic,
 )
-from kafkaclone.protocol.records.batch import BatchHeader
+from kafkaclone.protocol.records.batch import BatchHeader, unpack_header
+from kafkaclone.protocol.records.common import LOG_OVERHEAD
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +147,9 @@ class Log:
         """Told how long each flush took, in ms (Kafka's LogFlushStats)."""
         self._scheduled: list[Any] = []
         self._pending_deletes: list[LogSegment] = []
+        self._recovered_from: int | None = None
+        """The base offset of the first segment recovery re-read (its transaction index
+        is rebuilt by replaying the producer state from there)."""
         self._closed = False
         self.truncations = 0
         """Times the log was truncated: the cleaner drops a cleaning that saw a change."""
@@ -248,7 +261,62 @@ class Log:
         """Set the high watermark, clamped to [log start offset, log end offset]."""
         self._high_watermark = min(max(high_watermark, self._log_start_offset),
                                    self.log_end_offset)
+        self.producer_state_manager.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not completed and replicated."""
+        first = self.producer_state_manager.first_unstable_offset
+        return None if first is None else max(first, self._log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: a read_committed consumer reads below it (Kafka's lastStableOffset:
+        the first unstable offset, capped by the high watermark)."""
+        first = self.first_unstable_offset
+        return self._high_watermark if first is None else min(first, self._high_watermark)
+
+    @_storage_errors
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTransaction]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset), from
+        the transaction indexes of the segment of ``start_offset`` on (Kafka's
+        collectAbortedTransactions)."""
+        found: list[AbortedTransaction] = []
+        for segment in self._segments[max(self._floor_index(start_offset), 0):]:
+            result = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(AbortedTransaction(txn.producer_id, txn.first_offset)
+                         for txn in result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
+
+    def with_aborted_transactions(self, data: FetchDataInfo) -> FetchDataInfo:
+        """A read_committed read: ``data`` with the aborted transactions overlapping its
+        records (Kafka's addAbortedTransactions)."""
+        records = data.records
+        if not records:
+            return data._replace(aborted_transactions=[])
+        position, upper_bound = 0, data.fetch_offset_metadata.message_offset
+        while position + LOG_OVERHEAD <= len(records):
+            header = unpack_header(records, position)
+            upper_bound = header.last_offset + 1
+            position += header.size_in_bytes
+        return data._replace(aborted_transactions=self.collect_aborted_transactions(
+            data.fetch_offset_metadata.message_offset, upper_bound))
+
+    def _index_completed_txn(self, completed: CompletedTxn, last_stable_offset: int) -> None:
+        """An aborted transaction goes into the index of the segment holding its marker
+        (unless it is there already: a replay after a truncation)."""
+        if not completed.is_aborted:
+            return
+        index = max(self._floor_index(completed.last_offset), 0)
+        txn_index = self._segments[index].txn_index
+        last = txn_index.last_offset
+        if last is None or last < completed.last_offset:
+            txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                        completed.last_offset, last_stable_offset))
 
     # -- loading and recovery ------------------------------------------------------------
 
@@ -282,7 +350,12 @@ class Log:
                     segment.log.path, exc,
                 )
                 segment.recover(self.leader_epoch_cache)
+                self._note_recovered(segment)
         return self._recover_log(had_clean_shutdown)
+
+    def _note_recovered(self, segment: LogSegment) -> None:
+        if self._recovered_from is None or segment.base_offset < self._recovered_from:
+            self._recovered_from = segment.base_offset
 
     def _remove_temp_files(self) -> list[int]:
         """Delete the files a crash left half-done and return the base offsets of the
@@ -340,6 +413,7 @@ class Log:
             logger.info("%s: found log file %s from interrupted swap operation, repairing.",
                         self.name, segment.log.path)
             segment.recover()
+            self._note_recovered(segment)  # its .txnindex is rebuilt by the replay
             end = max(segment.read_next_offset(), base_offset + 1)
             old = [s for s in self._segments if base_offset <= s.base_offset < end]
             self._swap_in(segment, old, renamed_to_swap=True)
@@ -351,6 +425,7 @@ class Log:
                 logger.info("%s: recovering unflushed segment %d", self.name,
                             segment.base_offset)
                 truncated = segment.recover(self.leader_epoch_cache)
+                self._note_recovered(segment)
                 if truncated > 0:
                     logger.warning(
                         "%s: corruption found in segment %d, truncating to offset %d",
@@ -437,7 +512,7 @@ class Log:
             return self._empty_append_info()
         if config.compact:
             validate_keys_for_compacted_topic(view, analyzed, self.topic_partition)
-        updated_producers, duplicate = self._analyze_producer_state(analyzed, origin, now)
+        updated_producers, duplicate = self._analyze_producer_state(view, analyzed, origin, now)
         if duplicate is not None:
             return duplicate
         view, info, entries = validate_and_assign_offsets(
@@ -488,7 +563,7 @@ class Log:
         info = follower_append_info(analyzed, self._log_start_offset)
         self._check_append_size(len(view))
         producer_batches: list[ProducerBatch] = []
-        for _, fields in analyzed.header_fields:
+        for position, fields in analyzed.header_fields:
             # Named locals from the plain header tuple (see AnalyzedRecords): a follower
             # runs this for every batch it replicates.
             (base_offset, _batch_length, partition_leader_epoch, _magic, _crc, _attributes,
@@ -497,7 +572,10 @@ class Log:
             if partition_leader_epoch >= 0:
                 self._maybe_assign_epoch_start_offset(partition_leader_epoch, base_offset)
             if producer_id > NO_PRODUCER_ID:
-                producer_batches.append(ProducerBatch.from_header(BatchHeader._make(fields)))
+                header = BatchHeader._make(fields)
+                batch_bytes = batch_bytes_at(view, position, header) if header.is_control else None
+                producer_batches.append(ProducerBatch.from_header(header,
+                                                                  batch_bytes=batch_bytes))
         updated_producers, _ = self.producer_state_manager.analyze_and_validate(
             producer_batches, AppendOrigin.REPLICATION)
         self._write(view, info, now_ms(self._clock))
@@ -505,7 +583,7 @@ class Log:
         return info
 
     def _analyze_producer_state(
-        self, analyzed: AnalyzedRecords, origin: AppendOrigin, now: int
+        self, view: memoryview, analyzed: AnalyzedRecords, origin: AppendOrigin, now: int
     ) -> tuple[dict[int, ProducerAppendInfo], LogAppendInfo | None]:
         """Check a leader's append against the producer state before offsets are assigned
         (Kafka's analyzeAndValidateProducerState): the producers' updates, or the append
@@ -514,9 +592,11 @@ class Log:
         offset = self._next_offset_metadata.message_offset
         max_timestamp = now if self.config.log_append_time else None
         batches = []
-        for _, header in analyzed.batches:
+        for position, header in analyzed.batches:
             if has_producer_id(header):
-                batches.append(ProducerBatch.from_header(header, offset, max_timestamp))
+                batch_bytes = batch_bytes_at(view, position, header) if header.is_control else None
+                batches.append(ProducerBatch.from_header(header, offset, max_timestamp,
+                                                         batch_bytes))
             offset += header.last_offset_delta + 1
         if not batches:
             return {}, None
@@ -532,8 +612,13 @@ class Log:
     def _update_producer_state(self, updated: dict[int, ProducerAppendInfo],
                                info: LogAppendInfo) -> None:
         producer_state = self.producer_state_manager
+        completed_txns: list[CompletedTxn] = []
         for append_info in updated.values():
             producer_state.update(append_info)
+            completed_txns.extend(append_info.completed_transactions)
+        for completed in sorted(completed_txns, key=lambda txn: txn.last_offset):
+            self._index_completed_txn(completed, producer_state.last_stable_offset(completed))
+            producer_state.complete_txn(completed)
         producer_state.update_map_end_offset(info.last_offset + 1)
 
     def _empty_append_info(self) -> LogAppendInfo:
@@ -666,6 +751,10 @@ class Log:
                 producer_state.update_map_end_offset(offset)
                 producer_state.take_snapshot()
             return
+        if self._recovered_from is not None:
+            # The recovered segments' transaction indexes are rebuilt by the replay.
+            producer_state.delete_snapshots_after(self._recovered_from)
+            self._recovered_from = None
         was_empty = producer_state.is_empty and producer_state.map_end_offset >= last_offset
         producer_state.truncate_and_reload(self._log_start_offset, last_offset,
                                            now_ms(self._clock))
@@ -681,10 +770,14 @@ class Log:
                 found = segment.translate_offset(start)
                 if found is None:
                     continue
+                log_file_records = segment.log
                 producer_state.load_batches(
-                    ProducerBatch.from_header(header)
-                    for _, header in segment.log.iter_headers(found.position)
-                    if header.base_offset < last_offset and has_producer_id(header)
+                    (ProducerBatch.from_header(
+                        header, batch_bytes=(log_file_records.read(position, header.size_in_bytes)
+                                             if header.is_control else None))
+                     for position, header in log_file_records.iter_headers(found.position)
+                     if header.base_offset < last_offset and has_producer_id(header)),
+                    self._index_completed_txn,
                 )
         producer_state.update_map_end_offset(last_offset)
         producer_state.take_snapshot()

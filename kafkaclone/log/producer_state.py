@@ -13,6 +13,14 @@ first offset of the ongoing transaction). A leader checks each client batch agai
 - otherwise the sequence must follow the last one (wrapping after Int.MaxValue), else
   OUT_OF_ORDER_SEQUENCE_NUMBER.
 
+Transactions (Kafka 2.8's ongoingTxns / unreplicatedTxns / CompletedTxn): a transactional
+batch from a producer with no open transaction starts one at its first offset; a COMMIT or
+ABORT marker (a control batch, written for the transaction coordinator) ends it, refused
+with INVALID_PRODUCER_EPOCH for an older producer epoch and TRANSACTION_COORDINATOR_FENCED
+for an older coordinator epoch. A completed transaction holds the last stable offset back
+until its marker is below the high watermark; the Log indexes the aborted ones
+(log/transaction_index.py).
+
 Replicated batches (a follower's fetch) and the batches re-read at recovery update the state
 without those checks, so every replica knows the same producers.
 
@@ -41,7 +49,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -50,13 +58,17 @@ from crc32c import crc32c
 
 from kafkaclone.common.errors import (
     InvalidProducerEpochError,
+    InvalidRecordError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import AppendOrigin, filename_prefix_from_offset, offset_from_filename
-from kafkaclone.protocol.records.batch import BatchHeader
+from kafkaclone.protocol.records.batch import BatchHeader, RecordBatch
+from kafkaclone.protocol.records.common import LOG_OVERHEAD
+from kafkaclone.protocol.records.record import ControlRecordType, EndTransactionMarker
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +135,8 @@ class ProducerBatch(NamedTuple):
     max_timestamp: int
     is_transactional: bool
     is_control: bool
+    end_txn_marker: EndTransactionMarker | None = None
+    """The COMMIT or ABORT marker a control batch carries (None for other batches)."""
 
     @property
     def last_offset(self) -> int:
@@ -138,9 +152,15 @@ class ProducerBatch(NamedTuple):
 
     @classmethod
     def from_header(cls, header: BatchHeader, first_offset: int | None = None,
-                    max_timestamp: int | None = None) -> ProducerBatch:
+                    max_timestamp: int | None = None,
+                    batch_bytes: bytes | bytearray | memoryview | None = None
+                    ) -> ProducerBatch:
         """From an unpacked v2 batch header; ``first_offset`` and ``max_timestamp`` override
-        the header's (a leader's append before it writes them)."""
+        the header's (a leader's append before it writes them). A control batch's marker is
+        read from ``batch_bytes`` (the whole batch)."""
+        marker = None
+        if header.is_control and batch_bytes is not None:
+            marker = end_txn_marker_of(batch_bytes)
         return cls(
             header.producer_id,
             header.producer_epoch,
@@ -150,7 +170,44 @@ class ProducerBatch(NamedTuple):
             header.max_timestamp if max_timestamp is None else max_timestamp,
             header.is_transactional,
             header.is_control,
+            marker,
         )
+
+
+def end_txn_marker_of(batch_bytes: bytes | bytearray | memoryview) -> EndTransactionMarker | None:
+    """The transaction marker of a control batch (None if its record is no COMMIT/ABORT)."""
+    batch = RecordBatch(batch_bytes)
+    for record in batch.records():
+        if record.key is None or len(record.key) < 4:
+            return None
+        try:
+            return EndTransactionMarker.from_record(record)
+        except InvalidRecordError:
+            return None
+    return None
+
+
+def batch_bytes_at(view: memoryview, position: int, header: BatchHeader) -> memoryview:
+    """The bytes of the batch at ``position`` in ``view``."""
+    return view[position:position + LOG_OVERHEAD + header.batch_length]
+
+
+class TxnMetadata(NamedTuple):
+    """An ongoing (or completed, not yet replicated) transaction of one producer."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int | None = None
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker (Kafka's CompletedTxn): ``last_offset`` is the
+    marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 class BatchMetadata(NamedTuple):
@@ -260,6 +317,8 @@ class ProducerAppendInfo:
             last_timestamp=current_entry.last_timestamp,
             current_txn_first_offset=current_entry.current_txn_first_offset,
         )
+        self.started_transactions: list[TxnMetadata] = []
+        self.completed_transactions: list[CompletedTxn] = []
 
     def _check_producer_epoch(self, producer_epoch: int, offset: int) -> None:
         if producer_epoch < self.updated_entry.producer_epoch:
@@ -303,16 +362,44 @@ class ProducerAppendInfo:
                 f"{offset} in partition {self.topic_partition}: {append_first_seq} (incoming "
                 f"seq. number), {current_last_seq} (current end sequence number)")
 
-    def append(self, batch: ProducerBatch) -> None:
+    def append(self, batch: ProducerBatch) -> CompletedTxn | None:
         if batch.is_control:
-            # An end-transaction marker (written by a transaction coordinator, issue 15):
-            # it closes the producer's transaction.
-            self._check_producer_epoch(batch.producer_epoch, batch.first_offset)
-            self.updated_entry.maybe_update_producer_epoch(batch.producer_epoch)
-            self.updated_entry.current_txn_first_offset = None
-            self.updated_entry.last_timestamp = batch.max_timestamp
-            return
+            if batch.end_txn_marker is None:
+                return None  # a control batch of another kind (or unreadable): no effect
+            return self.append_end_txn_marker(batch.end_txn_marker, batch.producer_epoch,
+                                              batch.first_offset, batch.max_timestamp)
         self.append_data_batch(batch)
+        return None
+
+    def append_end_txn_marker(self, marker: EndTransactionMarker, producer_epoch: int,
+                              offset: int, timestamp: int) -> CompletedTxn:
+        """A COMMIT or ABORT marker written by the transaction coordinator closes the
+        producer's transaction (Kafka's appendEndTxnMarker). INVALID_PRODUCER_EPOCH for an
+        older epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch."""
+        self._check_producer_epoch(producer_epoch, offset)
+        updated = self.updated_entry
+        if updated.coordinator_epoch > marker.coordinator_epoch:
+            message = (
+                f"Invalid coordinator epoch for producer {self.producer_id} at offset {offset} "
+                f"in partition {self.topic_partition}: {marker.coordinator_epoch} (zombie), "
+                f"{updated.coordinator_epoch} (current)")
+            if self.origin is AppendOrigin.REPLICATION:
+                logger.info("%s", message)
+            else:
+                raise TransactionCoordinatorFencedError(message)
+        first_offset = updated.current_txn_first_offset
+        if first_offset is None:
+            # A marker with no data before it (an empty transaction) is its own transaction.
+            first_offset = offset
+            self.started_transactions.append(TxnMetadata(self.producer_id, offset))
+        updated.maybe_update_producer_epoch(producer_epoch)
+        updated.current_txn_first_offset = None
+        updated.coordinator_epoch = marker.coordinator_epoch
+        updated.last_timestamp = timestamp
+        completed = CompletedTxn(self.producer_id, first_offset, offset,
+                                 marker.control_type is ControlRecordType.ABORT)
+        self.completed_transactions.append(completed)
+        return completed
 
     def append_data_batch(self, batch: ProducerBatch) -> None:
         first_offset = batch.first_offset
@@ -327,7 +414,10 @@ class ProducerAppendInfo:
                 f"Expected transactional write from producer {self.producer_id} at offset "
                 f"{first_offset} in partition {self.topic_partition}")
         if updated.current_txn_first_offset is None and batch.is_transactional:
+            # Kafka 2.8: a transactional batch from a producer with no ongoing transaction
+            # starts one (the coordinator added the partition before the producer sent it).
             updated.current_txn_first_offset = first_offset
+            self.started_transactions.append(TxnMetadata(self.producer_id, first_offset))
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -345,6 +435,11 @@ class ProducerStateManager:
         self.log_dir = log_dir
         self.max_producer_id_expiration_ms = max_producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing_txns: dict[int, TxnMetadata] = {}
+        """Open transactions by first offset."""
+        self.unreplicated_txns: dict[int, TxnMetadata] = {}
+        """Completed transactions whose marker is not below the high watermark yet, by
+        first offset: they still hold the last stable offset back."""
         self._snapshots: dict[int, Path] = self._load_snapshots()
         self._last_map_offset = 0
         self._last_snap_offset = 0
@@ -423,6 +518,11 @@ class ProducerStateManager:
         os.replace(path, renamed)
         return renamed
 
+    def delete_snapshots_after(self, offset: int) -> None:
+        """Recovery re-reads the log from ``offset``: the state must be replayed from there."""
+        for snapshot_offset in [o for o in self._snapshots if o > offset]:
+            self._remove_and_delete_snapshot(snapshot_offset)
+
     def delete_snapshots_before(self, offset: int) -> None:
         for snapshot_offset in [o for o in self._snapshots if o < offset]:
             self._remove_and_delete_snapshot(snapshot_offset)
@@ -438,7 +538,7 @@ class ProducerStateManager:
             if offset > log_end_offset or offset <= log_start_offset:
                 self._remove_and_delete_snapshot(offset)
         if log_end_offset != self._last_map_offset:
-            self.producers.clear()
+            self._clear_state()
             self._load_from_snapshot(log_start_offset, current_time_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)
@@ -456,19 +556,30 @@ class ProducerStateManager:
                             self.topic_partition, path)
                 for entry in read_snapshot(path):
                     if not self._is_producer_expired(current_time_ms, entry):
-                        self.producers[entry.producer_id] = entry
+                        self._load_producer_entry(entry)
             except CorruptSnapshotError as exc:
                 logger.warning("%s: failed to load producer snapshot from '%s': %s",
                                self.topic_partition, path, exc)
-                self.producers.clear()
+                self._clear_state()
                 self._remove_and_delete_snapshot(offset)
                 continue
             self._last_snap_offset = offset
             self._last_map_offset = offset
             return
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def _load_producer_entry(self, entry: ProducerStateEntry) -> None:
+        self.producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset is not None:
+            first_offset = entry.current_txn_first_offset
+            self.ongoing_txns[first_offset] = TxnMetadata(entry.producer_id, first_offset)
+
+    def _clear_state(self) -> None:
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._clear_state()
         for snapshot_offset in list(self._snapshots):
             self._remove_and_delete_snapshot(snapshot_offset)
         self._last_snap_offset = 0
@@ -476,11 +587,46 @@ class ProducerStateManager:
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         """Kafka 2.8 keeps producers whose data retention removed (they expire by time);
-        only the offsets move."""
+        only the offsets move, and completed transactions below it stop counting."""
+        self._remove_unreplicated_transactions(log_start_offset)
         if self._last_map_offset < log_start_offset:
             self._last_map_offset = log_start_offset
         latest = self.latest_snapshot_offset
         self._last_snap_offset = log_start_offset if latest is None else latest
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _remove_unreplicated_transactions(self, offset: int) -> None:
+        for first_offset, txn in list(self.unreplicated_txns.items()):
+            if txn.last_offset is not None and txn.last_offset < offset:
+                del self.unreplicated_txns[first_offset]
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is now replicated stop holding the LSO."""
+        self._remove_unreplicated_transactions(high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not yet both completed and replicated
+        (Kafka's firstUnstableOffset); None when there is none."""
+        offsets = [*self.ongoing_txns, *self.unreplicated_txns]
+        return min(offsets) if offsets else None
+
+    def last_stable_offset(self, completed_txn: CompletedTxn) -> int:
+        """The LSO once ``completed_txn`` is complete (what its index entry records): the
+        first offset of another producer's open transaction, else past its marker."""
+        for first_offset in sorted(self.ongoing_txns):
+            if self.ongoing_txns[first_offset].producer_id != completed_txn.producer_id:
+                return first_offset
+        return completed_txn.last_offset + 1
+
+    def complete_txn(self, completed_txn: CompletedTxn) -> None:
+        txn = self.ongoing_txns.pop(completed_txn.first_offset, None)
+        if txn is None:
+            raise ValueError(f"Attempted to complete transaction {completed_txn} on partition "
+                             f"{self.topic_partition} which was not started")
+        self.unreplicated_txns[completed_txn.first_offset] = txn._replace(
+            last_offset=completed_txn.last_offset)
 
     # -- expiry --------------------------------------------------------------------------
 
@@ -515,6 +661,8 @@ class ProducerStateManager:
             self.producers[append_info.producer_id] = updated
         else:
             current.update(updated)
+        for txn in append_info.started_transactions:
+            self.ongoing_txns[txn.first_offset] = txn
 
     def analyze_and_validate(self, batches: Iterable[ProducerBatch], origin: AppendOrigin
                              ) -> tuple[dict[int, ProducerAppendInfo], BatchMetadata | None]:
@@ -537,11 +685,21 @@ class ProducerStateManager:
             append_info.append(batch)
         return updated, None
 
-    def load_batches(self, batches: Iterable[ProducerBatch]) -> None:
-        """Rebuild from batches read back from the log (Kafka's loadProducersFromLog)."""
-        updated, _ = self.analyze_and_validate(batches, AppendOrigin.REPLICATION)
-        for append_info in updated.values():
+    def load_batches(self, batches: Iterable[ProducerBatch],
+                     on_completed_txn: Callable[[CompletedTxn, int], None] | None = None
+                     ) -> None:
+        """Rebuild from batches read back from the log (Kafka's loadProducersFromLog), one
+        batch at a time; ``on_completed_txn(txn, last stable offset)`` for each marker."""
+        for batch in batches:
+            if not batch.has_producer_id:
+                continue
+            append_info = self.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
+            completed = append_info.append(batch)
             self.update(append_info)
+            if completed is not None:
+                if on_completed_txn is not None:
+                    on_completed_txn(completed, self.last_stable_offset(completed))
+                self.complete_txn(completed)
 
 
 # -- snapshot files ----------------------------------------------------------------------

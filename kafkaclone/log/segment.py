@@ -1,4 +1,5 @@
-"""LogSegment: one ``.log`` file of record batches and its ``.index`` and ``.timeindex``.
+"""LogSegment: one ``.log`` file of record batches and its ``.index``, ``.timeindex`` and
+``.txnindex`` (the aborted transactions whose markers it holds: log/transaction_index.py).
 
 The three files share a name, the segment's base offset as 20 zero-padded digits
 (``00000000000000001234.log``). The segment indexes the batches it is given every
@@ -32,6 +33,11 @@ from kafkaclone.log.config import LogConfig
 from kafkaclone.log.epoch_cache import LeaderEpochFileCache
 from kafkaclone.log.file_records import FileRecords, LogOffsetPosition, whole_batches_length
 from kafkaclone.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from kafkaclone.log.transaction_index import (
+    CorruptTransactionIndexError,
+    TransactionIndex,
+    transaction_index_file,
+)
 from kafkaclone.protocol.records import RecordBatch
 from kafkaclone.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -82,10 +88,13 @@ class LogSegment:
         index_interval_bytes: int,
         roll_jitter_ms: int,
         clock: Scheduler,
+        txn_index: TransactionIndex | None = None,
     ) -> None:
         self.log = log
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = txn_index or TransactionIndex(
+            base_offset, transaction_index_file(log.path.parent, base_offset))
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
@@ -129,6 +138,8 @@ class LogSegment:
             if not file_already_exists:
                 offset_index.create_file()
                 time_index.create_file()
+            txn_index = TransactionIndex(
+                base_offset, transaction_index_file(directory, base_offset, file_suffix))
         except BaseException:
             log.close()
             raise
@@ -140,6 +151,7 @@ class LogSegment:
             config.index_interval_bytes,
             config.random_segment_jitter(),
             clock,
+            txn_index,
         )
 
     def __repr__(self) -> str:
@@ -407,6 +419,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
         if self.log.size == 0:
             self._created_ms = now_ms(self._clock)
@@ -429,9 +442,11 @@ class LogSegment:
 
     def recover(self, leader_epoch_cache: LeaderEpochFileCache | None = None) -> int:
         """Re-read every batch, checking framing, CRC and offsets; rebuild both indexes;
-        truncate at the first invalid batch. Returns the bytes truncated."""
+        truncate at the first invalid batch. Returns the bytes truncated. The transaction
+        index is emptied: the Log rebuilds it while it replays the producer state."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self._max_timestamp_so_far = NO_TIMESTAMP
         self._offset_of_max_timestamp_so_far = self.base_offset
         valid_bytes = 0
@@ -507,6 +522,10 @@ class LogSegment:
             last_offset_entry.offset
         ):
             raise CorruptIndexError(f"Offset index {self.offset_index.path} is out of range")
+        try:
+            self.txn_index.sanity_check()
+        except CorruptTransactionIndexError as exc:
+            raise CorruptIndexError(str(exc)) from exc
 
     # -- files --
 
@@ -515,6 +534,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Write the indexes out (with the segment's largest timestamp) and close."""
@@ -542,12 +562,14 @@ class LogSegment:
         self.log.rename_to(renamed(self.log.path))
         self.offset_index.rename_to(renamed(self.offset_index.path))
         self.time_index.rename_to(renamed(self.time_index.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
 
     def update_dir(self, directory: Path) -> None:
         """The directory holding the files was renamed to ``directory``."""
         self.log.path = directory / self.log.path.name
         self.offset_index.path = directory / self.offset_index.path.name
         self.time_index.path = directory / self.time_index.path.name
+        self.txn_index.path = directory / self.txn_index.path.name
 
     def has_suffix(self, suffix: str) -> bool:
         return self.log.path.name.endswith(suffix)
@@ -556,6 +578,7 @@ class LogSegment:
         self.log.delete()
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def last_modified_ms(self) -> int:
         return self.log.last_modified_ms()

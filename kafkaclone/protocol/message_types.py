@@ -14,6 +14,64 @@ from kafkaclone.protocol.types import ZERO_UUID, Buffer
 
 
 @dataclass(slots=True)
+class AddOffsetsToTxnRequest:
+    """AddOffsetsToTxnRequest (API key 25): versions 0-3, flexible 3+."""
+
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    group_id: str = ""
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AddOffsetsToTxnResponse:
+    """AddOffsetsToTxnResponse (API key 25): versions 0-3, flexible 3+."""
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AddPartitionsToTxnRequest:
+    """AddPartitionsToTxnRequest (API key 24): versions 0-3, flexible 3+."""
+
+    @dataclass(slots=True)
+    class AddPartitionsToTxnTopic:
+        name: str = ""
+        partitions: list[int] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    topics: list[AddPartitionsToTxnTopic] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AddPartitionsToTxnResponse:
+    """AddPartitionsToTxnResponse (API key 24): versions 0-3, flexible 3+."""
+
+    @dataclass(slots=True)
+    class AddPartitionsToTxnTopicResult:
+        @dataclass(slots=True)
+        class AddPartitionsToTxnPartitionResult:
+            partition_index: int = 0
+            error_code: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        results: list[AddPartitionsToTxnPartitionResult] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    results: list[AddPartitionsToTxnTopicResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class AlterConfigsRequest:
     """AlterConfigsRequest (API key 33): versions 0-2, flexible 2+."""
 
@@ -795,6 +853,26 @@ class ElectLeadersResponse:
     # versions 1+
     error_code: int = 0
     replica_election_results: list[ReplicaElectionResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class EndTxnRequest:
+    """EndTxnRequest (API key 26): versions 0-3, flexible 3+."""
+
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    committed: bool = False
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class EndTxnResponse:
+    """EndTxnResponse (API key 26): versions 0-3, flexible 3+."""
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -1835,6 +1913,61 @@ class SyncGroupResponse:
 
 
 @dataclass(slots=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommitRequest (API key 28): versions 0-3, flexible 3+."""
+
+    @dataclass(slots=True)
+    class TxnOffsetCommitRequestTopic:
+        @dataclass(slots=True)
+        class TxnOffsetCommitRequestPartition:
+            partition_index: int = 0
+            committed_offset: int = 0
+            # versions 2+
+            committed_leader_epoch: int = -1
+            # nullable 0+
+            committed_metadata: str | None = ""
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        partitions: list[TxnOffsetCommitRequestPartition] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    transactional_id: str = ""
+    group_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    # versions 3+
+    generation_id: int = -1
+    # versions 3+
+    member_id: str = ""
+    # versions 3+, nullable 3+
+    group_instance_id: str | None = None
+    topics: list[TxnOffsetCommitRequestTopic] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TxnOffsetCommitResponse:
+    """TxnOffsetCommitResponse (API key 28): versions 0-3, flexible 3+."""
+
+    @dataclass(slots=True)
+    class TxnOffsetCommitResponseTopic:
+        @dataclass(slots=True)
+        class TxnOffsetCommitResponsePartition:
+            partition_index: int = 0
+            error_code: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        partitions: list[TxnOffsetCommitResponsePartition] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    topics: list[TxnOffsetCommitResponseTopic] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class UpdateMetadataRequest:
     """UpdateMetadataRequest (API key 6): versions 0-7, flexible 6+."""
 
@@ -1909,7 +2042,60 @@ class UpdateMetadataResponse:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class WriteTxnMarkersRequest:
+    """WriteTxnMarkersRequest (API key 27): versions 0-1, flexible 1+."""
+
+    @dataclass(slots=True)
+    class WritableTxnMarker:
+        @dataclass(slots=True)
+        class WritableTxnMarkerTopic:
+            name: str = ""
+            partition_indexes: list[int] = field(default_factory=list)
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        producer_id: int = 0
+        producer_epoch: int = 0
+        transaction_result: bool = False
+        topics: list[WritableTxnMarkerTopic] = field(default_factory=list)
+        coordinator_epoch: int = 0
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    markers: list[WritableTxnMarker] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class WriteTxnMarkersResponse:
+    """WriteTxnMarkersResponse (API key 27): versions 0-1, flexible 1+."""
+
+    @dataclass(slots=True)
+    class WritableTxnMarkerResult:
+        @dataclass(slots=True)
+        class WritableTxnMarkerTopicResult:
+            @dataclass(slots=True)
+            class WritableTxnMarkerPartitionResult:
+                partition_index: int = 0
+                error_code: int = 0
+                unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+            name: str = ""
+            partitions: list[WritableTxnMarkerPartitionResult] = field(default_factory=list)
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        producer_id: int = 0
+        topics: list[WritableTxnMarkerTopicResult] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    markers: list[WritableTxnMarkerResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
 __all__ = [
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterUserScramCredentialsRequest",
@@ -1946,6 +2132,8 @@ __all__ = [
     "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -1990,6 +2178,10 @@ __all__ = [
     "StopReplicaResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
 ]

@@ -13,7 +13,9 @@ in order and stopped in reverse:
    load the logs with their topics' config overrides;
 3. ``replica-manager`` (then ``dynamic-config``, and ``group-coordinator``:
    kafkaclone.coordinator.group, which follows this broker's leadership of
-   ``__consumer_offsets`` partitions through the replica manager);
+   ``__consumer_offsets`` partitions through the replica manager, ``producer-id-manager``
+   and ``transaction-coordinator``: kafkaclone.coordinator.transaction, which follows this
+   broker's leadership of ``__transaction_state`` partitions the same way);
 4. ``socket-server``: listen on every ``listeners`` entry (port 0: the OS picks one, and
    the bound port is what gets advertised), with TLS on SSL and SASL_SSL listeners and the
    SASL exchange in front of the dispatcher on SASL ones; then ``metrics``: Prometheus text
@@ -41,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
@@ -53,6 +55,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from twisted.web.server import Site
 
+from kafkaclone.cluster.partition import Partition
 from kafkaclone.common.endpoint import EndPoint
 from kafkaclone.common.errors import (
     NONE,
@@ -71,13 +74,22 @@ from kafkaclone.common.topic import (
 from kafkaclone.controller.controller import ControllerConfig, KafkaController
 from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kafkaclone.coordinator.group.store import ZkGroupStore
+from kafkaclone.coordinator.transaction.coordinator import (
+    TransactionConfig,
+    TransactionCoordinator,
+)
+from kafkaclone.coordinator.transaction.marker_channel import (
+    MarkerDestination,
+    TransactionMarkerChannelManager,
+)
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkaclone.coordinator.transaction.state_manager import TransactionStateManager
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
 from kafkaclone.log.cleaner import CleanerConfig, LogCleaner
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.authenticator import ScramCredentialCache
-from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity
+from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity, KafkaClientConnection
 from kafkaclone.network.request_metrics import RequestMetrics
 from kafkaclone.network.socket_server import (
     ConnectionQuotas,
@@ -109,6 +121,10 @@ from kafkaclone.server.security.listeners import (
     resolve_broker_security,
 )
 from kafkaclone.server.services import ControllerService
+from kafkaclone.server.transaction_state_log import (
+    MetadataCacheMarkerDestinations,
+    ReplicaTransactionStateLog,
+)
 from kafkaclone.zk.admin import AdminZkClient, RackAwareMode
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import BrokerIdAlreadyRegisteredError, ZooKeeperClientError
@@ -212,6 +228,20 @@ def group_config(config: KafkaConfig) -> GroupConfig:
     )
 
 
+def transaction_config(config: KafkaConfig) -> TransactionConfig:
+    """The transaction coordinator's settings from the broker's config."""
+    return TransactionConfig(
+        transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+        transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+        transaction_state_log_num_partitions=config.transaction_state_log_num_partitions,
+        abort_timed_out_transactions_interval_ms=config.get_int(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_expired_transactional_ids_interval_ms=config.get_int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"),
+        request_timeout_ms=config.request_timeout_ms,
+    )
+
+
 class KafkaBroker(MultiService):
     """A broker (kafkaclone.server.services.BrokerServices for its handlers)."""
 
@@ -244,6 +274,8 @@ class KafkaBroker(MultiService):
         self.authorizer: AclAuthorizer | None = None
         self._group_coordinator: GroupCoordinator | None = None
         self._producer_id_manager: ProducerIdManager | None = None
+        self._transaction_coordinator: TransactionCoordinator | None = None
+        self._txn_marker_channel: TransactionMarkerChannelManager | None = None
         self._group_store: ZkGroupStore | None = None
         self._controller: ControllerLike | None = None
         self._controller_epoch = 0
@@ -269,6 +301,8 @@ class KafkaBroker(MultiService):
                   self._stop_group_coordinator),
             _Step("producer-id-manager", self._start_producer_id_manager,
                   self._stop_producer_id_manager),
+            _Step("transaction-coordinator", self._start_transaction_coordinator,
+                  self._stop_transaction_coordinator),
             _Step("socket-server", self._start_socket_server, self._stop_socket_server),
             _Step("metrics", self._start_metrics, self._stop_metrics),
             _Step("registration", self._register, self._deregister),
@@ -310,6 +344,10 @@ class KafkaBroker(MultiService):
     @property
     def producer_id_manager(self) -> ProducerIdManager:
         return _started(self._producer_id_manager, "producer id manager")
+
+    @property
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        return _started(self._transaction_coordinator, "transaction coordinator")
 
     @property
     def controller(self) -> ControllerLike | None:
@@ -630,6 +668,62 @@ class KafkaBroker(MultiService):
 
     async def _stop_producer_id_manager(self) -> None:
         self._producer_id_manager = None
+
+    async def _start_transaction_coordinator(self) -> None:
+        config = self.config
+        timeout_s = config.request_timeout_ms / 1000.0
+        client_id = f"broker-{self.broker_id}-txn-marker-sender"
+
+        def connect(destination: MarkerDestination) -> KafkaClientConnection:
+            return KafkaClientConnection(self.reactor, destination.host, destination.port,
+                                         client_id=client_id, request_timeout=timeout_s,
+                                         security=self.security.inter_broker)
+
+        channel = TransactionMarkerChannelManager(
+            self.reactor,
+            MetadataCacheMarkerDestinations(self.metadata_cache,
+                                            config.inter_broker_listener_name),
+            connect)
+        state_manager = TransactionStateManager(
+            config.transaction_state_log_num_partitions,
+            ReplicaTransactionStateLog(
+                self.replica_manager,
+                load_buffer_size=config.transaction_state_log_load_buffer_size),
+            request_timeout_ms=config.request_timeout_ms)
+        coordinator = TransactionCoordinator(self.broker_id, transaction_config(config),
+                                             state_manager, self.producer_id_manager, channel,
+                                             self.reactor)
+        self.replica_manager.leadership_listeners.append(self._on_txn_leadership_change)
+        coordinator.startup()
+        self._txn_marker_channel = channel
+        self._transaction_coordinator = coordinator
+
+    def _on_txn_leadership_change(self, new_leaders: Sequence[Partition],
+                                  new_followers: Sequence[Partition]) -> None:
+        """Load the ``__transaction_state`` partitions this broker now leads (coordinator
+        epoch: the partition's leader epoch), unload the ones it follows."""
+        coordinator = self._transaction_coordinator
+        if coordinator is None:
+            return
+        for partition in new_followers:
+            if partition.topic_partition.topic == TRANSACTION_STATE_TOPIC_NAME:
+                coordinator.on_resignation(partition.topic_partition.partition)
+        for partition in new_leaders:
+            if partition.topic_partition.topic == TRANSACTION_STATE_TOPIC_NAME:
+                coordinator.on_election(partition.topic_partition.partition,
+                                        partition.leader_epoch)
+
+    async def _stop_transaction_coordinator(self) -> None:
+        if self._replica_manager is not None:
+            listeners = self._replica_manager.leadership_listeners
+            if self._on_txn_leadership_change in listeners:
+                listeners.remove(self._on_txn_leadership_change)
+        if self._transaction_coordinator is not None:
+            self._transaction_coordinator.shutdown()
+            self._transaction_coordinator = None
+        if self._txn_marker_channel is not None:
+            self._txn_marker_channel.shutdown()
+            self._txn_marker_channel = None
 
     async def _start_socket_server(self) -> None:
         config = self.config

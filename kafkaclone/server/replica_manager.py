@@ -823,7 +823,7 @@ class ReplicaManager:
                         f"{self.broker_id}")
                 return LogReadResult(NONE, None, UNKNOWN_OFFSET_METADATA, log.high_watermark,
                                      log.log_start_offset, log.log_end_offset,
-                                     log.high_watermark, info.log_start_offset, -1,
+                                     log.last_stable_offset, info.log_start_offset, -1,
                                      preferred_read_replica=preferred)
             read = partition.read_records(
                 info.fetch_offset, info.current_leader_epoch, max_bytes, params.isolation,
@@ -844,7 +844,8 @@ class ReplicaManager:
         return LogReadResult(NONE, data.records, data.fetch_offset_metadata,
                              read.high_watermark, read.log_start_offset, read.log_end_offset,
                              read.last_stable_offset, info.log_start_offset, fetch_time,
-                             read.diverging_epoch)
+                             read.diverging_epoch,
+                             aborted_transactions=data.aborted_transactions)
 
     def find_preferred_read_replica(self, partition: Partition, client_metadata: ClientMetadata,
                                     replica_id: int, fetch_offset: int,

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kafkaclone.common.errors import KafkaError
     from kafkaclone.common.topic_partition import TopicPartition
     from kafkaclone.coordinator.group.coordinator import GroupCoordinator
+    from kafkaclone.coordinator.transaction.coordinator import TransactionCoordinator
     from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
     from kafkaclone.log.manager import LogManager
     from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer
@@ -96,6 +97,12 @@ class BrokerServices(Protocol):
     @property
     def producer_id_manager(self) -> ProducerIdManager:
         """Hands out producer ids (InitProducerId)."""
+        ...
+
+    @property
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        """InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn,
+        EndTxn; answers COORDINATOR_NOT_AVAILABLE itself while it is not active."""
         ...
 
     @property

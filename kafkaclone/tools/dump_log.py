@@ -8,6 +8,8 @@ timestamp, size, magic, compresscodec, crc, isvalid); with ``--deep-iteration`` 
 line per record, with ``--print-data-log`` its key and payload too. ``.index`` and
 ``.timeindex`` files: their entries, checked against the log; mismatches go to stderr.
 ``.snapshot`` files: one line per producer, as Kafka prints producer state snapshots.
+``.txnindex`` files: one line per aborted transaction. A control batch's record prints its
+``endTxnMarker: COMMIT coordinatorEpoch: 0``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kafkaclone.log.common import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     offset_from_filename,
 )
 from kafkaclone.log.file_records import FileRecords
@@ -33,6 +36,11 @@ from kafkaclone.log.producer_state import (
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     CorruptSnapshotError,
     read_snapshot,
+)
+from kafkaclone.log.transaction_index import (
+    ABORTED_TXN_VERSION,
+    CorruptTransactionIndexError,
+    TransactionIndex,
 )
 from kafkaclone.protocol.records import EndTransactionMarker, Record, RecordBatch
 from kafkaclone.protocol.records.common import (
@@ -335,6 +343,16 @@ def dump_producer_id_snapshot(path: Path, out: TextIO, err: TextIO) -> None:
         print(line, file=out)
 
 
+def dump_txn_index(path: Path, out: TextIO) -> None:
+    """The aborted transactions of a ``.txnindex`` (Kafka's dumpTxnIndex)."""
+    index = TransactionIndex(offset_from_filename(path.name), path)
+    for txn in index.all_aborted_txns():
+        print(f"version: {ABORTED_TXN_VERSION} producerId: {txn.producer_id} "
+              f"firstOffset: {txn.first_offset} lastOffset: {txn.last_offset} "
+              f"lastStableOffset: {txn.last_stable_offset}", file=out)
+    index.sanity_check()
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="kafka-dump-log.sh",
@@ -404,11 +422,13 @@ def _run(argv: Sequence[str] | None, out: TextIO | None, err: TextIO | None) -> 
                                 verify_only=args.verify_index_only)
             elif path.name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
                 dump_producer_id_snapshot(path, out, err)
+            elif path.name.endswith(TXN_INDEX_FILE_SUFFIX):
+                dump_txn_index(path, out)
             else:
                 print(f"Ignoring unknown file {path}", file=err)
         except BrokenPipeError:
             raise
-        except (OSError, CorruptIndexError, KafkaError) as exc:
+        except (OSError, CorruptIndexError, CorruptTransactionIndexError, KafkaError) as exc:
             print(f"Error dumping {path}: {exc}", file=err)
             status = 1
     errors.print(err)

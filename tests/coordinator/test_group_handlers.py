@@ -79,6 +79,7 @@ class FakeZk:
 @dataclass
 class FakeConfig:
     offsets_topic_num_partitions: int = 1
+    transaction_state_log_num_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
 
 
@@ -139,8 +140,10 @@ def test_find_coordinator(version: int) -> None:
         NONE, 1, "broker-1.local", 9092)
     if version >= 1:
         assert answer.error_message == "NONE"
+        # The transaction coordinator's topic does not exist yet: created on first use.
         answer = call(broker, ApiKey.FIND_COORDINATOR, version, key="tx", key_type=1)
         assert answer.error_code == CoordinatorNotAvailableError.code
+        assert broker.auto_created == ["__transaction_state"]
         answer = call(broker, ApiKey.FIND_COORDINATOR, version, key="x", key_type=7)
         assert answer.error_code == InvalidRequestError.code
 

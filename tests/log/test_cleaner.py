@@ -20,12 +20,16 @@ from kafkaclone.log.cleaner import (
     LogCleaner,
     SkimpyOffsetMap,
 )
+from kafkaclone.log.common import AbortedTransaction, AppendOrigin
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.log import Log
 from kafkaclone.log.manager import LogManager
 from kafkaclone.log.record_scan import ScannedBatch, hash_keys, scan_records
+from kafkaclone.log.transaction_index import AbortedTxn
 from kafkaclone.protocol.records import RecordBatch, build_record_batch, iter_batches
+from kafkaclone.protocol.records.batch import build_end_transaction_marker_batch
 from kafkaclone.protocol.records.compression import Codec
+from kafkaclone.protocol.records.record import ControlRecordType
 from tests.log.conftest import START_SECONDS
 
 TP = TopicPartition("compacted", 0)
@@ -432,3 +436,79 @@ def test_rewriting_in_a_cleaner_process(manager: Callable[[], LogManager], clock
     after = records_of(log)
     assert latest_by_key(after) == latest_by_key(before)
     assert len(after) == 7
+
+
+# -- transactions -----------------------------------------------------------------------------
+
+def _txn_batch(pid: int, seq: int, updates: list[tuple[bytes, bytes | None]]) -> bytes:
+    return build_record_batch([(k, v, None, NOW_MS) for k, v in updates], producer_id=pid,
+                              producer_epoch=0, base_sequence=seq, is_transactional=True)
+
+
+def _marker(log: Log, pid: int, commit: bool) -> None:
+    control = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    log.append(build_end_transaction_marker_batch(control, producer_id=pid, producer_epoch=0,
+                                                  coordinator_epoch=0, timestamp=NOW_MS),
+               leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+
+
+def test_transactions_aborted_records_never_win_markers_and_txnindex_kept(
+        manager: Callable[[], LogManager], clock: Clock) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP)
+    produce(log, [(b"k", b"committed"), (b"j", b"old")], per_batch=2)          # 0-1
+    log.append(_txn_batch(7, 0, [(b"k", b"aborted"), (b"j", b"aborted")]),
+               leader_epoch=0)                                                  # 2-3
+    _marker(log, 7, commit=False)                                               # 4
+    log.append(_txn_batch(8, 0, [(b"j", b"new")]), leader_epoch=0)              # 5
+    _marker(log, 8, commit=True)                                                # 6
+    log.append(_txn_batch(9, 0, [(b"k", b"ongoing")]), leader_epoch=0)          # 7: open
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    assert log.first_unstable_offset == 7
+    index_before = [s.txn_index.all_aborted_txns() for s in log.log_segments]
+    assert cleaner_thread(m, clock).clean_filthiest_log()
+    after = records_of(log)
+    # The aborted value of k does not hide the committed one (both stay; Kafka would drop
+    # the aborted record), j's old and aborted values go, the open transaction is untouched.
+    assert (0, b"k", b"committed") in after
+    assert (2, b"k", b"aborted") in after
+    assert (5, b"j", b"new") in after
+    assert (7, b"k", b"ongoing") in after
+    assert not [r for r in after if r[1] == b"j" and r[0] != 5]
+    served = list(iter_batches(log.read(0, 10**8).records, allow_partial_tail=False))
+    control_offsets = [b.last_offset for b in served
+                       if isinstance(b, RecordBatch) and b.is_control]
+    assert control_offsets == [4, 6]
+    # The aborted transaction is still indexed, in the cleaned segment's .txnindex.
+    entries = [e for s in log.log_segments for e in s.txn_index.all_aborted_txns()]
+    assert entries == [e for es in index_before for e in es] == [AbortedTxn(7, 2, 4, 5)]
+    assert log.collect_aborted_transactions(0, 8) == [AbortedTransaction(7, 2)]
+    assert not list(log.dir.glob("*.cleaned")) and not list(log.dir.glob("*.swap"))
+    m.shutdown()
+    reopened = manager().get_or_create_log(TP)
+    assert reopened.collect_aborted_transactions(0, 8) == [AbortedTransaction(7, 2)]
+
+
+def test_swap_completed_on_load_rebuilds_the_aborted_transactions(
+        manager: Callable[[], LogManager], clock: Clock) -> None:
+    m = manager()
+    log = m.get_or_create_log(TP)
+    log.append(_txn_batch(7, 0, [(b"only-aborted", b"x")]), leader_epoch=0)   # 0
+    _marker(log, 7, commit=False)                                              # 1
+    produce(log, updates_over(keys=5, rounds=20))
+    log.roll()
+    assert log.collect_aborted_transactions(0, 2) == [AbortedTransaction(7, 0)]
+    directory = log.dir
+    _crash_mid_swap(log, "after-swap-rename")
+    with pytest.raises(InjectedCrash):
+        cleaner_thread(m, clock).clean_filthiest_log()
+    for segment in log.log_segments:
+        segment.close_handlers()
+    m._logs.clear()
+    m.shutdown()  # the swap is completed on load even after a clean shutdown
+    log2 = manager().get_log(TP)
+    assert log2 is not None
+    assert not [p for p in os.listdir(directory) if p.endswith((".swap", ".cleaned"))]
+    assert (0, b"only-aborted", b"x") in records_of(log2)
+    assert log2.collect_aborted_transactions(0, 2) == [AbortedTransaction(7, 0)]

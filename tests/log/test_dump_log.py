@@ -9,6 +9,8 @@ from pathlib import Path
 from kafkaclone.log.common import AppendOrigin
 from kafkaclone.log.log import Log
 from kafkaclone.protocol.records import build_record_batch
+from kafkaclone.protocol.records.batch import build_end_transaction_marker_batch
+from kafkaclone.protocol.records.record import ControlRecordType
 from kafkaclone.tools.dump_log import main
 from tests.log.conftest import START_SECONDS, LogFactory
 
@@ -113,3 +115,22 @@ def test_dump_producer_snapshot(open_log: LogFactory, log_dir: Path) -> None:
     path.write_bytes(b"\x00\x07")
     status, _, err = run("--files", str(path))
     assert "Snapshot is too short" in err
+
+
+def test_dump_control_batches_and_txn_index(open_log: LogFactory, log_dir: Path) -> None:
+    log = open_log()
+    log.append(build_record_batch([(None, b"a", None, T0)], producer_id=7, producer_epoch=1,
+                                  base_sequence=0, is_transactional=True), leader_epoch=0)
+    log.append(build_end_transaction_marker_batch(
+        ControlRecordType.ABORT, producer_id=7, producer_epoch=1, coordinator_epoch=4,
+        timestamp=T0), leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+    log.close()
+    status, out, _ = run("--deep-iteration", "--files",
+                         str(log_dir / "00000000000000000000.log"))
+    assert status == 0
+    assert "isTransactional: true" in out and "isControl: true" in out
+    assert out.rstrip().endswith("endTxnMarker: ABORT coordinatorEpoch: 4")
+    status, out, _ = run("--files", str(log_dir / "00000000000000000000.txnindex"))
+    assert status == 0
+    assert out.splitlines()[1] == (
+        "version: 0 producerId: 7 firstOffset: 0 lastOffset: 1 lastStableOffset: 2")

@@ -24,6 +24,7 @@ from kafkaclone.common.acl import (
 from kafkaclone.common.errors import (
     ClusterAuthorizationFailedError,
     InvalidRequestError,
+    OperationNotAttemptedError,
     SecurityDisabledError,
     TransactionalIdAuthorizationFailedError,
 )
@@ -33,14 +34,19 @@ from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
     ControlledShutdownRequest,
     CreateAclsRequest,
     DeleteAclsRequest,
     DescribeAclsRequest,
+    EndTxnRequest,
     InitProducerIdRequest,
     LeaderAndIsrRequest,
     StopReplicaRequest,
+    TxnOffsetCommitRequest,
     UpdateMetadataRequest,
+    WriteTxnMarkersRequest,
 )
 from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer
 from kafkaclone.server.request_handler import RequestHandler
@@ -362,3 +368,80 @@ class OneBlock:
     async def allocate_producer_id_block(self, broker_id: int, block_size: int = 1000
                                          ) -> ProducerIdBlock:
         return ProducerIdBlock(broker_id, 0, block_size - 1)
+
+
+class KnowsEveryPartition:
+    def partition_state(self, topic: str, partition: int) -> object:
+        return object()
+
+    def contains(self, topic: str) -> bool:
+        return True
+
+
+@dataclass
+class TxnBroker(SecuredBroker):
+    """Fails the test (AttributeError) if a refused request reaches a coordinator."""
+
+    metadata_cache: KnowsEveryPartition = field(default_factory=KnowsEveryPartition)
+    reactor: Any = reactor
+
+
+def allow(authorizer: AclAuthorizer, operation: AclOperation, resource_type: ResourceType,
+          name: str) -> None:
+    binding = AclBinding(ResourcePattern(resource_type, name, PatternType.LITERAL),
+                         AccessControlEntry(str(MALLORY), "*", operation,
+                                            AclPermissionType.ALLOW))
+    assert run(authorizer.create_acls([binding])) == [None]
+
+
+def test_transaction_apis_check_transactional_id_group_topics_and_cluster(
+        authorizer: AclAuthorizer) -> None:
+    """Kafka 2.8's checks: Write on the transactional id for AddPartitionsToTxn,
+    AddOffsetsToTxn, EndTxn and TxnOffsetCommit; Write on each topic added; Read on the
+    group and its topics for offsets; ClusterAction for WriteTxnMarkers."""
+    broker = TxnBroker(authorizer)
+    marker = WriteTxnMarkersRequest.WritableTxnMarker(
+        producer_id=5, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+        topics=[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(
+            name="orders", partition_indexes=[0, 1])])
+    written = call(broker, MALLORY, ApiKey.WRITE_TXN_MARKERS, 1,
+                   WriteTxnMarkersRequest(markers=[marker]))
+    assert [p.error_code for p in written.markers[0].topics[0].partitions] == [
+        ClusterAuthorizationFailedError.code] * 2
+    assert broker.replica_manager.calls == []
+
+    add = AddPartitionsToTxnRequest(
+        transactional_id="tx-1", producer_id=5, producer_epoch=0,
+        topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name, [0])
+                for name in ("orders", "secret")])
+    ended = call(broker, MALLORY, ApiKey.END_TXN, 3, EndTxnRequest(
+        transactional_id="tx-1", producer_id=5, producer_epoch=0, committed=True))
+    assert ended.error_code == TransactionalIdAuthorizationFailedError.code
+    added = call(broker, MALLORY, ApiKey.ADD_PARTITIONS_TO_TXN, 3, add)
+    assert {t.name: t.results[0].error_code for t in added.results} == dict.fromkeys(
+        ("orders", "secret"), TransactionalIdAuthorizationFailedError.code)
+    offsets = AddOffsetsToTxnRequest(transactional_id="tx-1", producer_id=5,
+                                     producer_epoch=0, group_id="readers")
+    assert call(broker, MALLORY, ApiKey.ADD_OFFSETS_TO_TXN, 3, offsets).error_code == \
+        TransactionalIdAuthorizationFailedError.code
+    topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    commit = TxnOffsetCommitRequest(
+        transactional_id="tx-1", group_id="readers", producer_id=5, producer_epoch=0,
+        topics=[topic(name="secret", partitions=[
+            topic.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=3)])])
+    committed = call(broker, MALLORY, ApiKey.TXN_OFFSET_COMMIT, 3, commit)
+    assert committed.topics[0].partitions[0].error_code == \
+        TransactionalIdAuthorizationFailedError.code
+
+    allow(authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, "tx-1")
+    allow(authorizer, AclOperation.WRITE, ResourceType.TOPIC, "orders")
+    added = call(broker, MALLORY, ApiKey.ADD_PARTITIONS_TO_TXN, 3, add)
+    assert {t.name: t.results[0].error_code for t in added.results} == {
+        "orders": OperationNotAttemptedError.code, "secret": TOPIC_AUTHORIZATION_FAILED}
+    assert call(broker, MALLORY, ApiKey.ADD_OFFSETS_TO_TXN, 3, offsets).error_code == \
+        GROUP_AUTHORIZATION_FAILED
+    committed = call(broker, MALLORY, ApiKey.TXN_OFFSET_COMMIT, 3, commit)
+    assert committed.topics[0].partitions[0].error_code == GROUP_AUTHORIZATION_FAILED
+    allow(authorizer, AclOperation.READ, ResourceType.GROUP, "readers")
+    committed = call(broker, MALLORY, ApiKey.TXN_OFFSET_COMMIT, 3, commit)
+    assert committed.topics[0].partitions[0].error_code == TOPIC_AUTHORIZATION_FAILED

@@ -424,3 +424,19 @@ def test_an_incremental_fetch_session_always_carries_the_preferred_replica(
     incremental = broker.call(ApiKey.FETCH, 11, fetch_request(
         {}, rack_id="b", session_id=full.session_id, session_epoch=1))
     assert fetched(incremental, "t", 0).preferred_read_replica == 2
+
+
+def test_preferred_replica_answer_carries_the_last_stable_offset(
+        broker: DataPathBroker) -> None:
+    _three_racks(broker)
+    # An open transaction at offset 3, replicated: the LSO stays at 3, the HW moves to 4.
+    broker.log("t").append(build_record_batch([(None, b"open")], producer_id=5,
+                                              producer_epoch=0, base_sequence=0,
+                                              is_transactional=True), leader_epoch=0)
+    for follower in (2, 3):
+        broker.call(ApiKey.FETCH, 12, fetch_request({("t", 0): 4}, replica_id=follower,
+                                                    log_start_offset=0))
+    data = fetched(broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 1}, rack_id="b",
+                                                               isolation_level=1)), "t", 0)
+    assert (data.preferred_read_replica, data.high_watermark, data.last_stable_offset) == (
+        2, 4, 3)

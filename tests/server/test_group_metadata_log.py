@@ -4,6 +4,7 @@ its log end offset in chunks of offsets.load.buffer.size."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,8 +13,17 @@ from twisted.internet.defer import Deferred
 
 from kafkaclone.common.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.coordinator import GroupCoordinator
+from kafkaclone.coordinator.group.metadata import GroupState
+from kafkaclone.coordinator.group.metadata_log import group_metadata_key
+from kafkaclone.coordinator.group.pending_offsets import txn_offset_commit_batch
+from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.protocol.records import build_record_batch
+from kafkaclone.protocol.records.batch import build_end_transaction_marker_batch
+from kafkaclone.protocol.records.record import ControlRecordType
 from kafkaclone.server.group_metadata_log import ReplicaGroupMetadataLog
+from tests.coordinator.helpers import MemoryGroupStore, make_group_config
 from tests.server.data_path_helpers import DataPathBroker, close_broker, make_broker, settled
 
 pytestmark = pytest.mark.timeout(30)
@@ -64,3 +74,39 @@ def test_partitions_not_hosted(broker: DataPathBroker) -> None:
     broker.host(GROUP_METADATA_TOPIC_NAME, [0], leader=2, replicas=(2, 1))
     with pytest.raises(NotLeaderOrFollowerError):
         settled(Deferred.fromCoroutine(log.append(0, build_record_batch([(b"k", b"v")]))))
+
+
+def test_group_load_skips_transactional_offset_commits_and_markers(
+        broker: DataPathBroker) -> None:
+    """TxnOffsetCommit writes offset commit records (key version 1) in a transaction and
+    WriteTxnMarkers its control batch to the same partitions: loading the groups reads past
+    both and keeps the group metadata records."""
+    broker.host(GROUP_METADATA_TOPIC_NAME, [0])
+    log = metadata_log(broker)
+    empty_group = (bytes.fromhex("0003") + b"\x00\x08consumer" + struct.pack(">i", 4)
+                   + bytes.fromhex("ffffffff") + struct.pack(">q", 9) + struct.pack(">i", 0))
+    settled(Deferred.fromCoroutine(log.append(0, build_record_batch(
+        [(group_metadata_key("g"), empty_group)]))))
+    offsets = {TopicPartition("t", 0): OffsetAndMetadata(offset=42, metadata="m",
+                                                          commit_timestamp_ms=9)}
+    settled(Deferred.fromCoroutine(log.append(0, txn_offset_commit_batch(
+        "g", 7, 0, offsets, 9))))
+    settled(Deferred.fromCoroutine(log.append(0, build_end_transaction_marker_batch(
+        ControlRecordType.COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
+        timestamp=9))))
+    partition_log = broker.log(GROUP_METADATA_TOPIC_NAME, 0)
+    assert partition_log.log_end_offset == 3
+    read = settled(Deferred.fromCoroutine(log.read(0)))
+    assert [key[:2] if key else key for key, _ in read] == [b"\x00\x02", b"\x00\x01"]
+    coordinator = GroupCoordinator(1, make_group_config(offsets_topic_num_partitions=1),
+                                   MemoryGroupStore(), log, broker.clock)
+    coordinator.startup()
+    settled(Deferred.fromCoroutine(coordinator.on_election([0])))
+    try:
+        assert coordinator.owned_partitions == {0}
+        group = coordinator.groups["g"]
+        assert (group.state, group.generation_id, group.protocol_type) == (
+            GroupState.EMPTY, 4, "consumer")
+        assert list(coordinator.groups) == ["g"]
+    finally:
+        coordinator.shutdown()

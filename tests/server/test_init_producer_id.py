@@ -10,7 +10,15 @@ import pytest
 from twisted.internet import task
 from twisted.internet.defer import Deferred
 
-from kafkaclone.common.errors import NONE, CoordinatorNotAvailableError, InvalidRequestError
+from kafkaclone.common.errors import (
+    NONE,
+    ConcurrentTransactionsError,
+    InvalidProducerEpochError,
+    InvalidRequestError,
+    ProducerFencedError,
+)
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.transaction.coordinator import TransactionCoordinator
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol import api
@@ -20,6 +28,7 @@ from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.testing.reactor import run
 from kafkaclone.zk.znodes import ProducerIdBlock
 from tests.conftest import ClientFactory
+from tests.coordinator.txn_helpers import make_harness
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,6 +59,8 @@ class FakeBroker:
     clock: task.Clock = field(default_factory=task.Clock)
     blocks: MemoryBlocks = field(default_factory=MemoryBlocks)
     producer_id_manager: ProducerIdManager | None = None
+    transaction_coordinator: TransactionCoordinator = field(
+        default_factory=lambda: make_harness().coordinator)
     authorizer: None = None
 
     def __post_init__(self) -> None:
@@ -102,13 +113,34 @@ def test_kip_360_epoch_bump(version: int) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_transactional_ids_have_no_coordinator_yet(version: int) -> None:
+def test_transactional_ids_go_to_the_transaction_coordinator(version: int) -> None:
     broker = FakeBroker()
-    assert answer(call(broker, version, transactional_id="tx")) == (
-        CoordinatorNotAvailableError.code, -1, -1)
+    assert answer(call(broker, version, transactional_id="tx")) == (NONE, 1000, 0)
+    assert answer(call(broker, version, transactional_id="tx")) == (NONE, 1000, 1)
     assert answer(call(broker, version, transactional_id="")) == (
         InvalidRequestError.code, -1, -1)
-    assert broker.blocks.claims == 0
+    assert broker.blocks.claims == 0  # the coordinator's own ids (the fake counts from 1000)
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_a_fenced_producer_is_told_in_its_version(version: int) -> None:
+    broker = FakeBroker()
+    call(broker, version, transactional_id="tx")
+    call(broker, version, transactional_id="tx")
+    fenced = call(broker, version, transactional_id="tx", producer_id=999, producer_epoch=0)
+    assert fenced.error_code == (ProducerFencedError.code if version >= 4
+                                 else InvalidProducerEpochError.code)
+
+
+def test_an_ongoing_transaction_is_aborted_before_a_new_epoch() -> None:
+    broker = FakeBroker()
+    call(broker, 4, transactional_id="tx")
+    coordinator = broker.transaction_coordinator
+    d = Deferred.fromCoroutine(coordinator.handle_add_partitions_to_transaction(
+        "tx", 1000, 0, [TopicPartition("t", 0)]))
+    assert d.result == NONE
+    assert call(broker, 4, transactional_id="tx").error_code == \
+        ConcurrentTransactionsError.code
 
 
 def test_concurrent_callers_share_one_claim() -> None:

@@ -101,6 +101,7 @@ from kafkaclone.coordinator.group.metadata_log import (
     read_group_metadata,
     read_message_key,
 )
+from kafkaclone.coordinator.group.pending_offsets import PendingTxnOffsets
 from kafkaclone.coordinator.group.store import GroupStore, MembershipMirror, OffsetAndMetadata
 from kafkaclone.protocol.records.batch import build_record_batch
 
@@ -181,6 +182,7 @@ class GroupCoordinator:
         self.loading_partitions: set[int] = set()
         self.is_active = False
         self._expiration_timer: Any = None
+        self.pending_txn_offsets = PendingTxnOffsets()
 
     # -- lifecycle and placement -------------------------------------------------------------
 
@@ -306,6 +308,7 @@ class GroupCoordinator:
         self.loading_partitions.discard(partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
+            self.pending_txn_offsets.drop_groups([group_id])
             self.committed_offsets.pop(group_id, None)
             self._on_group_unloaded(group)
             self.store.update_mirror(group_id, None)
@@ -1086,6 +1089,72 @@ class GroupCoordinator:
         if partitions is None:
             return NONE, dict(found)
         return NONE, {tp: found.get(tp) for tp in partitions}
+
+    # -- transactional offsets (issue 15; the pending store is coordinator/group/pending_offsets)
+
+    async def handle_txn_commit_offsets(
+        self, group_id: str, producer_id: int, member_id: str, group_instance_id: str | None,
+        generation_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        persist: Callable[[Mapping[TopicPartition, OffsetAndMetadata]], Awaitable[int]],
+    ) -> dict[TopicPartition, int]:
+        """Kafka's handleTxnCommitOffsets: ``persist`` the offsets in the producer's
+        transaction (the group's __consumer_offsets partition; an error code) and keep
+        them pending; a per partition error code. The member id and generation are
+        checked only when set (TxnOffsetCommit v3)."""
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error.code)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = GroupMetadata(group_id, state_timestamp_ms=self._now())
+            self.groups[group_id] = group
+        code = NONE
+        if group.is_in(GroupState.DEAD):
+            code = CoordinatorNotAvailableError.code
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            code = FencedInstanceIdError.code
+        elif member_id != "" and not group.has(member_id):
+            code = UnknownMemberIdError.code
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            code = IllegalGenerationError.code
+        if code != NONE:
+            return dict.fromkeys(offsets, code)
+        errors: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata) > self.config.offset_metadata_max_bytes:
+                errors[tp] = OffsetMetadataTooLargeError.code
+            else:
+                valid[tp] = value
+        if valid:
+            code = await persist(valid)
+            if code == NONE:
+                self.pending_txn_offsets.add(group_id, producer_id, valid)
+            errors.update(dict.fromkeys(valid, code))
+        return errors
+
+    async def commit_txn_offsets(
+        self, offsets_by_group: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
+    ) -> None:
+        """A COMMIT marker is about to be written: the transaction's offsets (read back from
+        the partition's log) go under /consumers, one multi-op per group. Raises if the
+        store fails (the marker is then not written, and the coordinator retries it)."""
+        for group_id, offsets in offsets_by_group.items():
+            if offsets:
+                await self.store.commit_offsets(group_id, offsets)
+
+    def complete_txn_offsets(self, producer_id: int, offsets_partitions: Iterable[int]) -> None:
+        """A marker was written to these ``__consumer_offsets`` partitions (Kafka's
+        scheduleHandleTxnCompletion): the producer's offsets of their groups stop being
+        pending."""
+        partitions = set(offsets_partitions)
+        pending = self.pending_txn_offsets
+        for group_id in pending.groups_of_producer(producer_id):
+            if self.partition_for(group_id) in partitions:
+                pending.remove(group_id, producer_id)
+
+    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        return self.pending_txn_offsets.has_pending(group_id, tp)
 
     async def handle_delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
                                     ) -> tuple[int, dict[TopicPartition, int]]:

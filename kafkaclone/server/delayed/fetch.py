@@ -16,7 +16,7 @@ from typing import NamedTuple, Protocol
 from kafkaclone.cluster.partition import FetchIsolation
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.log.common import UNKNOWN_OFFSET, LogOffsetMetadata
+from kafkaclone.log.common import UNKNOWN_OFFSET, AbortedTransaction, LogOffsetMetadata
 from kafkaclone.server.delayed.purgatory import DelayedOperation, PartitionSource
 from kafkaclone.server.replica_selector import ClientMetadata
 
@@ -62,6 +62,8 @@ class LogReadResult(NamedTuple):
     diverging_epoch: tuple[int, int] | None = None
     preferred_read_replica: int = -1
     """The follower the consumer should fetch from instead (no records then); -1: none."""
+    aborted_transactions: list[AbortedTransaction] | None = None
+    """read_committed: the aborted transactions the records overlap."""
 
     @property
     def size(self) -> int:
@@ -114,6 +116,8 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             if params.isolation is FetchIsolation.LOG_END:
                 end_offset = log.log_end_offset
+            elif params.isolation is FetchIsolation.TXN_COMMITTED:
+                end_offset = log.last_stable_offset
             else:
                 end_offset = log.high_watermark
             if end_offset == start.message_offset:

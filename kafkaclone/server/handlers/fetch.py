@@ -68,6 +68,7 @@ from kafkaclone.server.services import BrokerServices
 _TopicResponse = FetchResponse.FetchableTopicResponse
 _PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
 _EpochEndOffset = FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset
+_AbortedTransaction = FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction
 
 CONSUMER_REPLICA_ID: Final = -1
 DEBUGGING_CONSUMER_ID: Final = -2
@@ -123,7 +124,10 @@ def _partition_data(index: int, result: LogReadResult,
         high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
-        aborted_transactions=[] if isolation is FetchIsolation.TXN_COMMITTED else None,
+        aborted_transactions=(
+            [_AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+             for txn in result.aborted_transactions or ()]
+            if isolation is FetchIsolation.TXN_COMMITTED else None),
         preferred_read_replica=result.preferred_read_replica,
         records=result.records if result.records is not None else _EMPTY,
     )

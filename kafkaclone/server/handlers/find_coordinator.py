@@ -6,8 +6,11 @@ offsets.topic.num.partitions`` of ``__consumer_offsets``, reported on the listen
 request came in on. While that topic does not exist it is created (with
 ``offsets.topic.num.partitions`` x ``offsets.topic.replication.factor``; fewer live brokers
 than the replication factor refuse, as Kafka) and the answer is COORDINATOR_NOT_AVAILABLE,
-which clients retry; so is a partition without a live leader. Transactional coordinators
-(key type 1) are not served yet: COORDINATOR_NOT_AVAILABLE; other key types INVALID_REQUEST.
+which clients retry; so is a partition without a live leader. A transactional id's
+coordinator (key type 1) is found the same way: the leader of partition
+``abs(javaStringHashCode(id)) % transaction.state.log.num.partitions`` of
+``__transaction_state``, created on first use with the ``transaction.state.log.*``
+settings. Other key types are INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ from kafkaclone.common.errors import (
     InvalidRequestError,
     TransactionalIdAuthorizationFailedError,
 )
-from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
-from kafkaclone.coordinator.group.coordinator import partition_for
+from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from kafkaclone.coordinator.group.coordinator import partition_for as group_partition_for
+from kafkaclone.coordinator.transaction.state_manager import (
+    partition_for as transaction_partition_for,
+)
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import FindCoordinatorRequest, FindCoordinatorResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -50,22 +56,25 @@ async def handle_find_coordinator(
         ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     broker: BrokerServices = ctx.broker
     key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY_TYPE
-    if key_type == TRANSACTION_KEY_TYPE:
+    if key_type == GROUP_KEY_TYPE:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.key):
+            return _answer(GroupAuthorizationFailedError.code)
+        topic = GROUP_METADATA_TOPIC_NAME
+        partition = group_partition_for(request.key, broker.config.offsets_topic_num_partitions)
+    elif key_type == TRANSACTION_KEY_TYPE:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.key):
             return _answer(TransactionalIdAuthorizationFailedError.code)
-        return _answer(CoordinatorNotAvailableError.code)
-    if key_type != GROUP_KEY_TYPE:
+        topic = TRANSACTION_STATE_TOPIC_NAME
+        partition = transaction_partition_for(
+            request.key, broker.config.transaction_state_log_num_partitions)
+    else:
         return _answer(InvalidRequestError.code)
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.key):
-        return _answer(GroupAuthorizationFailedError.code)
     cache = broker.metadata_cache
-    if not cache.contains(GROUP_METADATA_TOPIC_NAME):
-        await broker.auto_create_topics([GROUP_METADATA_TOPIC_NAME])
+    if not cache.contains(topic):
+        await broker.auto_create_topics([topic])
         return _answer(CoordinatorNotAvailableError.code)
-    partition = partition_for(request.key, broker.config.offsets_topic_num_partitions)
-    state = cache.partition_state(GROUP_METADATA_TOPIC_NAME, partition)
-    endpoint = cache.leader_endpoint(GROUP_METADATA_TOPIC_NAME, partition,
-                                     ctx.connection.listener_name)
+    state = cache.partition_state(topic, partition)
+    endpoint = cache.leader_endpoint(topic, partition, ctx.connection.listener_name)
     if state is None or endpoint is None:
         return _answer(CoordinatorNotAvailableError.code)
     return _answer(NONE, state.leader, endpoint.host or "", endpoint.port)

@@ -8,9 +8,11 @@ for producers without a transactional id).
   2.8 hands such a producer a new id instead; the bump keeps the producer id stable and
   means the same to the partitions (a new epoch starts again at sequence 0). Only one of
   id and epoch given: INVALID_REQUEST.
-- A transactional id: transactions are not built yet (issue 15), so there is no
-  transaction coordinator: COORDINATOR_NOT_AVAILABLE, as FindCoordinator answers for key
-  type 1; an empty one is INVALID_REQUEST, as Kafka answers.
+- A transactional id: the transaction coordinator answers
+  (kafkaclone.coordinator.transaction.coordinator.TransactionCoordinator
+  .handle_init_producer_id: a new id, or an epoch bump that fences the previous producer);
+  an empty one is INVALID_REQUEST, as Kafka answers. Below v4 PRODUCER_FENCED is answered
+  as INVALID_PRODUCER_EPOCH, which older clients know (KIP-588).
 - ZooKeeper failing to give a block: COORDINATOR_NOT_AVAILABLE, which clients retry.
 """
 
@@ -24,8 +26,10 @@ from kafkaclone.common.errors import (
     NONE,
     ClusterAuthorizationFailedError,
     CoordinatorNotAvailableError,
+    InvalidProducerEpochError,
     InvalidRequestError,
     KafkaError,
+    ProducerFencedError,
     TransactionalIdAuthorizationFailedError,
 )
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
@@ -72,7 +76,15 @@ async def handle_init_producer_id(
     if request.transactional_id is not None:
         if request.transactional_id == "":
             return _error(InvalidRequestError.code)
-        return _error(CoordinatorNotAvailableError.code)
+        expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+        result = await ctx.broker.transaction_coordinator.handle_init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, expected)
+        code = result.error_code
+        if code == ProducerFencedError.code and ctx.api_version < 4:
+            code = InvalidProducerEpochError.code
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=code,
+                                      producer_id=result.producer_id,
+                                      producer_epoch=result.producer_epoch)
     try:
         producer_id, producer_epoch = await init_producer_id(
             ctx.broker.producer_id_manager, producer_id, producer_epoch)

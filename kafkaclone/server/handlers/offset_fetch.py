@@ -8,7 +8,8 @@ As Kafka 2.8's ``KafkaApis.handleOffsetFetchRequest``:
 - v1+ ask the group's coordinator (errors per partition in v1, in the top-level error from
   v2); a partition without an offset answers -1 and empty metadata; from v2 a null topic
   list asks for every committed offset of the group; v5+ report the committed leader epoch;
-  v7's require_stable changes nothing (no transactional offsets are pending, ever).
+  v7's require_stable answers UNSTABLE_OFFSET_COMMIT (offset -1) for a requested
+  partition that a transaction has an offset pending for (Kafka's getOffsets).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from kafkaclone.common.errors import (
     TopicAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.protocol.api_keys import ApiKey
@@ -77,8 +79,14 @@ async def handle_offset_fetch(
         assert requested is not None
         return OffsetFetchResponse(throttle_time_ms=0, error_code=NONE, topics=_topics(
             {**await _legacy_fetch(broker, request.group_id, requested), **unauthorized}))
-    error, found = await ctx.broker.group_coordinator.handle_fetch_offsets(request.group_id,
-                                                                           requested)
+    coordinator = ctx.broker.group_coordinator
+    # Pending transactional offsets are looked at before the store is read: offsets that
+    # stop being pending during the read are already in the store.
+    unstable = ({tp for tp in requested
+                 if coordinator.has_pending_txn_offsets(request.group_id, tp)}
+                if version >= 7 and request.require_stable and requested is not None
+                else set())
+    error, found = await coordinator.handle_fetch_offsets(request.group_id, requested)
     hidden = ctx.unauthorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
                                     (tp.topic for tp in found)) if requested is None else ()
     if hidden:
@@ -90,7 +98,9 @@ async def handle_offset_fetch(
             tp: (INVALID_OFFSET, -1, "", error) for tp in requested or []}))
     results = dict(unauthorized)
     for tp, value in found.items():
-        if value is None:
+        if tp in unstable:
+            results[tp] = (INVALID_OFFSET, -1, "", UnstableOffsetCommitError.code)
+        elif value is None:
             results[tp] = (INVALID_OFFSET, -1, "", NONE)
         else:
             results[tp] = (value.offset, value.leader_epoch, value.metadata, NONE)
