@@ -10,8 +10,12 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import numpy as np
+import numpy.typing as npt
+
 from kafkaclone.common.errors import KafkaError, OffsetOutOfRangeError
 from kafkaclone.protocol.records.columnar import RecordColumns, decode_columns
+from kafkaclone.protocol.records.columnar_builder import BinaryColumn
 from kafkaclone.spark.offsets import OffsetRange, PartitionOffsets, report_data_loss
 from kafkaclone.spark.options import ReaderOptions, TopicPartition
 
@@ -382,7 +386,6 @@ def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
 def _send_columns(producer: Any, options: Any, batch: pa.RecordBatch) -> list[Any] | None:
     """Send ``batch`` through ``producer.send_batch``, one call per partition, if its rows
     allow it (see :func:`write_batches`); None if they do not."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -444,17 +447,16 @@ def _binary_like(arrow_type: pa.DataType) -> bool:
                 or pa.types.is_large_binary(arrow_type) or pa.types.is_large_string(arrow_type))
 
 
-def _binary_column(array: pa.Array) -> Any:
+def _binary_column(array: pa.Array) -> BinaryColumn:
     """The Arrow array's own buffers as a BinaryColumn (no copy)."""
-    import numpy as np
     import pyarrow as pa
-
-    from kafkaclone.protocol.records.columnar_builder import BinaryColumn
 
     large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
     _validity, offsets_buffer, data_buffer = array.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if large else np.int32)[
-        array.offset:array.offset + len(array) + 1]
+    window = slice(array.offset, array.offset + len(array) + 1)
+    offsets: npt.NDArray[np.int64] | npt.NDArray[np.int32] = (
+        np.frombuffer(offsets_buffer, dtype=np.int64)[window] if large
+        else np.frombuffer(offsets_buffer, dtype=np.int32)[window])
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else \
         np.zeros(0, dtype=np.uint8)
     valid = None if array.null_count == 0 else \
