@@ -75,7 +75,12 @@ from kafkaclone.protocol.records.batch import (
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
 )
-from kafkaclone.protocol.records.columnar_builder import BinaryColumn, encode_records
+from kafkaclone.protocol.records.columnar_builder import (
+    CHUNK_RECORDS,
+    BinaryColumn,
+    EncodedRecords,
+    encode_records,
+)
 
 logger = logging.getLogger(__name__)
 _monotonic = time.monotonic
@@ -538,7 +543,8 @@ class Producer:
                    ) -> list[FutureRecordMetadata]:
         """Queue ``len(values)`` records (no headers) for one partition, given as columns:
         they are encoded together (kafkaclone.protocol.records.columnar_builder, no Python
-        call per record) into batches of about ``batch.size`` bytes, queued behind the
+        call per record; CHUNK_RECORDS at a time) into batches of about ``batch.size``
+        bytes (and at most CHUNK_RECORDS records), queued behind the
         partition's open batch. The idempotent producer sequences them like any batch
         when they are drained. ``timestamps`` defaults to now for every record. Returns
         the future of each batch's last record (a batch succeeds or fails as a whole).
@@ -566,14 +572,27 @@ class Producer:
                 topic, partition, _monotonic() + self.max_block_s)
         if not 0 <= partition < partitions:
             raise ValueError(f"{topic} has no partition {partition}")
-        encoded = encode_records(values, keys, timestamps, self.batch_size)
-        largest = int(encoded.record_sizes.max())
-        if largest > self._max_record_size:
-            self._check_record_size(largest)
         futures: list[FutureRecordMetadata] = []
-        starts = encoded.starts.tolist()
+        for chunk in range(0, count, CHUNK_RECORDS):
+            stop = min(chunk + CHUNK_RECORDS, count)
+            chunk_values = values.slice(chunk, stop)
+            chunk_keys = None if keys is None else keys.slice(chunk, stop)
+            chunk_timestamps = timestamps[chunk:stop]
+            encoded = encode_records(chunk_values, chunk_keys, chunk_timestamps,
+                                     self.batch_size)
+            largest = int(encoded.record_sizes.max())
+            if largest > self._max_record_size:
+                self._check_record_size(largest)
+            futures += self._queue_encoded(topic, partition, encoded, chunk_values,
+                                           chunk_keys, chunk_timestamps)
+        return futures
+
+    def _queue_encoded(self, topic: str, partition: int, encoded: EncodedRecords,
+                       values: BinaryColumn, keys: BinaryColumn | None,
+                       timestamps: npt.NDArray[np.int64]) -> list[FutureRecordMetadata]:
+        futures: list[FutureRecordMetadata] = []
         now = _monotonic()
-        for first, end in itertools.pairwise(starts):
+        for first, end in itertools.pairwise(encoded.starts.tolist()):
             batch = ProducerBatch(topic, partition, now, int(timestamps[first]))
             batch.buf = bytearray(encoded.buffer[
                 int(encoded.positions[first]):int(encoded.positions[end])])
