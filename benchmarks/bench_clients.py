@@ -7,7 +7,9 @@ same run: prints numbers, asserts nothing.
 On a 1-broker LocalCluster, a 6-partition topic, 100-byte values without keys:
 
 - ``produce``: records/s from the first send to the end of ``flush`` (linger.ms 5,
-  batch.size 1 MiB, acks=1) for confluent-kafka's Producer and ours;
+  batch.size 1 MiB, acks=1) for confluent-kafka's Producer and ours, record by record
+  (``send``) and as columns (``send_batch``: 10,000 values a call, one partition after the
+  other, as the Spark writer hands them over);
 - ``consume``: records/s reading every record of the topic by assignment from offset 0,
   with confluent-kafka's ``consume(1000)``, our ``poll()`` (a Python object per record) and
   our ``poll_columns()`` (the columnar path the Spark source uses).
@@ -24,9 +26,11 @@ import uuid
 from typing import Any
 
 import confluent_kafka
+import numpy as np
 
 from kafkaclone.clients import Consumer, Producer, TopicPartition
 from kafkaclone.clients.admin import AdminClient, NewTopic
+from kafkaclone.protocol.records.columnar_builder import BinaryColumn
 from kafkaclone.testing.cluster import LocalCluster
 
 PARTITIONS = 6
@@ -83,6 +87,26 @@ def produce_ours(servers: str, topic: str, records: int, codec: str) -> float:
     return records / elapsed
 
 
+def produce_ours_columns(servers: str, topic: str, records: int, codec: str) -> float:
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 5, "batch.size": 1 << 20,
+                         "acks": 1, "compression.type": codec,
+                         "buffer.memory": 256 * 1024 * 1024})
+    producer.partitions_for(topic)
+    chunk = 10_000
+    values = BinaryColumn(np.arange(chunk + 1, dtype=np.int64) * len(VALUE),
+                          np.frombuffer(VALUE * chunk, dtype=np.uint8))
+    start = time.perf_counter()
+    for n, first in enumerate(range(0, records, chunk)):
+        count = min(chunk, records - first)
+        column = values if count == chunk else BinaryColumn(
+            values.offsets[:count + 1], values.data)
+        producer.send_batch(topic, n % PARTITIONS, column)
+    assert producer.flush(120) == 0
+    elapsed = time.perf_counter() - start
+    producer.close()
+    return records / elapsed
+
+
 def consume_confluent(servers: str, topic: str, records: int) -> float:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": "bench",
                                          "enable.auto.commit": False, **FETCH})
@@ -130,6 +154,7 @@ def main() -> None:
         servers = cluster.bootstrap_servers
         results: dict[str, list[float]] = {"produce confluent-kafka": [],
                                            "produce kafkaclone": [],
+                                           "produce kafkaclone send_batch": [],
                                            "consume confluent-kafka": [],
                                            "consume kafkaclone poll()": [],
                                            "consume kafkaclone poll_columns()": []}
@@ -140,6 +165,9 @@ def main() -> None:
             topic = create_topic(servers)
             results["produce kafkaclone"].append(
                 produce_ours(servers, topic, args.records, args.codec))
+            topic = create_topic(servers)
+            results["produce kafkaclone send_batch"].append(
+                produce_ours_columns(servers, topic, args.records, args.codec))
         if args.produce_only:
             for name in [n for n in results if n.startswith("consume")]:
                 del results[name]
@@ -158,8 +186,10 @@ def main() -> None:
     for name, rate in report.items():
         print(f"{name:36s} {rate:12,.0f} records/s   runs: "
               + ", ".join(f"{r:,.0f}" for r in results[name]))
-    print(f"produce ratio ours/confluent-kafka: "
-          f"{report['produce kafkaclone'] / report['produce confluent-kafka']:.2f}")
+    print(f"produce ratio ours/confluent-kafka: send() "
+          f"{report['produce kafkaclone'] / report['produce confluent-kafka']:.2f}, "
+          f"send_batch() "
+          f"{report['produce kafkaclone send_batch'] / report['produce confluent-kafka']:.2f}")
     if args.produce_only:
         return
     print(f"consume ratio ours/confluent-kafka: poll() "

@@ -20,12 +20,16 @@ decides what a sequence error means.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
 
 from kafkaclone.clients.config import ConfigException, ProducerConfig
 from kafkaclone.clients.network import Metadata, NetworkClient
@@ -71,6 +75,12 @@ from kafkaclone.protocol.records.batch import (
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
 )
+from kafkaclone.protocol.records.columnar_builder import (
+    CHUNK_RECORDS,
+    BinaryColumn,
+    EncodedRecords,
+    encode_records,
+)
 
 logger = logging.getLogger(__name__)
 _monotonic = time.monotonic
@@ -106,6 +116,29 @@ class RecordMetadata:
                 f"offset={self.offset}, timestamp={self.timestamp})")
 
 
+class ColumnRecords:
+    """The records of a ``send_batch`` batch, kept as the columns they came from (a
+    record's key and value are built only when its metadata is asked for)."""
+
+    __slots__ = ("first", "keys", "length", "timestamps", "values")
+
+    def __init__(self, values: BinaryColumn, keys: BinaryColumn | None,
+                 timestamps: npt.NDArray[np.int64], first: int, length: int) -> None:
+        self.values = values
+        self.keys = keys
+        self.timestamps = timestamps
+        self.first = first
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def record(self, index: int) -> tuple[bytes | None, bytes | None, None, int]:
+        i = self.first + index
+        key = self.keys.value(i) if self.keys is not None else None
+        return key, self.values.value(i), None, int(self.timestamps[i])
+
+
 class ProducerBatch:
     """The records of one partition sent together."""
 
@@ -119,6 +152,7 @@ class ProducerBatch:
         "base_timestamp",
         "buf",
         "callbacks",
+        "columns",
         "created",
         "done",
         "drained_at",
@@ -130,6 +164,7 @@ class ProducerBatch:
         "producer_id",
         "records",
         "retry_at",
+        "sealed",
         "sequence_has_been_reset",
         "size",
         "topic",
@@ -141,6 +176,10 @@ class ProducerBatch:
         self.records: list[tuple[bytes | None, bytes | None, Any, int]] = []
         self.buf = bytearray()
         """The records encoded so far (kafkaclone.clients.records)."""
+        self.columns: ColumnRecords | None = None
+        """The records of a batch from ``send_batch`` (then ``records`` stays empty)."""
+        self.sealed = False
+        """Encoded whole by ``send_batch``: ``send`` appends nothing to it."""
         self.base_timestamp = timestamp
         self.max_timestamp = timestamp
         self.callbacks: dict[int, Any] = {}
@@ -178,8 +217,17 @@ class ProducerBatch:
         self.sequence_has_been_reset = True
 
     @property
+    def record_count(self) -> int:
+        return len(self.records) if self.columns is None else len(self.columns)
+
+    @property
     def last_sequence(self) -> int:
-        return increment_sequence(self.base_sequence, len(self.records) - 1)
+        return increment_sequence(self.base_sequence, self.record_count - 1)
+
+    def last_key_is_null(self) -> bool:
+        if self.columns is not None:
+            return self.columns.keys is None
+        return bool(self.records) and self.records[-1][0] is None
 
     def event(self) -> threading.Event:
         with self._waiters_lock:
@@ -190,7 +238,10 @@ class ProducerBatch:
             return self._event
 
     def metadata(self, index: int) -> RecordMetadata:
-        key, value, headers, timestamp = self.records[index]
+        if self.columns is not None:
+            key, value, headers, timestamp = self.columns.record(index)
+        else:
+            key, value, headers, timestamp = self.records[index]
         if headers is None:
             headers = []
         offset = -1 if self.base_offset < 0 else self.base_offset + index
@@ -455,7 +506,7 @@ class Producer:
                 queue = self._batches[tp] = deque()
             batch = queue[-1] if queue else None
             if batch is None or (batch.size + size > self.batch_size and batch.records) or \
-                    batch.attempts:
+                    batch.attempts or batch.sealed:
                 if batch is not None and key_bytes is None:
                     # KIP-480: the sticky partition's batch is full; the next goes elsewhere.
                     self.partitioner.on_new_batch(topic, partition)
@@ -485,6 +536,94 @@ class Producer:
         if wake:
             self._network.wakeup()
         return FutureRecordMetadata(batch, index)
+
+    def send_batch(self, topic: str, partition: int, values: BinaryColumn,
+                   keys: BinaryColumn | None = None,
+                   timestamps: npt.NDArray[np.int64] | None = None,
+                   ) -> list[FutureRecordMetadata]:
+        """Queue ``len(values)`` records (no headers) for one partition, given as columns:
+        they are encoded together (kafkaclone.protocol.records.columnar_builder, no Python
+        call per record; CHUNK_RECORDS at a time) into batches of about ``batch.size``
+        bytes (and at most CHUNK_RECORDS records), queued behind the
+        partition's open batch. The idempotent producer sequences them like any batch
+        when they are drained. ``timestamps`` defaults to now for every record. Returns
+        the future of each batch's last record (a batch succeeds or fails as a whole).
+        Interceptors' ``on_send`` is not called (it takes one record at a time)."""
+        if self._closing:
+            raise RuntimeError("Cannot send after the producer is closed")
+        if self._transaction_manager is not None and \
+                self._transaction_manager.last_error is not None:
+            self._transaction_manager.maybe_fail_with_error()
+        if not isinstance(topic, str) or not topic:
+            raise InvalidTopicExceptionError(f"Invalid topic {topic!r}")
+        count = len(values)
+        if keys is not None and len(keys) != count:
+            raise ValueError(f"{len(keys)} keys for {count} values")
+        if count == 0:
+            return []
+        if timestamps is None:
+            timestamps = np.full(count, _time_ns() // 1_000_000, dtype=np.int64)
+        elif len(timestamps) != count:
+            raise ValueError(f"{len(timestamps)} timestamps for {count} values")
+        meta = self.metadata.topics.get(topic)
+        partitions = len(meta.partitions) if meta is not None and meta.error is None else 0
+        if partition >= partitions:
+            partitions = self._wait_for_metadata(
+                topic, partition, _monotonic() + self.max_block_s)
+        if not 0 <= partition < partitions:
+            raise ValueError(f"{topic} has no partition {partition}")
+        futures: list[FutureRecordMetadata] = []
+        for chunk in range(0, count, CHUNK_RECORDS):
+            stop = min(chunk + CHUNK_RECORDS, count)
+            chunk_values = values.slice(chunk, stop)
+            chunk_keys = None if keys is None else keys.slice(chunk, stop)
+            chunk_timestamps = timestamps[chunk:stop]
+            encoded = encode_records(chunk_values, chunk_keys, chunk_timestamps,
+                                     self.batch_size)
+            largest = int(encoded.record_sizes.max())
+            if largest > self._max_record_size:
+                self._check_record_size(largest)
+            futures += self._queue_encoded(topic, partition, encoded, chunk_values,
+                                           chunk_keys, chunk_timestamps)
+        return futures
+
+    def _queue_encoded(self, topic: str, partition: int, encoded: EncodedRecords,
+                       values: BinaryColumn, keys: BinaryColumn | None,
+                       timestamps: npt.NDArray[np.int64]) -> list[FutureRecordMetadata]:
+        futures: list[FutureRecordMetadata] = []
+        now = _monotonic()
+        for first, end in itertools.pairwise(encoded.starts.tolist()):
+            batch = ProducerBatch(topic, partition, now, int(timestamps[first]))
+            batch.buf = bytearray(encoded.buffer[
+                int(encoded.positions[first]):int(encoded.positions[end])])
+            batch.max_timestamp = int(timestamps[first:end].max())
+            batch.columns = ColumnRecords(values, keys, timestamps, first, end - first)
+            batch.sealed = True
+            batch.size = RECORD_BATCH_OVERHEAD + len(batch.buf)
+            with self._lock:
+                pool = self._pool
+                if pool.used + len(batch.buf) > pool.total and pool.used > 0:
+                    pool.reserve(len(batch.buf), _monotonic() + self.max_block_s)
+                else:
+                    pool.used += len(batch.buf)
+                self._batches.setdefault((topic, partition), deque()).append(batch)
+                self._incomplete += end - first
+            self._network.wakeup()
+            futures.append(FutureRecordMetadata(batch, end - first - 1))
+        return futures
+
+    def choose_partition(self, topic: str) -> int:
+        """The partition the partitioner gives a record without a key now (the sticky
+        partition): where ``send_batch`` callers put keyless rows."""
+        meta = self.metadata.topics.get(topic)
+        partitions = len(meta.partitions) if meta is not None and meta.error is None else 0
+        if not partitions:
+            partitions = self._wait_for_metadata(topic, None, _monotonic() + self.max_block_s)
+        if self._sticky is not None:
+            partition = self._sticky.get(topic)
+            if partition is not None and partition < partitions:
+                return partition
+        return self._choose_partition(topic, None, partitions)
 
     def _on_send(self, topic: str, value: Any, key: Any, partition: int | None,
                  headers: Any, timestamp: int | None) -> tuple[Any, Any, Any, Any, Any, Any]:
@@ -681,7 +820,7 @@ class Producer:
                 ready.setdefault(leader, []).append(tp)
         for batch in expired:
             error = RequestTimedOutError(
-                f"Expiring {len(batch.records)} record(s) for {batch.topic}-{batch.partition}:"
+                f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}:"
                 f" {(now - batch.created) * 1000:.0f} ms has passed since batch creation")
             if tm is not None:
                 tm.handle_failed_batch(batch, error, adjust_sequence_numbers=False)
@@ -729,7 +868,7 @@ class Producer:
                 if self.max_in_flight == 1:
                     self._muted.add(tp)
         for batch in out:
-            if batch.records and batch.records[-1][0] is None:
+            if batch.last_key_is_null():
                 self.partitioner.on_new_batch(batch.topic, batch.partition)
         return out
 
@@ -740,7 +879,7 @@ class Producer:
         stats = self._stats
         for batch in batches:
             batch.attempts += 1
-            records = finish_batch(batch.buf, len(batch.records), batch.base_timestamp,
+            records = finish_batch(batch.buf, batch.record_count, batch.base_timestamp,
                                    batch.max_timestamp, self.codec,
                                    producer_id=batch.producer_id,
                                    producer_epoch=batch.producer_epoch,
@@ -829,7 +968,7 @@ class Producer:
                 self.metadata.request_update()
             batch.retry_at = now + self.retry_backoff_s
             batch.drained_at = 0.0
-            self._stats["record-retry-total"] += len(batch.records)
+            self._stats["record-retry-total"] += batch.record_count
             with self._lock:
                 tp = (batch.topic, batch.partition)
                 queue = self._batches.setdefault(tp, deque())
@@ -852,13 +991,13 @@ class Producer:
             done_callbacks = batch._done_callbacks
             batch._done_callbacks = []
         self._stats["record-error-total" if error is not None else "record-send-total"] += \
-            len(batch.records)
+            batch.record_count
         with self._lock:  # one acquisition: the send() path contends for this lock
             self._pool.release_locked(batch.size - RECORD_BATCH_OVERHEAD)
             self._muted.discard((batch.topic, batch.partition))
         callbacks = batch.callbacks
         if callbacks or self.interceptors:
-            indices: Iterable[int] = range(len(batch.records)) if self.interceptors \
+            indices: Iterable[int] = range(batch.record_count) if self.interceptors \
                 else list(callbacks)  # records in index order either way
             for index in indices:
                 callback = callbacks.get(index)
@@ -882,7 +1021,7 @@ class Producer:
             except Exception:
                 logger.exception("A future's done callback failed")
         with self._incomplete_cond:
-            self._incomplete -= len(batch.records)
+            self._incomplete -= batch.record_count
             if self._incomplete <= 0:
                 self._incomplete_cond.notify_all()
 

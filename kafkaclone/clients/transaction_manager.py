@@ -327,7 +327,7 @@ class TransactionManager:
         def reset(batch: ProducerBatch) -> None:
             nonlocal sequence
             batch.reset_producer_state(producer_id_and_epoch, sequence)
-            sequence = increment_sequence(sequence, len(batch.records))
+            sequence = increment_sequence(sequence, batch.record_count)
 
         entry.reset_sequence_numbers(reset)
         entry.producer_id_and_epoch = producer_id_and_epoch
@@ -367,7 +367,7 @@ class TransactionManager:
         self.maybe_update_producer_id_and_epoch(tp)
         entry = self._partition(tp)
         batch.set_producer_state(self.producer_id_and_epoch, entry.next_sequence)
-        entry.next_sequence = increment_sequence(entry.next_sequence, len(batch.records))
+        entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
         entry.in_flight.append(batch)
         entry.in_flight.sort(key=_by_sequence)
 

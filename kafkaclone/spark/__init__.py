@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["configure_environment", "data_source", "register", "spark_session"]
+__all__ = ["configure_environment", "data_source", "register", "spark_session", "warm_up"]
 
 
 def configure_environment() -> None:
@@ -66,9 +66,20 @@ def spark_session(
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
+        # Keep each executor's Python workers between tasks (Spark's default, stated): a
+        # worker costs seconds to start on a busy machine and is paid once per core.
+        .config("spark.python.worker.reuse", "true")
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     register(spark)
     return spark
+
+
+def warm_up(spark: SparkSession) -> None:
+    """Run one tiny Python task per core, so that Spark starts its Python workers now
+    (the slow part of a session's first Python job) rather than in the first real query;
+    with ``spark.python.worker.reuse`` the queries then find them running."""
+    cores = spark.sparkContext.defaultParallelism
+    spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x).count()

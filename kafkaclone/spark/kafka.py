@@ -10,8 +10,12 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import numpy as np
+import numpy.typing as npt
+
 from kafkaclone.common.errors import KafkaError, OffsetOutOfRangeError
 from kafkaclone.protocol.records.columnar import RecordColumns, decode_columns
+from kafkaclone.protocol.records.columnar_builder import BinaryColumn
 from kafkaclone.spark.offsets import OffsetRange, PartitionOffsets, report_data_loss
 from kafkaclone.spark.options import ReaderOptions, TopicPartition
 
@@ -308,14 +312,27 @@ class KafkaWriteError(RuntimeError):
     """A record could not be written to the cluster."""
 
 
+WRITER_BATCH_SIZE: Final = 512 * 1024
+"""The writer's ``batch.size`` unless ``kafka.batch.size`` says otherwise: a Spark task
+hands the producer thousands of rows at once, and larger batches cost fewer requests."""
+
+
 def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
     """Produce every row of ``batches`` (columns ``value`` and optional ``key``, ``topic``,
     ``partition``, ``headers``, as Spark's Kafka sink takes them; strings are written as
     UTF-8) and wait for every acknowledgement. Returns the number of records written;
-    the first delivery error is raised once all were tried."""
+    the first delivery error is raised once all were tried.
+
+    Rows go to the producer as columns (``Producer.send_batch``: Arrow's buffers encoded
+    into record batches without a Python call per row) when every row of an Arrow batch
+    has the same topic, no headers, and either a partition or no key; other rows (a key
+    without a partition: the producer's partitioner hashes each key) are sent one by one."""
     clients = _clients()
-    producer = clients.Producer(options.producer_config())
+    conf = options.producer_config()
+    conf.setdefault("batch.size", str(WRITER_BATCH_SIZE))
+    producer = clients.Producer(conf)
     errors: list[str] = []
+    futures: list[Any] = []
     written = 0
 
     def on_delivery(err: Any, _msg: Any = None) -> None:
@@ -324,6 +341,11 @@ def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
 
     try:
         for batch in batches:
+            sent = _send_columns(producer, options, batch)
+            if sent is not None:
+                futures += sent
+                written += batch.num_rows
+                continue
             columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
             values = columns["value"]
             keys = columns.get("key") or [None] * len(values)
@@ -352,9 +374,94 @@ def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
         producer.flush()
     finally:
         producer.close()
+    for future in futures:
+        error = future.exception(0)
+        if error is not None and len(errors) < 10:
+            errors.append(str(error))
     if errors:
         raise KafkaWriteError(f"{len(errors)} or more records were not written: {errors[0]}")
     return written
+
+
+def _send_columns(producer: Any, options: Any, batch: pa.RecordBatch) -> list[Any] | None:
+    """Send ``batch`` through ``producer.send_batch``, one call per partition, if its rows
+    allow it (see :func:`write_batches`); None if they do not."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    if batch.num_rows == 0:
+        return []
+    if options.include_headers and "headers" in names and batch.column("headers").null_count \
+            < batch.num_rows:
+        return None
+    topic = options.topic
+    if not topic:
+        topics = pc.unique(batch.column("topic")) if "topic" in names else None
+        if topics is None or len(topics) != 1 or not topics[0].is_valid:
+            return None
+        topic = topics[0].as_py()
+    key = batch.column("key") if "key" in names else None
+    if key is not None and key.null_count == batch.num_rows:
+        key = None
+    value = batch.column("value")
+    if not _binary_like(value.type) or (key is not None and not _binary_like(key.type)):
+        return None
+    timestamps = np.full(batch.num_rows, time.time_ns() // 1_000_000, dtype=np.int64)
+    partition = batch.column("partition") if "partition" in names else None
+    if partition is not None and partition.null_count == batch.num_rows:
+        partition = None
+    if partition is None:
+        if key is not None:
+            return None  # each key hashed by the producer's partitioner
+        # No key, no partition: the whole Arrow batch to one partition, chosen by the
+        # producer's partitioner as for its first record (the sticky partitioner moves on
+        # when a batch fills).
+        target = producer.choose_partition(topic)
+        return list(producer.send_batch(topic, target, _binary_column(value),
+                                        None, timestamps))
+    if partition.null_count:
+        return None
+    numbers = partition.to_numpy(zero_copy_only=False).astype(np.int64)
+    futures: list[Any] = []
+    order = np.argsort(numbers, kind="stable")
+    sorted_numbers = numbers[order]
+    cuts = np.flatnonzero(np.diff(sorted_numbers)) + 1
+    firsts = np.concatenate(([0], cuts)).tolist()
+    ends = np.concatenate((cuts, [len(order)])).tolist()
+    single = len(firsts) == 1
+    for first, end in zip(firsts, ends, strict=True):
+        rows = None if single else pa.array(order[first:end])
+        part_value = value if rows is None else value.take(rows)
+        part_key = key if rows is None or key is None else key.take(rows)
+        futures += producer.send_batch(
+            topic, int(sorted_numbers[first]), _binary_column(part_value),
+            None if part_key is None else _binary_column(part_key), timestamps[first:end])
+    return futures
+
+
+def _binary_like(arrow_type: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_binary(arrow_type) or pa.types.is_string(arrow_type)
+                or pa.types.is_large_binary(arrow_type) or pa.types.is_large_string(arrow_type))
+
+
+def _binary_column(array: pa.Array) -> BinaryColumn:
+    """The Arrow array's own buffers as a BinaryColumn (no copy)."""
+    import pyarrow as pa
+
+    large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
+    _validity, offsets_buffer, data_buffer = array.buffers()
+    window = slice(array.offset, array.offset + len(array) + 1)
+    offsets: npt.NDArray[np.int64] | npt.NDArray[np.int32] = (
+        np.frombuffer(offsets_buffer, dtype=np.int64)[window] if large
+        else np.frombuffer(offsets_buffer, dtype=np.int32)[window])
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else \
+        np.zeros(0, dtype=np.uint8)
+    valid = None if array.null_count == 0 else \
+        array.is_valid().to_numpy(zero_copy_only=False)
+    return BinaryColumn(offsets, data, valid)
 
 
 def _to_bytes(value: Any) -> bytes | None:

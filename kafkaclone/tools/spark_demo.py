@@ -19,7 +19,10 @@ import json
 import random
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 HOSTS = [f"web-{i}" for i in range(8)]
@@ -186,6 +189,28 @@ def run_streaming(
     return {"rows": rows, "seconds": seconds, "micro_batches": len(progress)}
 
 
+@contextmanager
+def progress(what: str, every: float = 5.0) -> Iterator[None]:
+    """Say what is happening, a line every ``every`` seconds while it lasts, then how long
+    it took (Spark's start-up is silent and takes from a few seconds to a minute)."""
+    print(f"{what} ...", flush=True)
+    started = time.monotonic()
+    done = threading.Event()
+
+    def report() -> None:
+        while not done.wait(every):
+            print(f"  ... {time.monotonic() - started:.0f} s", flush=True)
+
+    reporter = threading.Thread(target=report, daemon=True)
+    reporter.start()
+    try:
+        yield
+    finally:
+        done.set()
+        reporter.join()
+    print(f"  ready in {time.monotonic() - started:.1f} s", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
@@ -198,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
 
-    from kafkaclone.spark import spark_session
+    from kafkaclone.spark import spark_session, warm_up
 
     bootstrap = args.bootstrap_server
     if args.produce:
@@ -207,8 +232,10 @@ def main(argv: list[str] | None = None) -> int:
 
     topic = args.output_topic if args.mode != "streaming" else args.output_topic + "-streaming"
     starting = end_offsets(bootstrap, topic)
-    spark = spark_session("kafkaclone-spark-demo", master=args.master)
-    spark.sparkContext.setLogLevel("ERROR")
+    with progress(f"starting Spark ({args.master}): the JVM, then its Python workers"):
+        spark = spark_session("kafkaclone-spark-demo", master=args.master)
+        spark.sparkContext.setLogLevel("ERROR")
+        warm_up(spark)
     try:
         if args.mode in ("batch", "both"):
             stats = run_batch(spark, bootstrap, args.input_topic, args.output_topic)

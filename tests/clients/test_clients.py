@@ -11,6 +11,7 @@ from typing import Any
 
 import confluent_kafka
 import kafka
+import numpy as np
 import pytest
 
 from kafkaclone.clients import (
@@ -30,6 +31,7 @@ from kafkaclone.common.errors import (
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.protocol.records.columnar_builder import BinaryColumn
 from kafkaclone.testing.cluster import LocalCluster
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -222,6 +224,37 @@ def test_default_producer_is_idempotent_and_writes_each_value_once_in_order(
     for record in records:
         got[record.partition].append(record.value)
     assert got == sent
+
+
+def test_send_batch_interleaved_with_send_is_idempotent_exact_and_in_order(
+        cluster: LocalCluster) -> None:
+    """Columns through send_batch (several record batches each, keys, nulls, timestamps)
+    between single sends, idempotent: every record once, in order, with its key,
+    value and timestamp, on the partition asked for."""
+    topic = new_topic(cluster, partitions=2, replication=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 2,
+                         "batch.size": 4096})
+    expected: list[tuple[bytes | None, bytes | None, int]] = []
+    futures = []
+    for round_ in range(3):
+        producer.send(topic, b"single-%d" % round_, key=b"s", partition=1, timestamp=1000)
+        expected.append((b"s", b"single-%d" % round_, 1000))
+        values = [None if i % 7 == 3 else b"v%d-%d" % (round_, i) * (i % 5) for i in range(500)]
+        keys = [None if i % 3 == 0 else b"k%d" % i for i in range(500)]
+        stamps = np.arange(500, dtype=np.int64) + 2000 * (round_ + 1)
+        futures += producer.send_batch(topic, 1, BinaryColumn.of(values),
+                                       BinaryColumn.of(keys), stamps)
+        expected += [(k, v, int(t)) for k, v, t in zip(keys, values, stamps, strict=True)]
+    assert producer.flush(60) == 0
+    assert len(futures) > 3  # batch.size cut each call into several record batches
+    assert all(f.exception(0) is None for f in futures)
+    last = futures[-1].result(0)
+    assert (last.partition, last.offset, last.value) == (1, len(expected) - 1, values[-1])
+    producer.close()
+    records = consume_all(cluster, topic, len(expected), partitions=2)
+    assert [(r.key, r.value, r.timestamp) for r in records] == expected
+    assert [r.offset for r in records] == list(range(len(expected)))
+    assert all(r.partition == 1 for r in records)
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])

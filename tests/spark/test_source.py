@@ -345,6 +345,36 @@ def test_sink_writes_exactly_the_rows(spark: SparkSession, cluster: LocalCluster
     )
 
 
+def test_sink_columnar_path_writes_exactly_the_rows(
+    spark: SparkSession, cluster: LocalCluster
+) -> None:
+    """Rows without headers go to the producer as Arrow columns (send_batch): with a
+    partition column (string keys, nulls among them), and with neither key nor partition;
+    each row written once."""
+    rows = spark.range(30_000, numPartitions=3).selectExpr(
+        "id",
+        "CAST(id % 3 AS INT) AS partition",
+        "IF(id % 11 = 0, NULL, CONCAT('key-', CAST(id AS STRING))) AS key",
+        "CAST(REPEAT(CAST(id AS STRING), CAST(id % 4 AS INT)) AS BINARY) AS value")
+    expected = [(i % 3, None if i % 11 == 0 else b"key-%d" % i, str(i).encode() * (i % 4))
+                for i in range(30_000)]
+    for topic, frame in (("sink-partitioned", rows.drop("id")),
+                         ("sink-keyless", rows.select("value"))):
+        create_topic(cluster, topic, 3)
+        (frame.write.format("kafkaclone")
+         .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+         .option("topic", topic).mode("append").save())
+    partitioned = rows_of(read(spark, cluster, subscribe="sink-partitioned"))
+    assert sorted(((p, k, v) for p, _o, k, v in partitioned), key=repr) == \
+        sorted(expected, key=repr)
+    for partition in range(3):
+        offsets = [o for p, o, _k, _v in partitioned if p == partition]
+        assert offsets == list(range(10_000))
+    keyless = rows_of(read(spark, cluster, subscribe="sink-keyless"))
+    assert sorted(v for _p, _o, _k, v in keyless) == sorted(v for _p, _k, v in expected)
+    assert all(k is None for _p, _o, k, _v in keyless)
+
+
 def test_a_broker_killed_during_a_batch_read(spark: SparkSession, cluster: LocalCluster) -> None:
     create_topic(cluster, "failover", 2, replication=3)
     produce(cluster, "failover", [(i % 2, None, b"%08d" % i + bytes(92)) for i in range(60000)])
