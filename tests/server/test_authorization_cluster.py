@@ -218,6 +218,8 @@ def test_confluent_admin_client_acls(three_brokers: LocalCluster) -> None:
     (deleted,) = admin.delete_acls([groups]).values()
     assert deleted.result(20) == [binding]
     assert admin.describe_acls(groups).result(20) == []
+    # Another broker learns of the deletion from its change notification a moment later.
     with AdminClient(three_brokers.bootstrap_servers) as ours:
-        assert all(b.pattern.resource_type != ResourceType.GROUP
-                   or b.entry.operation != AclOperation.READ for b in ours.describe_acls())
+        eventually(lambda: all(b.pattern.resource_type != ResourceType.GROUP
+                               or b.entry.operation != AclOperation.READ
+                               for b in ours.describe_acls()))

@@ -124,7 +124,7 @@ def test_txn_offsets_survive_group_coordinator_failover(cluster: LocalCluster) -
     cluster.broker(coordinator).kill()
     survivor = 2 if coordinator == 1 else 1
     deadline = time.monotonic() + 60
-    while find_coordinator(cluster, group) != survivor:
+    while find_coordinator(cluster, group, via=survivor) != survivor:
         assert time.monotonic() < deadline, "no new group coordinator"
         time.sleep(0.5)
     partition = offsets_partition(group, partitions=2)

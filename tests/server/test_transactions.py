@@ -172,11 +172,12 @@ def offsets_partition(group: str, partitions: int = OFFSETS_PARTITIONS) -> int:
     return kafka_abs(java_string_hash(group)) % partitions
 
 
-def find_coordinator(cluster: LocalCluster, group: str) -> int:
+def find_coordinator(cluster: LocalCluster, group: str, via: int = 1) -> int:
+    """The group's coordinator, as broker ``via`` answers FindCoordinator."""
     request = api.APIS[ApiKey.FIND_COORDINATOR].request
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        with _connection_to(cluster, 1) as conn:
+        with _connection_to(cluster, via) as conn:
             response = ask(conn, ApiKey.FIND_COORDINATOR, request(key=group, key_type=0), 2)
         if response.error_code == NONE:
             return int(response.node_id)

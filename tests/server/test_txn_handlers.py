@@ -53,6 +53,7 @@ class FakeBroker:
     group_coordinator: FakeGroupCoordinator = field(default_factory=FakeGroupCoordinator)
     transaction_coordinator: TransactionCoordinator = field(
         default_factory=lambda: make_harness().coordinator)
+    authorizer: None = None
 
     def __post_init__(self) -> None:
         d = Deferred.fromCoroutine(
@@ -153,7 +154,7 @@ class TxnStateCache:
 
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_find_coordinator_answers_the_leader_of_the_ids_partition(version: int) -> None:
-    broker = SimpleNamespace(metadata_cache=TxnStateCache(),
+    broker = SimpleNamespace(metadata_cache=TxnStateCache(), authorizer=None,
                              config=SimpleNamespace(transaction_state_log_num_partitions=50))
     # abs(javaStringHashCode("my-transactional-id")) % 50, as Kafka computes it.
     hash_code = 0
