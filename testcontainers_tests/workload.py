@@ -45,8 +45,22 @@ def create_topic(cluster: ContainerCluster, topic: str, partitions: int,
                              config=dict(config or {}))
     else:
         new_topic = NewTopic(topic, partitions, replication_factor, config=dict(config or {}))
-    futures = admin.create_topics([new_topic], request_timeout=30)
-    futures[topic].result(timeout=40)
+    try:
+        admin.create_topics([new_topic], request_timeout=30)[topic].result(timeout=40)
+    except KafkaException as exc:
+        # Seen once in 22 fresh clusters (2026-11-25): librdkafka's admin client gave up
+        # "waiting for controller" 30 s after start although the controller was elected in
+        # 0.1 s (an open question, see the session note). One more try, said out loud; a
+        # topic the first try created is fine.
+        if exc.args[0].code() != KafkaError._TIMED_OUT:
+            raise
+        progress(f"CreateTopics {topic} timed out ({exc}); trying once more")
+        retry = admin.create_topics([new_topic], request_timeout=30)[topic]
+        try:
+            retry.result(timeout=40)
+        except KafkaException as again:
+            if again.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
 
     def ready() -> bool:
         for partition in range(partitions):
