@@ -19,14 +19,13 @@ from kafkaclone.common.acl import (
     ResourceType,
 )
 from kafkaclone.common.errors import (
-    ClusterAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
-    SecurityDisabledError,
 )
 from kafkaclone.common.security import KafkaPrincipal
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import CreateAclsRequest, CreateAclsResponse
+from kafkaclone.server.handlers.acl_support import acl_api_refusal
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
 _Result = CreateAclsResponse.AclCreationResult
@@ -65,11 +64,7 @@ def _result(error: KafkaError | None) -> _Result:
 async def handle_create_acls(ctx: RequestContext,
                              request: CreateAclsRequest) -> CreateAclsResponse:
     authorizer = ctx.broker.authorizer
-    refusal: KafkaError | None = None
-    if not ctx.authorize_cluster(AclOperation.ALTER):
-        refusal = ClusterAuthorizationFailedError()
-    elif authorizer is None:
-        refusal = SecurityDisabledError("No Authorizer is configured on the broker")
+    refusal = acl_api_refusal(ctx, AclOperation.ALTER)
     if refusal is not None or authorizer is None:
         return CreateAclsResponse(throttle_time_ms=0,
                                   results=[_result(refusal) for _ in request.creations])

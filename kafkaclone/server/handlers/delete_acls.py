@@ -17,12 +17,11 @@ from kafkaclone.common.acl import (
     ResourceType,
 )
 from kafkaclone.common.errors import (
-    ClusterAuthorizationFailedError,
     KafkaError,
-    SecurityDisabledError,
 )
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import DeleteAclsRequest, DeleteAclsResponse
+from kafkaclone.server.handlers.acl_support import acl_api_refusal
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
 _FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
@@ -47,11 +46,7 @@ def _code(error: KafkaError | None) -> tuple[int, str | None]:
 async def handle_delete_acls(ctx: RequestContext,
                              request: DeleteAclsRequest) -> DeleteAclsResponse:
     authorizer = ctx.broker.authorizer
-    refusal: KafkaError | None = None
-    if not ctx.authorize_cluster(AclOperation.ALTER):
-        refusal = ClusterAuthorizationFailedError()
-    elif authorizer is None:
-        refusal = SecurityDisabledError("No Authorizer is configured on the broker")
+    refusal = acl_api_refusal(ctx, AclOperation.ALTER)
     if refusal is not None or authorizer is None:
         code, message = _code(refusal)
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[

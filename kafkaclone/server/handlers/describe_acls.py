@@ -19,13 +19,12 @@ from kafkaclone.common.acl import (
     ResourceType,
 )
 from kafkaclone.common.errors import (
-    ClusterAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
-    SecurityDisabledError,
 )
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import DescribeAclsRequest, DescribeAclsResponse
+from kafkaclone.server.handlers.acl_support import acl_api_refusal
 from kafkaclone.server.handlers.registry import RequestContext, handler
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
@@ -40,11 +39,11 @@ def _error(error: KafkaError) -> DescribeAclsResponse:
 @handler(ApiKey.DESCRIBE_ACLS, versions=(0, 2))
 async def handle_describe_acls(ctx: RequestContext,
                                request: DescribeAclsRequest) -> DescribeAclsResponse:
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return _error(ClusterAuthorizationFailedError())
+    refusal = acl_api_refusal(ctx, AclOperation.DESCRIBE)
+    if refusal is not None:
+        return _error(refusal)
     authorizer = ctx.broker.authorizer
-    if authorizer is None:
-        return _error(SecurityDisabledError("No Authorizer is configured on the broker"))
+    assert authorizer is not None  # acl_api_refusal answered SECURITY_DISABLED otherwise
     binding_filter = AclBindingFilter(
         ResourcePatternFilter(ResourceType.from_code(request.resource_type_filter),
                               request.resource_name_filter,
