@@ -66,25 +66,25 @@ async def handle_init_producer_id(
         producer_id, producer_epoch = request.producer_id, request.producer_epoch
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return _error(InvalidRequestError.code)
-    if request.transactional_id is not None:
+    transactional_id = request.transactional_id
+    if transactional_id is not None:
         if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                             request.transactional_id):
+                             transactional_id):
             return _error(TransactionalIdAuthorizationFailedError.code)
-    elif not (ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE)
-              or ctx.authorize_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC)):
-        return _error(ClusterAuthorizationFailedError.code)
-    if request.transactional_id is not None:
-        if request.transactional_id == "":
+        if transactional_id == "":
             return _error(InvalidRequestError.code)
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         result = await ctx.broker.transaction_coordinator.handle_init_producer_id(
-            request.transactional_id, request.transaction_timeout_ms, expected)
+            transactional_id, request.transaction_timeout_ms, expected)
         code = result.error_code
         if code == ProducerFencedError.code and ctx.api_version < 4:
             code = InvalidProducerEpochError.code
         return InitProducerIdResponse(throttle_time_ms=0, error_code=code,
                                       producer_id=result.producer_id,
                                       producer_epoch=result.producer_epoch)
+    if not (ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE)
+            or ctx.authorize_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC)):
+        return _error(ClusterAuthorizationFailedError.code)
     try:
         producer_id, producer_epoch = await init_producer_id(
             ctx.broker.producer_id_manager, producer_id, producer_epoch)
