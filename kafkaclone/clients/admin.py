@@ -245,18 +245,29 @@ class AdminClient:
         return conn
 
     def _metadata(self, topics: list[str] | None) -> Any:
-        conn = self._any_connection()
+        """Metadata from any reachable broker. A connection found closed when the request is
+        sent (its broker stopped since it was last used) is dropped and the request goes to
+        the next broker, as Kafka's admin client retries on another node after a
+        disconnection; Metadata changes nothing, so sending it again is safe."""
         request_cls = APIS[ApiKey.METADATA].request
         topic_cls = request_cls.structs["MetadataRequestTopic"]
-        body = request_cls(
-            topics=None if topics is None else [topic_cls(name=t) for t in topics],
-            allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False)
-        version = conn.version_for(ApiKey.METADATA)
-        if version == 0 and topics is None:
-            body.topics = []
-        _, response = conn.request(ApiKey.METADATA, body, version)
+        attempts = len(self._connections) + len(self.bootstrap) + 1
+        for attempt in range(attempts):
+            conn = self._any_connection()
+            body = request_cls(
+                topics=None if topics is None else [topic_cls(name=t) for t in topics],
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False)
+            try:
+                version = conn.version_for(ApiKey.METADATA)
+                if version == 0 and topics is None:
+                    body.topics = []
+                _, response = conn.request(ApiKey.METADATA, body, version)
+                break
+            except NetworkExceptionError:
+                if attempt == attempts - 1:
+                    raise
         self._nodes = {b.node_id: Node(b.node_id, b.host, b.port, b.rack)
                        for b in response.brokers}
         controller_id = getattr(response, "controller_id", -1)
