@@ -93,9 +93,17 @@ class GroupConsumer:
             "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000,
             "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000,
             "auto.commit.interval.ms": 200})
-        self._consumer.subscribe([TOPIC])
+        self._assigned: list[Any] = []
+        self._consumer.subscribe([TOPIC], on_assign=self._on_assign,
+                                 on_revoke=self._on_revoke)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
+
+    def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
+        self._assigned = list(partitions)
+
+    def _on_revoke(self, _consumer: Any, _partitions: list[Any]) -> None:
+        self._assigned = []
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -106,6 +114,11 @@ class GroupConsumer:
                 self.errors.append(message.error())
             else:
                 self.values.append(message.value())
+
+    def assignment(self) -> list[Any]:
+        """The partitions as the rebalance callbacks last left them (asking librdkafka from
+        this thread while the other polls can block)."""
+        return list(self._assigned)
 
     def close(self, timeout: float = 30) -> float:
         """Stop polling and close; how long close() took."""
@@ -142,6 +155,11 @@ def test_a_recreated_topic_is_a_new_topic_and_the_group_follows_it() -> None:
             # Kafka 2.8 drops the deleted partitions' committed offsets from every group
             # (GroupCoordinator.handleDeletedPartitions on UpdateMetadata).
             wait_until(lambda: not committed(zk, offsets), 30, "the old offsets dropped")
+            # The group has seen the deletion (its partitions revoked) before the name is
+            # used again. Were the topic re-created first, librdkafka would only see a
+            # partition count change and keep its positions in the old partitions 0 and 1
+            # (100), committing them into the new ones on the revoke, with Kafka as here.
+            wait_until(lambda: not consumer.assignment(), 30, "the deleted topic's revoke")
             zk.stop()
             zk.close()
             kafka_topics(cluster, "--create", "--topic", TOPIC, "--partitions", "2",
