@@ -7,8 +7,9 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
 
 # kcat: a real client the golden-frame tests capture live, beside confluent-kafka and
-# kafka-python; zookeeper: the real server (on the JRE it pulls in) the ZooKeeper tests start.
-export KAFKACLONE_APT_PACKAGES="kcat zookeeper"
+# kafka-python; zookeeper: the real server (on the JRE it pulls in) the ZooKeeper tests start;
+# postgresql: the real database the JDBC connector tests start (initdb + postgres, temp dir).
+export KAFKACLONE_APT_PACKAGES="kcat zookeeper postgresql"
 export KAFKACLONE_EXTRAS="test,dev,spark"
 bash scripts/setup-env.sh
 

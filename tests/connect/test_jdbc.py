@@ -1,0 +1,308 @@
+"""The JDBC connectors' tasks driven directly (no broker), on SQLite and on a real
+PostgreSQL: the source's modes, its offsets and a restarted task resuming from them; the
+sink's insert / upsert, auto.create, auto.evolve, deletes; the connectors' validation."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from kafkaclone.clients import TopicPartition
+from kafkaclone.connect.api import Config, ConnectException, SinkRecord, SourceRecord
+from kafkaclone.connect.data import (
+    INT64_SCHEMA,
+    Schema,
+    SchemaType,
+    struct_schema,
+)
+from kafkaclone.connect.jdbc.dialect import TIMESTAMP_NAME
+from kafkaclone.connect.jdbc.sink import JdbcSinkConnector, JdbcSinkTask
+from kafkaclone.connect.jdbc.source import JdbcSourceConnector, JdbcSourceTask
+from kafkaclone.connect.offsets import partition_key
+from kafkaclone.testing.postgres import PostgresServer
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@dataclass
+class Database:
+    """A fresh database on one engine, with a way to run SQL in it."""
+
+    url: str
+    placeholder: str
+    sqlite_path: Path | None = None
+    postgres: PostgresServer | None = None
+    name: str = ""
+
+    def execute(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        if self.postgres is not None:
+            return self.postgres.execute(self.name, sql.replace("?", "%s"), params)
+        assert self.sqlite_path is not None
+        connection = sqlite3.connect(self.sqlite_path)
+        try:
+            rows = connection.execute(sql, params).fetchall()
+            connection.commit()
+            return rows
+        finally:
+            connection.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        path = tmp_path / "test.db"
+        yield Database(f"jdbc:sqlite:{path}", "?", sqlite_path=path)
+        return
+    server: PostgresServer = request.getfixturevalue("postgres")
+    name = f"db_{uuid.uuid4().hex[:12]}"
+    server.create_database(name)
+    yield Database(server.jdbc_url(name), "%s", postgres=server, name=name)
+
+
+@dataclass
+class Offsets:
+    stored: dict[tuple[tuple[str, object], ...], Mapping[str, object]] = field(
+        default_factory=dict)
+
+    def offset(self, partition: Mapping[str, object]) -> Mapping[str, object] | None:
+        return self.stored.get(partition_key(partition))
+
+    def offsets(self, partitions: Sequence[Mapping[str, object]]
+                ) -> dict[tuple[tuple[str, object], ...], Mapping[str, object]]:
+        return {partition_key(p): self.stored[partition_key(p)] for p in partitions
+                if partition_key(p) in self.stored}
+
+
+@dataclass
+class SourceContext:
+    configs: Mapping[str, str]
+    reader: Offsets
+
+    def offset_storage_reader(self) -> Offsets:
+        return self.reader
+
+
+def start_source(props: dict[str, str], offsets: Offsets) -> JdbcSourceTask:
+    connector = JdbcSourceConnector()
+    assert connector.validate(props).config_values  # parses
+    connector.start(props)
+    [task_props] = connector.task_configs(4)
+    task = JdbcSourceTask()
+    task.initialize(SourceContext(task_props, offsets))
+    task.start(task_props)
+    return task
+
+
+def poll_until(task: JdbcSourceTask, count: int, timeout: float = 30) -> list[SourceRecord]:
+    records: list[SourceRecord] = []
+    deadline = time.monotonic() + timeout
+    while len(records) < count:
+        assert time.monotonic() < deadline, f"{len(records)} of {count} records"
+        records += task.poll() or []
+    return records
+
+
+def create_items(db: Database) -> None:
+    id_type = "SERIAL PRIMARY KEY" if db.postgres else "INTEGER PRIMARY KEY"
+    db.execute(f"CREATE TABLE items (id {id_type}, name VARCHAR(40) NOT NULL, "
+               "price DOUBLE PRECISION, updated_at TIMESTAMP NOT NULL)")
+
+
+def insert_item(db: Database, name: str, price: float, second: int) -> None:
+    db.execute("INSERT INTO items (name, price, updated_at) VALUES (?, ?, ?)",
+               (name, price, f"2024-01-01 00:00:{second:02d}"))
+
+
+def test_source_timestamp_incrementing_resumes_from_its_offsets(database: Database) -> None:
+    create_items(database)
+    for i in range(5):
+        insert_item(database, f"item{i}", i * 1.5, 10)  # one timestamp: ids break the tie
+    props = {"name": "src", "connection.url": database.url, "mode": "timestamp+incrementing",
+             "incrementing.column.name": "id", "timestamp.column.name": "updated_at",
+             "table.whitelist": "items", "topic.prefix": "db-", "poll.interval.ms": "50",
+             "batch.max.rows": "2"}
+    offsets = Offsets()
+    task = start_source(props, offsets)
+    try:
+        records = poll_until(task, 5)
+        assert [r.value["name"] for r in records] == [f"item{i}" for i in range(5)]  # type: ignore[index]
+        first = records[0]
+        assert first.topic == "db-items"
+        assert first.source_partition == {"table": "items"}
+        assert first.key is None
+        schema = first.value_schema
+        assert schema is not None and schema.name == "items"
+        types = {f.name: (f.schema.type, f.schema.optional, f.schema.name)
+                 for f in schema.fields}
+        assert types == {"id": (SchemaType.INT32, False, None),
+                         "name": (SchemaType.STRING, False, None),
+                         "price": (SchemaType.FLOAT64, True, None),
+                         "updated_at": (SchemaType.INT64, False, TIMESTAMP_NAME)}
+        assert first.value == {"id": 1, "name": "item0", "price": 0.0,
+                               "updated_at": 1704067210000}
+        assert records[-1].source_offset == {"incrementing": 5, "timestamp": 1704067210000,
+                                             "timestamp_nanos": 0}
+        offsets.stored[partition_key({"table": "items"})] = records[2].source_offset
+        # an update (later timestamp) and a new row: both read, in timestamp order
+        database.execute("UPDATE items SET price = 99.5, updated_at = ? WHERE id = 2",
+                         ("2024-01-01 00:00:30",))
+        insert_item(database, "item5", 7.0, 20)
+        changed = poll_until(task, 2)
+        assert [(r.value["id"], r.value["price"]) for r in changed] == [  # type: ignore[index]
+            (6, 7.0), (2, 99.5)]
+    finally:
+        task.stop()
+        task.poll()
+    # A new task from the stored offset (after id 3): ids 4, 5, then the changes.
+    restarted = start_source(props, offsets)
+    try:
+        again = poll_until(restarted, 4)
+        assert [r.value["id"] for r in again] == [4, 5, 6, 2]  # type: ignore[index]
+    finally:
+        restarted.stop()
+        restarted.poll()
+
+
+@pytest.mark.parametrize("mode", ["bulk", "incrementing", "timestamp"])
+def test_source_other_modes(database: Database, mode: str) -> None:
+    create_items(database)
+    for i in range(3):
+        insert_item(database, f"item{i}", 1.0, 10 + i)
+    props = {"name": "src", "connection.url": database.url, "mode": mode,
+             "incrementing.column.name": "id", "timestamp.column.name": "updated_at",
+             "topic.prefix": "p.", "poll.interval.ms": "50"}  # no whitelist: every table
+    task = start_source(props, Offsets())
+    try:
+        assert [r.value["id"] for r in poll_until(task, 3)] == [1, 2, 3]  # type: ignore[index]
+        insert_item(database, "late", 2.0, 40)
+        expected = {"bulk": [1, 2, 3, 4], "incrementing": [4], "timestamp": [4]}[mode]
+        later = poll_until(task, len(expected))
+        deadline = time.monotonic() + 30
+        while mode == "bulk" and len(later) == 3:  # a whole-table read before the insert
+            assert time.monotonic() < deadline
+            later = poll_until(task, 1)
+        assert [r.value["id"] for r in later] == expected  # type: ignore[index]
+        assert later[-1].source_offset == {
+            "bulk": {}, "incrementing": {"incrementing": 4},
+            "timestamp": {"timestamp": 1704067240000, "timestamp_nanos": 0}}[mode]
+    finally:
+        task.stop()
+        task.poll()
+
+
+@dataclass
+class SinkContext:
+    configs: Mapping[str, str]
+    timeouts: list[int] = field(default_factory=list)
+
+    def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
+        pass
+
+    def timeout(self, timeout_ms: int) -> None:
+        self.timeouts.append(timeout_ms)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set()
+
+    def pause(self, partitions: Sequence[TopicPartition]) -> None:
+        pass
+
+    def resume(self, partitions: Sequence[TopicPartition]) -> None:
+        pass
+
+    def request_commit(self) -> None:
+        pass
+
+
+KEY_SCHEMA = struct_schema([("id", INT64_SCHEMA)])
+VALUE_SCHEMA = struct_schema([
+    ("id", INT64_SCHEMA), ("name", Schema(SchemaType.STRING)),
+    ("at", Schema(SchemaType.INT64, name=TIMESTAMP_NAME, version=1))])
+EVOLVED_SCHEMA = struct_schema([
+    *[(f.name, f.schema) for f in VALUE_SCHEMA.fields],
+    ("note", Schema(SchemaType.STRING, optional=True))])
+
+
+def sink_record(offset: int, key: int, value: dict[str, object] | None,
+                schema: Schema | None = VALUE_SCHEMA) -> SinkRecord:
+    return SinkRecord(topic="orders", kafka_partition=0, key_schema=KEY_SCHEMA,
+                      key={"id": key}, value_schema=None if value is None else schema,
+                      value=value, kafka_offset=offset)
+
+
+def start_sink(props: dict[str, str]) -> JdbcSinkTask:
+    task = JdbcSinkTask()
+    task.initialize(SinkContext(props))
+    task.start(props)
+    return task
+
+
+def test_sink_upsert_auto_create_evolve_delete(database: Database) -> None:
+    task = start_sink({"connection.url": database.url, "insert.mode": "upsert",
+                       "pk.mode": "record_key", "auto.create": "true", "auto.evolve": "true",
+                       "delete.enabled": "true", "table.name.format": "t_${topic}"})
+    try:
+        task.put([sink_record(i, i, {"id": i, "name": f"n{i}", "at": 1704067200000 + i})
+                  for i in range(1, 5)])
+        task.put([sink_record(5, 2, {"id": 2, "name": "changed", "at": 1704067300123})])
+        task.put([sink_record(6, 5, {"id": 5, "name": "new", "at": 0, "note": "hi"},
+                              EVOLVED_SCHEMA),
+                  sink_record(7, 3, None)])
+        rows = database.execute("SELECT id, name, note FROM t_orders ORDER BY id")
+        assert rows == [(1, "n1", None), (2, "changed", None), (4, "n4", None),
+                        (5, "new", "hi")]
+        at = database.execute("SELECT at FROM t_orders WHERE id = 2")[0][0]
+        assert str(at).startswith("2024-01-01 00:01:40.123")
+    finally:
+        task.stop()
+
+
+def test_sink_insert_mode_and_refusals(database: Database) -> None:
+    database.execute("CREATE TABLE orders (id BIGINT, name TEXT, at TIMESTAMP)")
+    task = start_sink({"connection.url": database.url, "max.retries": "1",
+                       "retry.backoff.ms": "10"})
+    try:
+        task.put([sink_record(0, 1, {"id": 1, "name": "a", "at": 0}),
+                  sink_record(1, 1, {"id": 1, "name": "b", "at": 0})])
+        assert database.execute("SELECT name FROM orders ORDER BY name") == [("a",), ("b",)]
+        with pytest.raises(ConnectException, match="auto-evolution is disabled"):
+            task.put([sink_record(2, 2, {"id": 2, "name": "c", "at": 0, "note": "x"},
+                                  EVOLVED_SCHEMA)])
+        with pytest.raises(ConnectException, match="non-null Struct value"):
+            task.put([sink_record(3, 3, {"id": 3}, None)])
+        with pytest.raises(ConnectException, match="null value"):
+            task.put([sink_record(4, 3, None)])
+    finally:
+        task.stop()
+    missing = start_sink({"connection.url": database.url, "table.name.format": "nope"})
+    try:
+        with pytest.raises(ConnectException, match='Table "nope" is missing'):
+            missing.put([sink_record(0, 1, {"id": 1, "name": "a", "at": 0})])
+    finally:
+        missing.stop()
+
+
+def errors(result: Config) -> dict[str, list[str]]:
+    return {v.name: v.errors for v in result.config_values if v.errors}
+
+
+def test_validation_refuses_what_confluent_refuses() -> None:
+    source = JdbcSourceConnector()
+    assert errors(source.validate({"mode": "incrementing", "topic.prefix": "x",
+                                   "connection.url": "jdbc:sqlite:/tmp/x.db"})) == {
+        "incrementing.column.name": ["Incrementing column name must be set for mode "
+                                     "incrementing"]}
+    found = errors(source.validate({"mode": "sometimes", "connection.url": "jdbc:oracle:x"}))
+    assert set(found) == {"mode", "topic.prefix", "connection.url"}
+    sink = JdbcSinkConnector()
+    assert errors(sink.validate({"connection.url": "jdbc:sqlite:/tmp/x.db",
+                                 "delete.enabled": "true", "pk.mode": "record_value"})) == {
+        "pk.mode": ["Deletes are only supported for pk.mode record_key"]}
+    assert "insert.mode" in errors(sink.validate({"connection.url": "jdbc:sqlite:x",
+                                                  "insert.mode": "merge"}))

@@ -1,0 +1,233 @@
+"""The JDBC connectors end to end through real workers on a local 1-broker cluster:
+
+- standalone: a SQLite table -> topic -> another SQLite table (timestamp+incrementing
+  source, ValueToKey for the key, upsert sink with auto.create), rows inserted and updated
+  while it runs; bad configs refused by /config/validate and POST /connectors with Kafka's
+  error JSON, nothing started;
+- distributed, 2 workers: a PostgreSQL table -> topic -> a table of another PostgreSQL
+  database, rows inserted and updated while it runs, one worker killed with SIGKILL; its
+  connector moves to the other; at the end the target table equals the source table.
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kafkaclone.testing.cluster import LocalCluster
+from kafkaclone.testing.postgres import PostgresServer
+from tests.connect.test_distributed import DistributedWorker, owner_of
+from tests.connect.test_standalone import Worker
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+JSON = "org.apache.kafka.connect.json.JsonConverter"
+STRING = "org.apache.kafka.connect.storage.StringConverter"
+VALUE_TO_KEY = {"transforms": "key",
+                "transforms.key.type": "org.apache.kafka.connect.transforms.ValueToKey",
+                "transforms.key.fields": "id"}
+
+
+def use_json(worker: Worker) -> None:
+    """The worker's converters: JsonConverter with schemas (the JDBC sink needs them)."""
+    worker.worker_props.write_text(worker.worker_props.read_text().replace(STRING, JSON))
+
+
+def properties(path: Path, config: dict[str, str]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+    return path
+
+
+def wait_until_equal(read_source: Callable[[], object], read_target: Callable[[], object],
+                     timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    source: object = None
+    target: object = None
+    while time.monotonic() < deadline:
+        source, target = read_source(), read_target()
+        if source == target:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"target differs from source:\n{source}\n{target}")
+
+
+def sqlite_rows(path: Path, table: str) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(path, timeout=30)
+    try:
+        exists = connection.execute("SELECT 1 FROM sqlite_master WHERE name = ?",
+                                    (table,)).fetchall()
+        if not exists:
+            return []
+        return connection.execute(f"SELECT id, name, balance, updated_at FROM {table} "
+                                  "ORDER BY id").fetchall()
+    finally:
+        connection.close()
+
+
+def sqlite_write(path: Path, sql: str, params: tuple[object, ...] = ()) -> None:
+    connection = sqlite3.connect(path, timeout=30)
+    try:
+        connection.execute(sql, params)
+        connection.commit()
+    finally:
+        connection.close()
+
+
+def test_sqlite_standalone_pipeline_and_refused_configs(tmp_path: Path) -> None:
+    source_db = tmp_path / "source.db"
+    target_db = tmp_path / "target.db"
+    sqlite_write(source_db, "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT "
+                 "NULL, balance REAL, updated_at TIMESTAMP NOT NULL)")
+    clock = iter(range(100_000))
+
+    def stamp() -> str:
+        second = next(clock)
+        return f"2024-01-{1 + second // 86400:02d} {second // 3600 % 24:02d}:" \
+               f"{second // 60 % 60:02d}:{second % 60:02d}"
+
+    for i in range(50):
+        sqlite_write(source_db, "INSERT INTO customers (name, balance, updated_at) "
+                     "VALUES (?, ?, ?)", (f"customer {i}", i * 10.0, stamp()))
+    source = properties(tmp_path / "source.properties", {
+        "name": "sqlite-source",
+        "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+        "connection.url": f"jdbc:sqlite:{source_db}", "mode": "timestamp+incrementing",
+        "incrementing.column.name": "id", "timestamp.column.name": "updated_at",
+        "table.whitelist": "customers", "topic.prefix": "sqlite-",
+        "poll.interval.ms": "200", **VALUE_TO_KEY})
+    sink = properties(tmp_path / "sink.properties", {
+        "name": "sqlite-sink", "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+        "connection.url": f"jdbc:sqlite:{target_db}", "topics": "sqlite-customers",
+        "insert.mode": "upsert", "pk.mode": "record_key", "pk.fields": "id",
+        "auto.create": "true", "table.name.format": "customers_copy"})
+    with LocalCluster(1) as cluster:
+        worker = Worker(tmp_path, cluster.bootstrap_servers, [source, sink])
+        use_json(worker)
+        try:
+            worker.start()
+            wait_until_equal(lambda: sqlite_rows(source_db, "customers"),
+                             lambda: sqlite_rows(target_db, "customers_copy"), 60)
+            for i in range(50, 70):
+                sqlite_write(source_db, "INSERT INTO customers (name, balance, updated_at) "
+                             "VALUES (?, ?, ?)", (f"customer {i}", i * 10.0, stamp()))
+                if i % 2 == 0:
+                    sqlite_write(source_db, "UPDATE customers SET balance = balance + 1, "
+                                 "updated_at = ? WHERE id = ?", (stamp(), i // 2))
+            wait_until_equal(lambda: sqlite_rows(source_db, "customers"),
+                             lambda: sqlite_rows(target_db, "customers_copy"), 60)
+            assert len(sqlite_rows(target_db, "customers_copy")) == 70
+
+            status, infos = worker.call(
+                "PUT", "/connector-plugins/JdbcSourceConnector/config/validate", {
+                    "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+                    "name": "bad", "connection.url": f"jdbc:sqlite:{source_db}",
+                    "mode": "incrementing", "topic.prefix": "x"})
+            assert status == 200
+            assert isinstance(infos, dict)
+            assert infos["name"] == "io.confluent.connect.jdbc.JdbcSourceConnector"
+            assert infos["error_count"] == 1
+            [bad] = [c["value"] for c in infos["configs"]
+                     if c["value"]["name"] == "incrementing.column.name"]
+            assert bad["errors"] == ["Incrementing column name must be set for mode "
+                                     "incrementing"]
+            status, refused = worker.call("POST", "/connectors", {"name": "bad-sink", "config": {
+                "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+                "connection.url": "jdbc:mysql://nowhere/db", "topics": "t",
+                "delete.enabled": "true", "pk.mode": "record_value"}})
+            assert status == 400
+            assert isinstance(refused, dict)
+            assert refused["error_code"] == 400
+            message = str(refused["message"])
+            assert message.startswith("Connector configuration is invalid and contains the "
+                                      "following 2 error(s):")
+            assert "pk.mode: Deletes are only supported for pk.mode record_key" in message
+            assert "connection.url: Unable to find dialect" in message
+            assert worker.call("GET", "/connectors") == (200, ["sqlite-sink", "sqlite-source"])
+        finally:
+            worker.stop()
+
+
+def pg_rows(postgres: PostgresServer, database: str) -> list[tuple[object, ...]]:
+    exists = postgres.execute(database, "SELECT to_regclass('orders') IS NOT NULL")
+    if not exists[0][0]:
+        return []
+    return postgres.execute(database, "SELECT id, customer, amount, updated_at FROM orders "
+                            "ORDER BY id")
+
+
+def test_postgres_distributed_failover(tmp_path: Path, postgres: PostgresServer) -> None:
+    postgres.create_database("shop")
+    postgres.create_database("warehouse")
+    postgres.execute("shop", "CREATE TABLE orders (id SERIAL PRIMARY KEY, customer TEXT NOT "
+                     "NULL, amount DOUBLE PRECISION, updated_at TIMESTAMP(3) NOT NULL "
+                     "DEFAULT clock_timestamp())")
+    for i in range(100):
+        postgres.execute("shop", "INSERT INTO orders (customer, amount) VALUES (%s, %s)",
+                         (f"c{i}", i * 1.5))
+    with LocalCluster(1, overrides={"group.initial.rebalance.delay.ms": "0"}) as cluster:
+        workers = [DistributedWorker(tmp_path, cluster.bootstrap_servers, i) for i in (1, 2)]
+        writer: threading.Thread | None = None
+        try:
+            for worker in workers:
+                use_json(worker)
+                worker.start()
+            first, second = workers
+            created = first.call("POST", "/connectors", {"name": "pg-source", "config": {
+                "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+                "connection.url": postgres.jdbc_url("shop"), "connection.user": "postgres",
+                "mode": "timestamp+incrementing", "incrementing.column.name": "id",
+                "timestamp.column.name": "updated_at", "table.whitelist": "orders",
+                "topic.prefix": "pg-", "poll.interval.ms": "200", **VALUE_TO_KEY}})
+            assert created[0] == 201, created
+            created = second.call("POST", "/connectors", {"name": "pg-sink", "config": {
+                "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+                "connection.url": postgres.jdbc_url("warehouse"), "topics": "pg-orders",
+                "insert.mode": "upsert", "pk.mode": "record_key", "auto.create": "true",
+                "table.name.format": "orders"}})
+            assert created[0] == 201, created
+            wait_until_equal(lambda: pg_rows(postgres, "shop"),
+                             lambda: pg_rows(postgres, "warehouse"), 90)
+
+            written = threading.Event()
+            failures: list[BaseException] = []
+
+            def write_while_running() -> None:
+                try:
+                    for i in range(100, 250):
+                        postgres.execute("shop", "INSERT INTO orders (customer, amount) "
+                                         "VALUES (%s, %s)", (f"c{i}", i * 1.5))
+                        postgres.execute("shop", "UPDATE orders SET amount = amount + 1, "
+                                         "updated_at = clock_timestamp() WHERE id = %s",
+                                         (1 + i % 100,))
+                        time.sleep(0.02)
+                except BaseException as exc:
+                    failures.append(exc)
+                finally:
+                    written.set()
+
+            writer = threading.Thread(target=write_while_running, daemon=True)
+            writer.start()
+            source_owner = owner_of(first, "pg-source")
+            victim = next(w for w in workers if f"127.0.0.1:{w.port}" == source_owner)
+            survivor = second if victim is first else first
+            time.sleep(1.0)  # mid-run: the writer is busy
+            victim.process.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+            victim.process.wait(10)  # type: ignore[union-attr]
+            assert written.wait(120)
+            assert failures == []
+            wait_until_equal(lambda: pg_rows(postgres, "shop"),
+                             lambda: pg_rows(postgres, "warehouse"), 120)
+            assert len(pg_rows(postgres, "warehouse")) == 250
+            assert owner_of(survivor, "pg-source") == f"127.0.0.1:{survivor.port}"
+            assert owner_of(survivor, "pg-sink") == f"127.0.0.1:{survivor.port}"
+        finally:
+            if writer is not None:
+                writer.join(60)
+            for worker in workers:
+                worker.stop()
