@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import threading
@@ -149,8 +150,55 @@ def test_sqlite_standalone_pipeline_and_refused_configs(tmp_path: Path) -> None:
             assert "pk.mode: Deletes are only supported for pk.mode record_key" in message
             assert "connection.url: Unable to find dialect" in message
             assert worker.call("GET", "/connectors") == (200, ["sqlite-sink", "sqlite-source"])
+            file_to_database(worker, tmp_path)
         finally:
             worker.stop()
+
+
+ORDER_SCHEMA = {"type": "struct", "name": "orders", "optional": False, "fields": [
+    {"field": "id", "type": "int64", "optional": False},
+    {"field": "customer", "type": "string", "optional": False},
+    {"field": "amount", "type": "double", "optional": True}]}
+
+
+def file_to_database(worker: Worker, tmp: Path) -> None:
+    """docs/connect.md's file -> topic -> database pipeline, created over REST as there:
+    lines that are JSON envelopes, passed through by the file source (StringConverter),
+    read with schemas by the sink (JsonConverter), upserted by the value's id."""
+    lines = tmp / "orders.json"
+    database = tmp / "shop.db"
+
+    def order(order_id: int, customer: str, amount: float) -> str:
+        return json.dumps({"schema": ORDER_SCHEMA, "payload": {
+            "id": order_id, "customer": customer, "amount": amount}}) + "\n"
+
+    lines.write_text(order(1, "ada", 12.5) + order(2, "grace", 7.0))
+    assert worker.call("POST", "/connectors", {"name": "orders-file", "config": {
+        "connector.class": "FileStreamSource", "file": str(lines), "topic": "orders",
+        "value.converter": STRING}})[0] == 201
+    assert worker.call("POST", "/connectors", {"name": "orders-db", "config": {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector", "topics": "orders",
+        "connection.url": f"jdbc:sqlite:{database}", "value.converter": JSON,
+        "value.converter.schemas.enable": "true", "insert.mode": "upsert",
+        "pk.mode": "record_value", "pk.fields": "id", "auto.create": "true",
+        "auto.evolve": "true"}})[0] == 201
+    with open(lines, "a") as growing:
+        growing.write(order(1, "ada", 99.0))
+
+    def rows() -> list[tuple[object, ...]]:
+        if not database.exists():
+            return []
+        connection = sqlite3.connect(database, timeout=30)
+        try:
+            if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'orders'"
+                                      ).fetchall():
+                return []
+            return connection.execute("SELECT id, customer, amount FROM orders ORDER BY id"
+                                      ).fetchall()
+        finally:
+            connection.close()
+
+    wait_until_equal(lambda: [(1, "ada", 99.0), (2, "grace", 7.0)], rows, 60)
 
 
 def pg_rows(postgres: PostgresServer, database: str) -> list[tuple[object, ...]]:
