@@ -6,7 +6,7 @@ import pytest
 
 from kafkaclone.connect.api import DataException
 from kafkaclone.connect.converters import ByteArrayConverter, JsonConverter, StringConverter
-from kafkaclone.connect.data import STRING_SCHEMA, SchemaType, struct_schema
+from kafkaclone.connect.data import STRING_SCHEMA, SchemaAndValue, SchemaType, struct_schema
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -50,3 +50,15 @@ def test_string_and_byte_array_converters() -> None:
     assert raw.from_connect_data("t", None, b"\x01") == b"\x01"
     with pytest.raises(DataException):
         raw.from_connect_data("t", None, "text")
+
+
+def test_json_converter_caches_parsed_schemas_up_to_schemas_cache_size() -> None:
+    converter = JsonConverter()
+    converter.configure({"schemas.cache.size": "1"}, is_key=False)
+    first = struct_schema([("id", STRING_SCHEMA)], name="a")
+    second = struct_schema([("id", STRING_SCHEMA)], name="b")
+    for schema in (first, first, second, first):
+        raw = converter.from_connect_data("t", schema, {"id": "x"})
+        assert raw is not None
+        assert converter.to_connect_data("t", raw) == SchemaAndValue(schema, {"id": "x"})
+    assert len(converter._schemas) == 1
