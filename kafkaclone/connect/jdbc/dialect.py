@@ -36,6 +36,7 @@ DATE_NAME: Final = "org.apache.kafka.connect.data.Date"
 TIME_NAME: Final = "org.apache.kafka.connect.data.Time"
 EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 EPOCH_DATE: Final = datetime.date(1970, 1, 1)
+_COMPOSITE: Final = frozenset({SchemaType.STRUCT, SchemaType.ARRAY, SchemaType.MAP})
 
 
 class Cursor(Protocol):
@@ -189,8 +190,8 @@ class Dialect(ABC):
 
     def from_connect(self, schema: Schema, value: object) -> object:
         """A Connect value as a parameter of an INSERT / UPDATE."""
-        if value is None:
-            return None
+        if value is None or (schema.name is None and schema.type not in _COMPOSITE):
+            return value
         if schema.name == TIMESTAMP_NAME and isinstance(value, int):
             return self.timestamp_param(EPOCH + datetime.timedelta(milliseconds=value))
         if schema.name == DATE_NAME and isinstance(value, int):

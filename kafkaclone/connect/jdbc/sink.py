@@ -183,6 +183,7 @@ class JdbcSinkTask(SinkTask):
                                             props.get("connection.password"))
         self.connection: Connection | None = None
         self.table_columns: dict[str, set[str]] = {}
+        self.statements: dict[tuple[str, tuple[str, ...], tuple[str, ...]], str] = {}
         self.written = 0
 
     def put(self, records: Sequence[SinkRecord]) -> None:
@@ -324,19 +325,29 @@ class JdbcSinkTask(SinkTask):
                 ) -> tuple[str, list[object]]:
         value = record.value
         assert isinstance(value, dict)
-        keys = [n for n, _ in metadata.key_fields]
-        columns = [n for n, _ in metadata.value_fields]
+        keys = tuple(n for n, _ in metadata.key_fields)
         key_values = self._key_values(record, metadata) if keys else []
-        values = [self.dialect.from_connect(s, value.get(n)) for n, s in metadata.value_fields]
+        from_connect = self.dialect.from_connect
+        values = [from_connect(s, value.get(n)) for n, s in metadata.value_fields]
+        statement = (table, keys, tuple(n for n, _ in metadata.value_fields))
+        sql = self.statements.get(statement)
+        if sql is None:
+            sql = self.statements[statement] = self._statement(*statement)
+        if self.insert_mode == "update":
+            return sql, values + key_values
+        return sql, key_values + values
+
+    def _statement(self, table: str, keys: tuple[str, ...], columns: tuple[str, ...]) -> str:
+        """Confluent's ``BufferedRecords``: the statement of ``insert.mode``."""
         if self.insert_mode == "upsert":
             if not keys:
                 raise ConnectException("Write to table '" + table + "' in UPSERT mode requires "
                                        "key field names to be known, check the primary key "
                                        "configuration")
-            return self.dialect.upsert(table, keys, keys + columns), key_values + values
+            return self.dialect.upsert(table, keys, keys + columns)
         if self.insert_mode == "update":
-            return self.dialect.update(table, keys, keys + columns), values + key_values
-        return self.dialect.insert(table, keys + columns), key_values + values
+            return self.dialect.update(table, keys, keys + columns)
+        return self.dialect.insert(table, keys + columns)
 
     def _ensure_table(self, cursor: Any, table: str, metadata: FieldsMetadata) -> None:
         """Confluent's ``DbStructure.createOrAmendIfNecessary``."""
