@@ -306,3 +306,29 @@ def test_validation_refuses_what_confluent_refuses() -> None:
         "pk.mode": ["Deletes are only supported for pk.mode record_key"]}
     assert "insert.mode" in errors(sink.validate({"connection.url": "jdbc:sqlite:x",
                                                   "insert.mode": "merge"}))
+
+
+def test_source_follows_a_table_that_changes_shape(database: Database) -> None:
+    create_items(database)
+    insert_item(database, "before", 1.0, 10)
+    props = {"name": "src", "connection.url": database.url, "mode": "incrementing",
+             "incrementing.column.name": "id", "table.whitelist": "items",
+             "topic.prefix": "", "poll.interval.ms": "50"}
+    task = start_source(props, Offsets())
+    try:
+        [before] = poll_until(task, 1)
+        assert before.value_schema is not None
+        assert [f.name for f in before.value_schema.fields] == [
+            "id", "name", "price", "updated_at"]
+        database.execute("ALTER TABLE items ADD COLUMN note TEXT")
+        database.execute("INSERT INTO items (name, price, updated_at, note) "
+                         "VALUES ('after', 2.0, '2024-01-01 00:00:11', 'new')")
+        [after] = poll_until(task, 1)
+        assert after.topic == "items"
+        assert after.value_schema is not None
+        note = after.value_schema.field("note")
+        assert note is not None and note.schema.optional
+        assert after.value["note"] == "new"  # type: ignore[index]
+    finally:
+        task.stop()
+        task.poll()

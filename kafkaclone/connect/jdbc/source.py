@@ -366,21 +366,18 @@ class JdbcSourceTask(SourceTask):
                  "timestamp+incrementing": [self._timestamp_expression(),
                                             d.quote(self.incrementing_column)]
                  }.get(self.mode, [])
-        if querier.table is not None:
-            sql = f"SELECT * FROM {d.quote(querier.table)}"
-            if querier.schema is None:
-                querier.columns = d.columns(connection, querier.table)
-                if not querier.columns:
-                    raise ConnectException(f"Table {querier.table} does not exist")
-        else:
-            sql = self.query
+        sql = self.query if querier.table is None else f"SELECT * FROM {d.quote(querier.table)}"
         if where:  # a query gets the WHERE appended, as Confluent's (no WHERE of its own)
             sql += " WHERE " + " AND ".join(where)
         if order:
             sql += " ORDER BY " + ", ".join(f"{o} ASC" for o in order)
         cursor: Cursor = connection.cursor()
         cursor.execute(sql, params)
-        if querier.schema is None:
+        names = [str(item[0]) for item in cursor.description or []]
+        if querier.schema is None or [f.name for f in querier.schema.fields] != names:
+            # the first read, or the table changed shape: the schema from its columns again
+            if querier.table is not None:
+                querier.columns = d.columns(connection, querier.table)
             querier.schema = self._schema(querier, cursor)
         return cursor
 
