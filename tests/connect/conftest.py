@@ -1,5 +1,7 @@
-"""A real PostgreSQL for the JDBC connector tests: one server for the session (initdb into
-a temporary directory, postgres on a free 127.0.0.1 port, stopped by its PID at the end)."""
+"""A real PostgreSQL for the JDBC connector tests: one server per module (initdb into a
+temporary directory, postgres on a free 127.0.0.1 port, stopped by its PID at the end).
+Per module, not per session: its stop and clean-up then count against the generous
+timeout of a JDBC test, not against whichever test happens to run last."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 from kafkaclone.testing.postgres import PostgresServer
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def postgres() -> Iterator[PostgresServer]:
     with PostgresServer() as server:
         yield server

@@ -63,6 +63,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
     name = f"db_{uuid.uuid4().hex[:12]}"
     server.create_database(name)
     yield Database(server.jdbc_url(name), "%s", postgres=server, name=name)
+    server.execute("postgres", f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @dataclass

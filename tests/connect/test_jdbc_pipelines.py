@@ -231,7 +231,10 @@ def test_postgres_distributed_failover(tmp_path: Path, postgres: PostgresServer)
                 "connection.url": postgres.jdbc_url("shop"), "connection.user": "postgres",
                 "mode": "timestamp+incrementing", "incrementing.column.name": "id",
                 "timestamp.column.name": "updated_at", "table.whitelist": "orders",
-                "topic.prefix": "pg-", "poll.interval.ms": "200", **VALUE_TO_KEY}})
+                "topic.prefix": "pg-", "poll.interval.ms": "200",
+                # an update may get the millisecond of the row inserted just before it
+                # (timestamp(3)): rows are read once a second has passed, ties complete
+                "timestamp.delay.interval.ms": "1000", **VALUE_TO_KEY}})
             assert created[0] == 201, created
             created = second.call("POST", "/connectors", {"name": "pg-sink", "config": {
                 "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",

@@ -108,5 +108,7 @@ def test_plugins_resolve_kafka_class_names_aliases_and_extra_entry_points() -> N
     assert plugins.transformation_class("com.example.Router").__name__ == "RegexRouter"
     # Sorted by class name, as Kafka's PluginDesc orders them.
     assert [p["class"] for p in plugins.connector_plugins()] == [
+        "io.confluent.connect.jdbc.JdbcSinkConnector",
+        "io.confluent.connect.jdbc.JdbcSourceConnector",
         "org.apache.kafka.connect.file.FileStreamSinkConnector",
         "org.apache.kafka.connect.file.FileStreamSourceConnector"]
