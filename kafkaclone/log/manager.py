@@ -58,6 +58,7 @@ from kafkaclone.log.common import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     log_dir_name,
+    log_future_dir_name,
     parse_topic_partition_name,
 )
 from kafkaclone.log.config import LONG_MAX, LogConfig, LogManagerConfig
@@ -202,6 +203,8 @@ class LogManager:
         self._lock_fds: dict[Path, int] = {}
         self._periodic: list[_Periodic] = []
         self._pending_deletions: list[Any] = []
+        self._future_logs: dict[TopicPartition, Log] = {}
+        """Logs being copied to another directory (AlterReplicaLogDirs): ``-future``."""
         self._preferred_log_dirs: dict[TopicPartition, Path] = {}
         """Where AlterReplicaLogDirs asked a replica not hosted yet to be created."""
         self._started = False
@@ -368,8 +371,10 @@ class LogManager:
                 self._schedule_dir_deletion(child)
                 continue
             if child.name.endswith(FUTURE_DIR_SUFFIX):
-                logger.warning("Ignoring future log directory %s (log directory moves are "
-                               "not supported)", child)
+                # A move cut short by a restart is not resumed: asked again, it starts over.
+                logger.warning("Deleting future log directory %s of a log directory move "
+                               "interrupted by the restart", child)
+                self._schedule_dir_deletion(child)
                 continue
             tp = parse_topic_partition_name(child.name)
             if tp in self._logs:
@@ -459,6 +464,9 @@ class LogManager:
                 (directory / CLEAN_SHUTDOWN_FILE).touch()
             except (OSError, KafkaError) as exc:
                 logger.error("Error while shutting down logs in %s: %s", directory, exc)
+        for log in self._future_logs.values():
+            log.close_handlers()
+        self._future_logs.clear()
         self._logs.clear()
         self._unlock_dirs()
 
@@ -532,6 +540,7 @@ class LogManager:
     def async_delete(self, tp: TopicPartition) -> Log | None:
         """Delete a partition's log: rename its directory to ``<topic>-<p>.<id>-delete``
         now, remove it after file.delete.delay.ms."""
+        self.abort_future_log(tp)
         log = self._logs.pop(tp, None)
         if log is None:
             return None
@@ -585,6 +594,11 @@ class LogManager:
         offline = sorted(tp for tp, log in self._logs.items() if log.dir.parent == directory)
         for tp in offline:
             self._logs.pop(tp).close_handlers()
+        for tp, log in list(self._future_logs.items()):
+            if log.dir.parent == directory:
+                self._future_logs.pop(tp).close_handlers()
+            elif tp in offline:  # its current log is gone: the move cannot finish
+                self.abort_future_log(tp)
         if directory in self._live_dirs:
             self._live_dirs.remove(directory)
             self._offline_dirs.append(directory)
@@ -625,6 +639,85 @@ class LogManager:
 
     def logs_in_dir(self, directory: Path) -> dict[TopicPartition, Log]:
         return self._logs_in_dir(directory)
+
+    # -- moves between log directories (AlterReplicaLogDirs) ----------------------------
+
+    @property
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._future_logs)
+
+    def future_logs_in_dir(self, directory: Path) -> dict[TopicPartition, Log]:
+        return {tp: log for tp, log in self._future_logs.items() if log.dir.parent == directory}
+
+    def create_future_log(self, tp: TopicPartition, log_dir: str) -> Log:
+        """The ``-future`` log of ``tp`` in ``log_dir`` (created empty at the current
+        log's start offset), where the current log is copied before it replaces it. A
+        future log elsewhere is dropped first. KafkaStorageError while a directory is
+        offline (Kafka creates none then)."""
+        destination = self.configured_log_dir(log_dir)
+        existing = self._future_logs.get(tp)
+        if existing is not None and existing.dir.parent == destination:
+            return existing
+        if existing is not None:
+            self.abort_future_log(tp)
+        current = self._logs.get(tp)
+        if current is None:
+            raise KafkaStorageError(f"No log of {tp} to move")
+        if self._offline_dirs:
+            raise KafkaStorageError(
+                f"Can not create future log for {tp} because log directories "
+                f"{', '.join(str(d) for d in self._offline_dirs)} are offline")
+        if destination not in self._live_dirs:
+            raise KafkaStorageError(f"Log directory {destination} is offline")
+        directory = destination / log_future_dir_name(tp)
+        try:
+            log = Log(directory, self.config_for(tp.topic), clock=self._clock,
+                      topic_partition=tp,
+                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+            if current.log_start_offset > 0:
+                log.truncate_fully_and_start_at(current.log_start_offset)
+        except KafkaStorageError as exc:
+            if isinstance(exc.__cause__, OSError):
+                self.log_dir_failure_channel.maybe_add_offline_log_dir(
+                    destination, f"Error while creating future log for {tp} in {destination}",
+                    exc.__cause__)
+            raise
+        log.flush_time_listener = self.flush_time_listener
+        log.log_dir_failure_channel = self.log_dir_failure_channel
+        self._future_logs[tp] = log
+        logger.info("Created future log for partition %s in %s", tp, destination)
+        return log
+
+    def abort_future_log(self, tp: TopicPartition) -> None:
+        """Drop ``tp``'s future log and its files (the move was cancelled)."""
+        log = self._future_logs.pop(tp, None)
+        if log is not None:
+            log.delete()
+            logger.info("Deleted future log of partition %s in %s", tp, log.dir.parent)
+
+    def replace_current_with_future_log(self, tp: TopicPartition) -> Log:
+        """The future log, caught up, becomes ``tp``'s log (renamed ``<topic>-<p>``); the
+        old one is renamed ``-delete`` and removed after file.delete.delay.ms (Kafka's
+        replaceCurrentWithFutureLog)."""
+        future = self._future_logs.pop(tp)
+        current = self._logs[tp]
+        future.update_high_watermark(current.high_watermark)
+        future.flush()
+        future.rename_dir(log_dir_name(tp))
+        self._logs[tp] = future
+        old_dir = current.dir.parent
+        current.close()
+        current.rename_dir(log_delete_dir_name(tp))
+        delay = self.config_for(tp.topic).file_delete_delay_ms / 1000.0
+        self._pending_deletions.append(self._clock.callLater(delay, current.delete))
+        for directory in (old_dir, future.dir.parent):
+            logs = self._logs_in_dir(directory)
+            self._write_recovery_points(directory, logs)
+            self._write_log_start_offsets(directory, logs)
+            self._write_high_watermarks(directory, logs)
+        logger.info("The current replica of %s is moved from %s to %s", tp, old_dir,
+                    future.dir.parent)
+        return future
 
     def _mark_offline(self, directory: Path) -> None:
         for tp, log in list(self._logs.items()):

@@ -158,6 +158,10 @@ class ReplicaManagerResult:
 LeadershipListener = Callable[[Sequence[Partition], Sequence[Partition]], None]
 """Told (new leaders, new followers) after each LeaderAndIsr (the group coordinator)."""
 
+LOG_DIR_MOVE_BYTES: Final = 1024 * 1024
+"""Bytes copied per move per step (Kafka's alter-log-dirs fetch size, replica.fetch.max.bytes)."""
+LOG_DIR_MOVE_INTERVAL_S: Final = 0.01
+"""Pause between steps: the reactor serves the data path between them."""
 ISR_CHANGE_PROPAGATION_INTERVAL_MS: Final = 2_500
 STATE_CHANGE_SLICE: Final = 50
 """Partitions made leader or follower per reactor turn while applying a LeaderAndIsr (a new
@@ -355,6 +359,7 @@ class ReplicaManager:
         """Partitions whose log was in a failed log directory (Kafka's HostedPartition.Offline)."""
         self._log_dir_event_zk = log_dir_event_zk_client
         self._halt = halt
+        self._log_dir_move_call: Any = None
         self.replica_fetcher_manager: ReplicaFetcherManager | None = (
             None if fetcher_config is None else ReplicaFetcherManager(
                 fetcher_config, self, clock, fetcher_connection_factory))
@@ -407,6 +412,8 @@ class ReplicaManager:
             if call.active():
                 call.cancel()
         self._tasks.clear()
+        if self._log_dir_move_call is not None and self._log_dir_move_call.active():
+            self._log_dir_move_call.cancel()
         self.delayed_produce.shutdown()
         self.delayed_fetch.shutdown()
         self.delayed_delete_records.shutdown()
@@ -722,6 +729,11 @@ class ReplicaManager:
                               is_future=False)
                 for tp, log in sorted(manager.logs_in_dir(directory).items())
                 if partitions is None or tp in partitions
+            ] + [
+                LogDirReplica(tp, log.size, self._future_log_lag(tp, log.log_end_offset),
+                              is_future=True)
+                for tp, log in sorted(manager.future_logs_in_dir(directory).items())
+                if partitions is None or tp in partitions
             ]
             descriptions.append(LogDirDescription(str(directory), NONE, replicas))
         return descriptions
@@ -733,16 +745,20 @@ class ReplicaManager:
             return INVALID_OFFSET_LAG
         return max(log.high_watermark - log_end_offset, 0)
 
+    def _future_log_lag(self, tp: TopicPartition, log_end_offset: int) -> int:
+        current = self.log_manager.get_log(tp)
+        return INVALID_OFFSET_LAG if current is None else current.log_end_offset - log_end_offset
+
     def alter_replica_log_dirs(self, partition_dirs: Mapping[TopicPartition, str]
                                ) -> dict[TopicPartition, int]:
         """Each partition's error for moving its replica to the given directory (Kafka's
         alterReplicaLogDirs): LOG_DIR_NOT_FOUND for a directory not in log.dirs,
         KAFKA_STORAGE_ERROR for an offline directory or partition, REPLICA_NOT_AVAILABLE for
         a replica not hosted here (its log is then created in that directory when it comes),
-        NONE when the replica is there already. Moving a hosted replica's data between
-        directories (Kafka's future log and ReplicaAlterLogDirsThread) is not implemented:
-        refused with KAFKA_STORAGE_ERROR, as Kafka does when it cannot create the future
-        log."""
+        NONE when the replica is there already or its move started: a ``-future`` log in
+        the destination, which the ``ReplicaAlterLogDirs`` task fills from the current log
+        and swaps in once caught up (KAFKA_STORAGE_ERROR while some directory is offline,
+        as Kafka creates no future log then)."""
         results: dict[TopicPartition, int] = {}
         manager = self.log_manager
         for tp, destination in partition_dirs.items():
@@ -760,15 +776,58 @@ class ReplicaManager:
                     raise ReplicaNotAvailableError(
                         f"Replica of partition {tp} is not available on broker "
                         f"{self.broker_id}")
-                if log.dir.parent != manager.configured_log_dir(destination):
-                    raise KafkaStorageError(
-                        f"Moving the replica of {tp} from {log.dir.parent} to {destination} "
-                        "is not supported (no future log)")
+                if log.dir.parent == manager.configured_log_dir(destination):
+                    manager.abort_future_log(tp)  # a move elsewhere is cancelled
+                else:
+                    manager.create_future_log(tp, destination)
+                    self._schedule_log_dir_moves()
                 results[tp] = NONE
             except KafkaError as exc:
                 logger.warning("Unable to alter log dirs for %s: %s", tp, exc)
                 results[tp] = exc.code
         return results
+
+    def _schedule_log_dir_moves(self) -> None:
+        if self._log_dir_move_call is None or not self._log_dir_move_call.active():
+            self._log_dir_move_call = self.clock.callLater(0, self.move_future_logs)
+
+    def move_future_logs(self) -> None:
+        """One step of every move between log directories (Kafka's
+        ReplicaAlterLogDirsThread, on the reactor): copy up to LOG_DIR_MOVE_BYTES of the
+        current log into the future log, following the current log's truncations and
+        start offset; a future log that caught up replaces the current one in the same
+        step (no append can come in between). Reschedules itself while moves remain."""
+        self._log_dir_move_call = None
+        manager = self.log_manager
+        for tp, future in manager.future_logs.items():
+            partition = self.all_partitions.get(tp)
+            current = None if partition is None else partition.log
+            if partition is None or current is None:
+                manager.abort_future_log(tp)
+                continue
+            try:
+                if future.log_end_offset > current.log_end_offset:
+                    future.truncate_to(current.log_end_offset)
+                if current.log_start_offset > future.log_end_offset:
+                    future.truncate_fully_and_start_at(current.log_start_offset)
+                if future.log_end_offset < current.log_end_offset:
+                    data = current.read(future.log_end_offset, LOG_DIR_MOVE_BYTES)
+                    if data.records is not None and len(data.records) > 0:
+                        future.append_as_follower(data.records)
+                future.update_high_watermark(current.high_watermark)
+                if current.log_start_offset > future.log_start_offset:
+                    future.delete_records_before(min(current.log_start_offset,
+                                                     future.high_watermark))
+                if future.log_end_offset == current.log_end_offset:
+                    partition.log = manager.replace_current_with_future_log(tp)
+                    self.complete_delayed_requests(tp)
+            except KafkaError as exc:
+                logger.error("Error moving the replica of %s to %s: %s", tp, future.dir.parent,
+                             exc)
+                manager.abort_future_log(tp)
+        if manager.future_logs and self._running:
+            self._log_dir_move_call = self.clock.callLater(LOG_DIR_MOVE_INTERVAL_S,
+                                                          self.move_future_logs)
 
     # -- StopReplica -----------------------------------------------------------------------
 

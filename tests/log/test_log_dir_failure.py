@@ -180,3 +180,17 @@ def test_configured_directories_and_the_preferred_one(manager: LogManager,
     manager.get_or_create_log(TopicPartition("t", 0))  # d1 has one, d2 none
     manager.maybe_update_preferred_log_dir(tp, str(dirs[0]))
     assert manager.get_or_create_log(tp).dir.parent == dirs[0]
+
+
+def test_a_future_log_left_by_a_restart_is_deleted(tmp_path: Path, clock: Clock) -> None:
+    leftover = tmp_path / "d1" / f"t-0.{'ab' * 16}-future"
+    leftover.mkdir(parents=True)
+    m = LogManager(LogManagerConfig.from_props({"log.dirs": str(tmp_path / "d1"),
+                                                "broker.id": "1"}), clock=clock)
+    m.startup()
+    try:
+        assert m.get_log(TopicPartition("t", 0)) is None and m.future_logs == {}
+        clock.advance(m.default_config.file_delete_delay_ms / 1000.0 + 1)
+        assert not leftover.exists()
+    finally:
+        m.shutdown()

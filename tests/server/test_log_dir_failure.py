@@ -30,7 +30,7 @@ from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_manager import ReplicaManager
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.testing.reactor import run, run_until
-from tests.log.conftest import make_batch
+from tests.log.conftest import make_batch, values_of
 from tests.server.test_replica_manager import errors_of, leader_and_isr
 
 pytestmark = pytest.mark.timeout(60)
@@ -215,16 +215,57 @@ def test_alter_replica_log_dirs_answers_as_kafka(
     assert alter(0, {("demo", 0): str(placed[0]), ("demo", 1): "/nowhere",
                      ("new", 0): str(dirs[1])}) == {
         ("demo", 0): NONE, ("demo", 1): LOG_DIR_NOT_FOUND, ("new", 0): REPLICA_NOT_AVAILABLE}
-    # Moving a hosted replica's data between directories is refused, never a silent OK.
-    assert alter(1, {("demo", 0): str(dirs[1])}) == {("demo", 0): KAFKA_STORAGE_ERROR}
     # The replica not hosted yet is created where it was asked to go.
     call(broker, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(leaders=(1,), topic="new"))
     log = broker.replica_manager.log_manager.get_log(TopicPartition("new", 0))
     assert log is not None and log.dir.parent == dirs[1]
     fill_disk(dirs[0], monkeypatch)
     produce(broker, [0])
+    # An offline destination, an offline replica; and no move at all while a directory is
+    # offline (Kafka creates no future log then).
     assert alter(1, {("demo", 1): str(dirs[0]), ("demo", 0): str(dirs[1])}) == {
         ("demo", 1): KAFKA_STORAGE_ERROR, ("demo", 0): KAFKA_STORAGE_ERROR}
+
+
+def test_a_replica_moves_to_another_directory_through_a_future_log(
+        broker: Broker, dirs: list[Path]) -> None:
+    rm = broker.replica_manager
+    manager = rm.log_manager
+    lead_three_partitions(broker, dirs)
+    tp = TopicPartition("demo", 0)
+    for _ in range(30):
+        assert produce(broker, [0]) == {0: NONE}
+    rm.get_partition(tp).log.update_high_watermark(30)  # type: ignore[union-attr]
+    old = manager.get_log(tp)
+    assert old is not None and old.dir.parent == dirs[0]
+    s = ALTER_REPLICA_LOG_DIRS.structs
+    response = call(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, 1, ALTER_REPLICA_LOG_DIRS(dirs=[
+        s["AlterReplicaLogDir"](path=str(dirs[1]), topics=[
+            s["AlterReplicaLogDirTopic"](name="demo", partitions=[0])])]))
+    assert [(p.partition_index, p.error_code) for r in response.results
+            for p in r.partitions] == [(0, NONE)]
+    future = manager.future_logs[tp]
+    assert future.dir.parent == dirs[1] and future.dir.name.endswith("-future")
+    described = {d.path: d for d in rm.describe_log_dirs({tp})}
+    assert [(r.topic_partition, r.is_future, r.offset_lag)
+            for r in described[str(dirs[1])].replicas] == [(tp, True, 30)]
+    for _ in range(100):  # bounded: 30 small records move in one step
+        if not manager.future_logs:
+            break
+        rm.move_future_logs()
+    moved = manager.get_log(tp)
+    assert moved is future and moved.dir == dirs[1] / "demo-0"
+    assert rm.get_partition(tp).log is moved  # type: ignore[union-attr]
+    assert moved.log_end_offset == 30 and moved.high_watermark == 30
+    assert old.closed and old.dir.name.endswith("-delete")
+    assert not (dirs[0] / "demo-0").exists()
+    assert produce(broker, [0]) == {0: NONE}
+    assert moved.log_end_offset == 31
+    assert len(values_of(moved.read(0, 1 << 20).records)) == 31
+    described = {d.path: d for d in rm.describe_log_dirs({tp})}
+    assert [(r.topic_partition, r.is_future) for r in described[str(dirs[1])].replicas] == [
+        (tp, False)]
+    assert described[str(dirs[0])].replicas == []
 
 
 def test_the_broker_halts_when_its_last_directory_fails(

@@ -4,9 +4,10 @@ directories (Kafka 2.8's ``KafkaApis.handleAlterReplicaLogDirsRequest``).
 Needs Alter on the cluster (CLUSTER_AUTHORIZATION_FAILED for every partition otherwise). A
 partition named in several directories goes to the last one. Each partition's error comes
 from ``ReplicaManager.alter_replica_log_dirs``: LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR (an
-offline directory or replica, or a move of a hosted replica's data, which kafkaclone does
-not do), REPLICA_NOT_AVAILABLE (not hosted here yet: it will be created in that directory),
-INVALID_TOPIC_EXCEPTION (a name too long for the future log's directory), NONE.
+offline directory or replica, or any move while a directory is offline),
+REPLICA_NOT_AVAILABLE (not hosted here yet: it will be created in that directory),
+INVALID_TOPIC_EXCEPTION (a name too long for the future log's directory), NONE (the move
+started: a ``-future`` log copied in the background, then swapped in).
 """
 
 from __future__ import annotations
