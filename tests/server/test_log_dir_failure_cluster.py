@@ -219,3 +219,75 @@ def test_a_full_log_dir_goes_offline_and_nothing_acknowledged_is_lost(
         f"after-{p}" for p in range(4)]
     # Broker 1 stays up with its live directory.
     assert cluster.broker(1).running
+
+
+def test_alter_replica_log_dirs_moves_a_replica_under_produce(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A replica moves to the broker's other directory (a -future log copied, then swapped
+    in) while an acks=all producer keeps writing to it: every acknowledged record is in the
+    moved log, in order."""
+    base = tmp_path_factory.mktemp("move")
+    first, second = base / "first", base / "second"
+    with LocalCluster(1, broker_overrides={1: {"log.dirs": f"{first},{second}"}}) as local:
+        with AdminClient(local.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("moving", replica_assignment={0: [1]})])
+            wait_for(lambda: leaders(local, "moving").get(0, (-1, []))[0] == 1, 60,
+                     "a leader for moving-0")
+            assert partitions_in(local, first, "moving") == {0}
+            acked: list[bytes] = []
+            failed: list[str] = []
+
+            def delivered(err: Any, message: Any) -> None:
+                if err is None:
+                    acked.append(message.value())
+                else:
+                    failed.append(str(err))
+
+            producer = Producer({"bootstrap.servers": local.bootstrap_servers, "acks": "all",
+                                 "enable.idempotence": True, "linger.ms": 5})
+            for i in range(2000):
+                producer.produce("moving", value=f"before-{i}-".encode() + b"y" * 1000,
+                                 partition=0, on_delivery=delivered)
+                producer.poll(0)
+            assert producer.flush(60) == 0
+            assert admin.alter_replica_log_dirs({("moving", 0, 1): str(second)}) == {
+                ("moving", 0, 1): None}
+            sent = 0
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and sent < 20_000:
+                producer.produce("moving", value=f"during-{sent}".encode(), partition=0,
+                                 on_delivery=delivered)
+                producer.poll(0.001)
+                sent += 1
+                if sent % 200 == 0 and partitions_in(local, second, "moving") == {0}:
+                    dirs = describe(local)
+                    if not any(info.is_future for d in dirs.values()
+                               for info in d.replica_infos.values()):
+                        break
+            assert producer.flush(60) == 0
+            assert failed == []
+        dirs = describe(local)
+        assert {p for (t, p), info in dirs[str(second)].replica_infos.items()
+                if t == "moving" and not info.is_future} == {0}
+        assert dirs[str(first)].replica_infos == {}
+        consumer = Consumer({"bootstrap.servers": local.bootstrap_servers, "group.id": "m",
+                             "enable.auto.commit": False, "enable.partition.eof": True})
+        consumer.assign([CkTopicPartition("moving", 0, 0)])
+        read: list[bytes] = []
+        offsets: list[int] = []
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    assert message.error().code() == KafkaError._PARTITION_EOF
+                    break
+                read.append(message.value())
+                offsets.append(message.offset())
+        finally:
+            consumer.close()
+        assert offsets == list(range(len(offsets)))
+        assert read == acked  # one partition, one producer: the same order
+        print(f"moved under produce: {len(acked)} records, {sent} sent during the move")
