@@ -170,6 +170,24 @@ SCRAM_MECHANISM_NAMES: Final = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 """The SCRAM mechanisms by their wire number (Kafka's ScramMechanism)."""
 
 
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """A log in a log directory (Kafka's admin ReplicaInfo)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """A broker's log directory (Kafka's admin LogDirDescription): its error (an offline
+    directory: KafkaStorageError) and its logs by (topic, partition)."""
+
+    error: KafkaError | None
+    replica_infos: dict[tuple[str, int], ReplicaInfo]
+
+
 class AdminClient:
     def __init__(self, bootstrap_servers: str | Sequence[str], *,
                  client_id: str = "kafkaclone-admin",
@@ -540,6 +558,49 @@ class AdminClient:
             for r in response.responses:
                 result[ConfigResource(r.resource_type, r.resource_name)] = _error(
                     r.error_code, r.error_message)
+        return result
+
+    # --- log directories ----------------------------------------------------------------------
+
+    def describe_log_dirs(self, broker_ids: Iterable[int]
+                          ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories with every log in them (Kafka's
+        ``describeLogDirs``, asking for all topics)."""
+        request_cls = APIS[ApiKey.DESCRIBE_LOG_DIRS].request
+        result: dict[int, dict[str, LogDirDescription]] = {}
+        for broker_id in broker_ids:
+            _, response = self._connection(broker_id).request(ApiKey.DESCRIBE_LOG_DIRS,
+                                                              request_cls(topics=None))
+            dirs: dict[str, LogDirDescription] = {}
+            for r in response.results:
+                replicas = {(t.name, p.partition_index): ReplicaInfo(
+                    p.partition_size, p.offset_lag, p.is_future_key)
+                    for t in r.topics for p in t.partitions}
+                dirs[r.log_dir] = LogDirDescription(_error(r.error_code, None), replicas)
+            result[broker_id] = dirs
+        return result
+
+    def alter_replica_log_dirs(self, assignments: Mapping[tuple[str, int, int], str]
+                               ) -> dict[tuple[str, int, int], KafkaError | None]:
+        """Move each (topic, partition, broker)'s replica to the log directory given
+        (Kafka's ``alterReplicaLogDirs``): None where the broker accepted, else its error."""
+        request_cls = APIS[ApiKey.ALTER_REPLICA_LOG_DIRS].request
+        s = request_cls.structs
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for (topic, partition, broker_id), path in assignments.items():
+            by_broker.setdefault(broker_id, {}).setdefault(path, {}).setdefault(
+                topic, []).append(partition)
+        result: dict[tuple[str, int, int], KafkaError | None] = {}
+        for broker_id, by_path in sorted(by_broker.items()):
+            body = request_cls(dirs=[s["AlterReplicaLogDir"](path=path, topics=[
+                s["AlterReplicaLogDirTopic"](name=topic, partitions=partitions)
+                for topic, partitions in topics.items()]) for path, topics in by_path.items()])
+            _, response = self._connection(broker_id).request(ApiKey.ALTER_REPLICA_LOG_DIRS,
+                                                              body)
+            for t in response.results:
+                for p in t.partitions:
+                    result[(t.topic_name, p.partition_index, broker_id)] = _error(
+                        p.error_code, None)
         return result
 
     # --- records ------------------------------------------------------------------------------

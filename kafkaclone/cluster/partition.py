@@ -286,9 +286,7 @@ class Partition:
             "%s starts at leader epoch %d from offset %d with high watermark %d. Previous "
             "leader epoch was %d.", self.topic_partition, state.leader_epoch, start_offset,
             log.high_watermark, self.leader_epoch)
-        latest = log.leader_epoch_cache.latest_entry
-        if latest is None or latest.epoch != state.leader_epoch:
-            log.leader_epoch_cache.assign(state.leader_epoch, start_offset)
+        log.assign_epoch_start_offset(state.leader_epoch, start_offset)
         self.leader_epoch = state.leader_epoch
         self.leader_epoch_start_offset = start_offset
         was_leader = self.is_leader

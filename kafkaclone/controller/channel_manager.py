@@ -240,6 +240,9 @@ class _StopReplicaEntry:
 StopReplicaDeletionCallback = Callable[[int, int, dict[TopicPartition, int]], None]
 """(broker id, request error code, partition -> error code) for partitions being deleted."""
 
+LeaderAndIsrResponseCallback = Callable[[int, int, dict[TopicPartition, int]], None]
+"""(broker id, request error code, partition -> error code) of every LeaderAndIsr answer."""
+
 
 class IllegalBatchStateError(RuntimeError):
     """A new batch was started while the previous one still held requests."""
@@ -248,12 +251,14 @@ class IllegalBatchStateError(RuntimeError):
 class ControllerBrokerRequestBatch:
     def __init__(self, controller_id: int, context: ControllerContext,
                  channel: ControllerChannel,
-                 on_stop_replica_deletion_response: StopReplicaDeletionCallback | None = None
+                 on_stop_replica_deletion_response: StopReplicaDeletionCallback | None = None,
+                 on_leader_and_isr_response: LeaderAndIsrResponseCallback | None = None
                  ) -> None:
         self.controller_id = controller_id
         self.context = context
         self.channel = channel
         self._on_deletion_response = on_stop_replica_deletion_response
+        self._on_leader_and_isr_response = on_leader_and_isr_response
         self.leader_and_isr_requests: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = {}
         self.stop_replica_requests: dict[int, dict[TopicPartition, _StopReplicaEntry]] = {}
         self.update_metadata_brokers: set[int] = set()
@@ -386,8 +391,30 @@ class ControllerBrokerRequestBatch:
                     topic_name=topic, topic_id=self._topic_id(topic), partition_states=states)
                     for topic, states in sorted(by_topic.items())],
                 live_leaders=live_leaders)
+            callback = (None if self._on_leader_and_isr_response is None
+                        else self._leader_and_isr_callback(broker_id))
             self.channel.send_request(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
-                                      body)
+                                      body, callback)
+
+    def _leader_and_isr_callback(self, broker_id: int) -> ResponseCallback:
+        on_response = self._on_leader_and_isr_response
+        assert on_response is not None
+        # v5 answers by topic id; the names are the context's at the time of sending.
+        names = {topic_id: topic for topic, topic_id in self.context.topic_ids.items()}
+
+        def callback(response: Any) -> None:
+            errors: dict[TopicPartition, int] = {}
+            for topic in response.topics:
+                name = names.get(topic.topic_id)
+                if name is None:
+                    continue
+                for pe in topic.partition_errors:
+                    errors[TopicPartition(name, pe.partition_index)] = pe.error_code
+            for pe in response.partition_errors:
+                errors[TopicPartition(pe.topic_name, pe.partition_index)] = pe.error_code
+            on_response(broker_id, response.error_code, errors)
+
+        return callback
 
     def _send_update_metadata_requests(self, controller_epoch: int) -> None:
         if not self.update_metadata_brokers:

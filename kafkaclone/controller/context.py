@@ -64,6 +64,9 @@ class ControllerContext:
     topics_to_be_deleted: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    """Per broker, the partitions whose replica there is in a failed log directory (learnt
+    from KAFKA_STORAGE_ERROR in LeaderAndIsr responses)."""
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -93,7 +96,8 @@ class ControllerContext:
                           include_shutting_down_brokers: bool = False) -> bool:
         live = (self.live_or_shutting_down_broker_ids if include_shutting_down_brokers
                 else self.live_broker_ids)
-        return broker_id in live
+        return (broker_id in live
+                and tp not in self.replicas_on_offline_dirs.get(broker_id, ()))
 
     # -- topics and assignments ----------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from kafkaclone.common.errors import (
     EligibleLeadersNotAvailableError,
     InvalidTopicExceptionError,
     KafkaError,
+    KafkaStorageError,
     NotControllerError,
     PreferredLeaderNotAvailableError,
     StaleBrokerEpochError,
@@ -53,6 +54,8 @@ from kafkaclone.controller.events import (
     ControllerEventManager,
     Expire,
     IsrChangeNotification,
+    LeaderAndIsrResponseReceived,
+    LogDirEventNotification,
     PartitionModifications,
     PreferredReplicaLeaderElection,
     Reelect,
@@ -71,6 +74,7 @@ from kafkaclone.zk.znodes import (
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
+    LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     TopicsZNode,
     TopicZNode,
@@ -200,6 +204,8 @@ class KafkaController:
             _ChildHandler(TopicsZNode.PATH, self.events, TopicChange),
             _ChildHandler(DeleteTopicsZNode.PATH, self.events, TopicDeletion),
             _ChildHandler(IsrChangeNotificationZNode.PATH, self.events, IsrChangeNotification),
+            _ChildHandler(LogDirEventNotificationZNode.PATH, self.events,
+                          LogDirEventNotification),
         ]
         self._partition_modification_handlers: dict[str, _PartitionModificationsHandler] = {}
         self._preferred_election_handler = _PreferredReplicaElectionHandler(self.events)
@@ -321,6 +327,10 @@ class KafkaController:
             await self._process_topic_deletion()
         elif isinstance(event, IsrChangeNotification):
             await self._process_isr_change_notification()
+        elif isinstance(event, LogDirEventNotification):
+            await self._process_log_dir_event_notification()
+        elif isinstance(event, LeaderAndIsrResponseReceived):
+            await self._process_leader_and_isr_response(event)
         elif isinstance(event, PreferredReplicaLeaderElection):
             await self._process_preferred_replica_election()
         elif isinstance(event, AutoPreferredReplicaLeaderElection):
@@ -398,10 +408,12 @@ class KafkaController:
         ctx = self.context
         for handler in self._child_handlers:
             zk.register_znode_child_change_handler(handler)
+        await zk.delete_log_dir_event_notifications(None, ctx.epoch_zk_version)
         await zk.delete_isr_change_notifications(None, ctx.epoch_zk_version)
         self.channel = self._channel_factory(self)
         self.batch = ControllerBrokerRequestBatch(
-            self.broker_id, ctx, self.channel, self._on_stop_replica_deletion_response)
+            self.broker_id, ctx, self.channel, self._on_stop_replica_deletion_response,
+            self._on_leader_and_isr_response)
         self.partition_state_machine = PartitionStateMachine(
             self.broker_id, ctx, zk, self.batch, self.config.unclean_leader_election_enable)
         self.replica_state_machine = ReplicaStateMachine(self.broker_id, ctx, zk, self.batch)
@@ -424,6 +436,7 @@ class KafkaController:
         # topic deletions in progress
         deletions = set(await zk.get_topic_deletions(register_watch=True))
         await zk.get_children(IsrChangeNotificationZNode.PATH, register_watch=True)
+        await zk.get_children(LogDirEventNotificationZNode.PATH, register_watch=True)
         missing = deletions - ctx.all_topics
         if missing:
             await zk.delete_topic_deletions(sorted(missing), ctx.epoch_zk_version)
@@ -519,6 +532,8 @@ class KafkaController:
                              if current[b][1] > ctx.live_broker_epochs.get(b, -1))
         logger.info("Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all "
                     "live brokers: %s", new_ids, dead_ids, bounced_ids, sorted(current_ids))
+        for broker_id in [*new_ids, *bounced_ids, *dead_ids]:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
         for broker_id in new_ids:
             self.channel.add_broker(current[broker_id][0])
         for broker_id in bounced_ids:
@@ -561,6 +576,51 @@ class KafkaController:
         for broker_id in dead_brokers:
             ctx.shutting_down_broker_ids.discard(broker_id)
         await self._on_replicas_become_offline(ctx.replicas_on_brokers(set(dead_brokers)))
+
+    # -- log directory failures -------------------------------------------------------------
+
+    async def _process_log_dir_event_notification(self) -> None:
+        """Brokers lost log directories: send LeaderAndIsr for all their replicas; the
+        answers (KAFKA_STORAGE_ERROR) tell which are offline (Kafka's
+        onBrokerLogDirFailure)."""
+        zk = self.zk_client
+        sequence_numbers = await zk.get_all_log_dir_event_notifications(register_watch=True)
+        try:
+            broker_ids = await zk.get_broker_ids_from_log_dir_events(sequence_numbers)
+            if broker_ids:
+                logger.info("Handling log directory failure for brokers %s",
+                            ",".join(str(b) for b in sorted(set(broker_ids))))
+                replicas = self.context.replicas_on_brokers(set(broker_ids))
+                await self._rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+        finally:
+            await zk.delete_log_dir_event_notifications(sequence_numbers,
+                                                        self.context.epoch_zk_version)
+
+    def _on_leader_and_isr_response(self, broker_id: int, error_code: int,
+                                    partition_errors: dict[TopicPartition, int]) -> None:
+        self.events.put(LeaderAndIsrResponseReceived(broker_id, error_code, partition_errors))
+
+    async def _process_leader_and_isr_response(self, event: LeaderAndIsrResponseReceived
+                                               ) -> None:
+        """Replicas answered KAFKA_STORAGE_ERROR are offline, those answered NONE online
+        again (Kafka's processLeaderAndIsrResponseReceived)."""
+        if event.error_code != 0:
+            logger.error("Received error %d in LeaderAndIsr response from broker %d",
+                         event.error_code, event.broker_id)
+            return
+        ctx = self.context
+        previous = ctx.replicas_on_offline_dirs.get(event.broker_id, set())
+        offline = {tp for tp, code in event.partition_errors.items()
+                   if code == KafkaStorageError.code}
+        online = {tp for tp, code in event.partition_errors.items() if code == 0}
+        current = (previous - online) | offline
+        ctx.replicas_on_offline_dirs[event.broker_id] = current
+        new_offline = sorted(current - previous)
+        if new_offline:
+            logger.info("Mark replicas %s on broker %d as offline",
+                        ",".join(str(tp) for tp in new_offline), event.broker_id)
+            await self._on_replicas_become_offline(
+                [PartitionAndReplica(tp, event.broker_id) for tp in new_offline])
 
     async def _on_replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
         """The partitions led there elect new leaders, the replicas leave the ISRs: one

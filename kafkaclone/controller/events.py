@@ -72,6 +72,20 @@ class IsrChangeNotification:
 
 
 @dataclass(frozen=True)
+class LogDirEventNotification:
+    """/log_dir_event_notification children changed: a broker lost a log directory."""
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponseReceived:
+    """A broker answered a LeaderAndIsr: KAFKA_STORAGE_ERROR marks a replica offline."""
+
+    broker_id: int
+    error_code: int
+    partition_errors: dict[TopicPartition, int]
+
+
+@dataclass(frozen=True)
 class PreferredReplicaLeaderElection:
     """/admin/preferred_replica_election was created (kafka-preferred-replica-election.sh)."""
 
@@ -112,7 +126,8 @@ class ControlledShutdown:
 
 ControllerEvent = (
     Startup | ControllerChange | Reelect | Expire | BrokerChange | TopicChange
-    | PartitionModifications | TopicDeletion | IsrChangeNotification
+    | PartitionModifications | TopicDeletion | IsrChangeNotification | LogDirEventNotification
+    | LeaderAndIsrResponseReceived
     | PreferredReplicaLeaderElection | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection
     | TopicDeletionStopReplicaResponseReceived | ControlledShutdown
 )

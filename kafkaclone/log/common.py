@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import re
+import uuid
 from typing import Final, NamedTuple
 
 from kafkaclone.common.errors import KafkaStorageError
@@ -36,6 +37,11 @@ _FUTURE_DIR = re.compile(r"^(\S+)-(\d+)\.([0-9a-f]{32})-future$")
 
 def log_dir_name(tp: TopicPartition) -> str:
     return f"{tp.topic}-{tp.partition}"
+
+
+def log_future_dir_name(tp: TopicPartition) -> str:
+    """``<topic>-<partition>.<32 hex digits>-future`` (Kafka's Log.logFutureDirName)."""
+    return f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
 
 
 def parse_topic_partition_name(name: str) -> TopicPartition:

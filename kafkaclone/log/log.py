@@ -64,6 +64,7 @@ from kafkaclone.log.common import (
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.epoch_cache import LeaderEpochFileCache
 from kafkaclone.log.index import CorruptIndexError
+from kafkaclone.log.log_dir_failure_channel import LogDirFailureChannel
 from kafkaclone.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     NO_PRODUCER_ID,
@@ -99,19 +100,30 @@ R = TypeVar("R")
 
 def _storage_errors(method: Callable[P, R]) -> Callable[P, R]:
     """Turn an OSError from the filesystem into KafkaStorageError (Kafka's
-    maybeHandleIOException): the log directory is failing, not the request."""
+    maybeHandleIOException): the log directory is failing, not the request, and is reported
+    to the log's LogDirFailureChannel, which takes it offline."""
 
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
         except OSError as exc:
-            log = args[0]
-            raise KafkaStorageError(
-                f"Error in {method.__name__} for log {getattr(log, 'dir', '?')}: {exc}"
-            ) from exc
+            message = _report_io_error(args[0], method.__name__, exc)
+            raise KafkaStorageError(f"{message}: {exc}") from exc
+        except KafkaStorageError as exc:
+            if isinstance(exc.__cause__, OSError):  # a checkpoint or snapshot write
+                _report_io_error(args[0], method.__name__, exc.__cause__)
+            raise
 
     return wrapper
+
+
+def _report_io_error(log: Any, operation: str, exc: OSError) -> str:
+    assert isinstance(log, Log)
+    message = f"Error in {operation} for log {log.dir}"
+    if log.log_dir_failure_channel is not None:
+        log.log_dir_failure_channel.maybe_add_offline_log_dir(log.dir.parent, message, exc)
+    return message
 
 
 class Log:
@@ -145,6 +157,8 @@ class Log:
         self._last_flush_ms = now_ms(clock)
         self.flush_time_listener: Callable[[float], None] | None = None
         """Told how long each flush took, in ms (Kafka's LogFlushStats)."""
+        self.log_dir_failure_channel: LogDirFailureChannel | None = None
+        """Where an I/O error takes this log's directory offline (set by the LogManager)."""
         self._scheduled: list[Any] = []
         self._pending_deletes: list[LogSegment] = []
         self._recovered_from: int | None = None
@@ -638,6 +652,13 @@ class Log:
                 f"of {self.config.segment_bytes}."
             )
 
+    @_storage_errors
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """Record that leader epoch ``epoch`` starts at ``start_offset`` (a new leader)."""
+        latest = self.leader_epoch_cache.latest_entry
+        if latest is None or latest.epoch != epoch:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+
     def _maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         latest = self.leader_epoch_cache.latest_entry
         if latest is None or latest.epoch != epoch or start_offset < latest.start_offset:
@@ -1122,6 +1143,18 @@ class Log:
                 call.cancel()
         self._scheduled.clear()
         self._delete_now(list(self._pending_deletes))
+
+    def close_handlers(self) -> None:
+        """Close the files, writing nothing (Kafka's closeHandlers): the log's directory
+        failed."""
+        if self._closed:
+            return
+        self._closed = True
+        for call in self._scheduled:
+            if call.active():
+                call.cancel()
+        self._scheduled.clear()
+        self._abandon_segments()
 
     @_storage_errors
     def close(self) -> None:

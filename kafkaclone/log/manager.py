@@ -16,6 +16,12 @@ worker thread when the manager is given a ``background`` runner (Kafka runs them
 scheduler threads): the offsets are read on the reactor thread, only the file I/O moves
 (:class:`CheckpointWriter`). Deleted partitions are renamed ``<topic>-<p>.<uuid>-delete``
 at once and removed after ``file.delete.delay.ms``.
+
+An I/O error in a directory (a log's append, roll, flush or index write, a checkpoint, a
+log's creation) is reported to the :class:`LogDirFailureChannel`; its handler (the
+ReplicaManager) calls :meth:`LogManager.handle_log_dir_failure`, which takes the directory
+offline: its logs are closed without writing and forgotten, new logs go only to the live
+directories (the one holding the fewest partitions).
 """
 
 from __future__ import annotations
@@ -33,7 +39,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from kafkaclone.common.clock import Scheduler, now_ms
-from kafkaclone.common.errors import InconsistentClusterIdError, KafkaError, KafkaStorageError
+from kafkaclone.common.errors import (
+    InconsistentClusterIdError,
+    KafkaError,
+    KafkaStorageError,
+    LogDirNotFoundError,
+)
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -47,10 +58,12 @@ from kafkaclone.log.common import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     log_dir_name,
+    log_future_dir_name,
     parse_topic_partition_name,
 )
 from kafkaclone.log.config import LONG_MAX, LogConfig, LogManagerConfig
 from kafkaclone.log.log import Log
+from kafkaclone.log.log_dir_failure_channel import LogDirFailureChannel
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +96,11 @@ class CheckpointWriter:
     wrote). Periodic writes of a file coalesce: while one runs, only the newest snapshot
     waits."""
 
-    def __init__(self, background: BackgroundRunner | None = None) -> None:
+    def __init__(self, background: BackgroundRunner | None = None,
+                 on_error: Callable[[Path, KafkaStorageError], None] | None = None) -> None:
+        """``on_error``: told of a failed write (from the thread that wrote)."""
         self._background = background
+        self._on_error = on_error
         self._io_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._sequence = 0
@@ -93,8 +109,12 @@ class CheckpointWriter:
         self._running: set[Path] = set()
 
     def write_now(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
+        """Write at once; a failure is logged and reported to ``on_error``."""
         self._sequence += 1
-        self._write(path, self._sequence, offsets)
+        try:
+            self._write(path, self._sequence, offsets)
+        except KafkaStorageError as exc:
+            self._failed(path, exc)
 
     def write_later(self, path: Path, offsets: dict[TopicPartition, int],
                     done: Callable[[], None] | None = None) -> None:
@@ -123,8 +143,13 @@ class CheckpointWriter:
             sequence, offsets = item
             try:
                 self._write(path, sequence, offsets)
-            except (OSError, KafkaError) as exc:
-                logger.error("Error writing checkpoint %s: %s", path, exc)
+            except KafkaStorageError as exc:
+                self._failed(path, exc)
+
+    def _failed(self, path: Path, exc: KafkaStorageError) -> None:
+        logger.error("Error writing checkpoint %s: %s", path, exc)
+        if self._on_error is not None:
+            self._on_error(path, exc)
 
     def _write(self, path: Path, sequence: int, offsets: dict[TopicPartition, int]) -> None:
         with self._io_lock:
@@ -159,11 +184,14 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         cluster_id: str | None = None,
         background: BackgroundRunner | None = None,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
-        """``background``: where the periodic checkpoint writes run (inline without it)."""
+        """``background``: where the periodic checkpoint writes run (inline without it);
+        ``log_dir_failure_channel``: where I/O errors are reported (a new one without it)."""
         self.config = config
         self._clock = clock
-        self.checkpoints = CheckpointWriter(background)
+        self.log_dir_failure_channel = log_dir_failure_channel or LogDirFailureChannel()
+        self.checkpoints = CheckpointWriter(background, self._checkpoint_failed)
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self.cluster_id = cluster_id
         self.flush_time_listener: Callable[[float], None] | None = None
@@ -175,6 +203,10 @@ class LogManager:
         self._lock_fds: dict[Path, int] = {}
         self._periodic: list[_Periodic] = []
         self._pending_deletions: list[Any] = []
+        self._future_logs: dict[TopicPartition, Log] = {}
+        """Logs being copied to another directory (AlterReplicaLogDirs): ``-future``."""
+        self._preferred_log_dirs: dict[TopicPartition, Path] = {}
+        """Where AlterReplicaLogDirs asked a replica not hosted yet to be created."""
         self._started = False
 
     # -- configuration -------------------------------------------------------------------
@@ -223,9 +255,9 @@ class LogManager:
                 self._lock_dir(directory)
                 self._live_dirs.append(directory)
             except OSError as exc:
-                logger.error("Failed to create or validate data directory %s: %s",
-                             directory, exc)
                 self._offline_dirs.append(directory)
+                self.log_dir_failure_channel.maybe_add_offline_log_dir(
+                    directory, f"Failed to create or validate data directory {directory}", exc)
         if not self._live_dirs:
             raise KafkaStorageError(
                 f"None of the specified log dirs from {[str(d) for d in self._log_dirs]} "
@@ -307,8 +339,9 @@ class LogManager:
                 try:
                     self._load_logs_in_dir(directory)
                 except (OSError, KafkaStorageError) as exc:
-                    logger.error("Error while loading log dir %s: %s", directory, exc)
                     self._mark_offline(directory)
+                    self.log_dir_failure_channel.maybe_add_offline_log_dir(
+                        directory, f"Error while loading log dir {directory}", exc)
         except BaseException:
             for log in self._logs.values():
                 log.close()
@@ -338,8 +371,10 @@ class LogManager:
                 self._schedule_dir_deletion(child)
                 continue
             if child.name.endswith(FUTURE_DIR_SUFFIX):
-                logger.warning("Ignoring future log directory %s (log directory moves are "
-                               "not supported)", child)
+                # A move cut short by a restart is not resumed: asked again, it starts over.
+                logger.warning("Deleting future log directory %s of a log directory move "
+                               "interrupted by the restart", child)
+                self._schedule_dir_deletion(child)
                 continue
             tp = parse_topic_partition_name(child.name)
             if tp in self._logs:
@@ -361,6 +396,7 @@ class LogManager:
                 max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms,
             )
             self._logs[tp].flush_time_listener = self.flush_time_listener
+            self._logs[tp].log_dir_failure_channel = self.log_dir_failure_channel
         if had_clean_shutdown:
             clean_marker.unlink()
 
@@ -428,6 +464,9 @@ class LogManager:
                 (directory / CLEAN_SHUTDOWN_FILE).touch()
             except (OSError, KafkaError) as exc:
                 logger.error("Error while shutting down logs in %s: %s", directory, exc)
+        for log in self._future_logs.values():
+            log.close_handlers()
+        self._future_logs.clear()
         self._logs.clear()
         self._unlock_dirs()
 
@@ -446,10 +485,14 @@ class LogManager:
     def _logs_in_dir(self, directory: Path) -> dict[TopicPartition, Log]:
         return {tp: log for tp, log in self._logs.items() if log.dir.parent == directory}
 
-    def next_log_dir(self) -> Path:
-        """The live directory holding the fewest partitions (the first of equals)."""
+    def next_log_dir(self, tp: TopicPartition | None = None) -> Path:
+        """The directory AlterReplicaLogDirs chose for ``tp`` if it is live, else the live
+        directory holding the fewest partitions (the first of equals)."""
         if not self._live_dirs:
             raise KafkaStorageError("No live log directory")
+        preferred = None if tp is None else self._preferred_log_dirs.get(tp)
+        if preferred is not None and preferred in self._live_dirs:
+            return preferred
         if len(self._live_dirs) == 1:  # counting is O(logs), once per log created
             return self._live_dirs[0]
         counts = dict.fromkeys(self._live_dirs, 0)
@@ -474,10 +517,21 @@ class LogManager:
             )
         if config is not None:
             self._topic_configs[tp.topic] = config
-        directory = self.next_log_dir() / log_dir_name(tp)
-        log = Log(directory, self.config_for(tp.topic), clock=self._clock, topic_partition=tp,
-                  max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+        directory = self.next_log_dir(tp) / log_dir_name(tp)
+        try:
+            log = Log(directory, self.config_for(tp.topic), clock=self._clock,
+                      topic_partition=tp,
+                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+        except KafkaStorageError as exc:
+            if isinstance(exc.__cause__, OSError):
+                self.log_dir_failure_channel.maybe_add_offline_log_dir(
+                    directory.parent,
+                    f"Error while creating log for {tp} in dir {directory.parent}",
+                    exc.__cause__)
+            raise
         log.flush_time_listener = self.flush_time_listener
+        log.log_dir_failure_channel = self.log_dir_failure_channel
+        self._preferred_log_dirs.pop(tp, None)
         self._logs[tp] = log
         logger.info("Created log for partition %s in %s with properties %s", tp,
                     directory.parent, self.config_for(tp.topic).overridden)
@@ -486,6 +540,7 @@ class LogManager:
     def async_delete(self, tp: TopicPartition) -> Log | None:
         """Delete a partition's log: rename its directory to ``<topic>-<p>.<id>-delete``
         now, remove it after file.delete.delay.ms."""
+        self.abort_future_log(tp)
         log = self._logs.pop(tp, None)
         if log is None:
             return None
@@ -529,6 +584,141 @@ class LogManager:
         self._write_recovery_points(directory, logs)
         self._write_log_start_offsets(directory, logs)
 
+    def handle_log_dir_failure(self, directory: Path) -> list[TopicPartition]:
+        """Stop serving the logs of a failed directory (Kafka's handleLogDirFailure): close
+        their files without writing, forget them, release the directory's lock. Returns
+        the partitions whose logs were there. The caller stops the broker if no live
+        directory is left."""
+        directory = Path(directory)
+        logger.info("Stopping serving logs in dir %s", directory)
+        offline = sorted(tp for tp, log in self._logs.items() if log.dir.parent == directory)
+        for tp in offline:
+            self._logs.pop(tp).close_handlers()
+        for tp, log in list(self._future_logs.items()):
+            if log.dir.parent == directory:
+                self._future_logs.pop(tp).close_handlers()
+            elif tp in offline:  # its current log is gone: the move cannot finish
+                self.abort_future_log(tp)
+        if directory in self._live_dirs:
+            self._live_dirs.remove(directory)
+            self._offline_dirs.append(directory)
+        fd = self._lock_fds.pop(directory, None)
+        if fd is not None:
+            os.close(fd)
+        logger.warning("Logs for partitions %s are offline due to failure on log directory "
+                       "%s", ",".join(str(tp) for tp in offline), directory)
+        return offline
+
+    def _checkpoint_failed(self, path: Path, exc: KafkaStorageError) -> None:
+        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        self.log_dir_failure_channel.maybe_add_offline_log_dir(
+            path.parent, f"Disk error while writing to {path.name} in dir {path.parent}", cause)
+
+    def is_log_dir_online(self, log_dir: str) -> bool:
+        """Whether the configured directory ``log_dir`` is live; LOG_DIR_NOT_FOUND if no
+        configured directory has that absolute path."""
+        directory = self.configured_log_dir(log_dir)
+        return directory in self._live_dirs
+
+    def configured_log_dir(self, log_dir: str) -> Path:
+        path = Path(log_dir).absolute()
+        for directory in self._log_dirs:
+            if directory == path:
+                return directory
+        raise LogDirNotFoundError(f"Failed to find log dir {log_dir}.")
+
+    @property
+    def configured_log_dirs(self) -> list[Path]:
+        return list(self._log_dirs)
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: str) -> None:
+        """Create ``tp``'s log in ``log_dir`` when it is created (AlterReplicaLogDirs for a
+        replica not hosted yet)."""
+        if tp not in self._logs:
+            self._preferred_log_dirs[tp] = self.configured_log_dir(log_dir)
+
+    def logs_in_dir(self, directory: Path) -> dict[TopicPartition, Log]:
+        return self._logs_in_dir(directory)
+
+    # -- moves between log directories (AlterReplicaLogDirs) ----------------------------
+
+    @property
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._future_logs)
+
+    def future_logs_in_dir(self, directory: Path) -> dict[TopicPartition, Log]:
+        return {tp: log for tp, log in self._future_logs.items() if log.dir.parent == directory}
+
+    def create_future_log(self, tp: TopicPartition, log_dir: str) -> Log:
+        """The ``-future`` log of ``tp`` in ``log_dir`` (created empty at the current
+        log's start offset), where the current log is copied before it replaces it. A
+        future log elsewhere is dropped first. KafkaStorageError while a directory is
+        offline (Kafka creates none then)."""
+        destination = self.configured_log_dir(log_dir)
+        existing = self._future_logs.get(tp)
+        if existing is not None and existing.dir.parent == destination:
+            return existing
+        if existing is not None:
+            self.abort_future_log(tp)
+        current = self._logs.get(tp)
+        if current is None:
+            raise KafkaStorageError(f"No log of {tp} to move")
+        if self._offline_dirs:
+            raise KafkaStorageError(
+                f"Can not create future log for {tp} because log directories "
+                f"{', '.join(str(d) for d in self._offline_dirs)} are offline")
+        if destination not in self._live_dirs:
+            raise KafkaStorageError(f"Log directory {destination} is offline")
+        directory = destination / log_future_dir_name(tp)
+        try:
+            log = Log(directory, self.config_for(tp.topic), clock=self._clock,
+                      topic_partition=tp,
+                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+            if current.log_start_offset > 0:
+                log.truncate_fully_and_start_at(current.log_start_offset)
+        except KafkaStorageError as exc:
+            if isinstance(exc.__cause__, OSError):
+                self.log_dir_failure_channel.maybe_add_offline_log_dir(
+                    destination, f"Error while creating future log for {tp} in {destination}",
+                    exc.__cause__)
+            raise
+        log.flush_time_listener = self.flush_time_listener
+        log.log_dir_failure_channel = self.log_dir_failure_channel
+        self._future_logs[tp] = log
+        logger.info("Created future log for partition %s in %s", tp, destination)
+        return log
+
+    def abort_future_log(self, tp: TopicPartition) -> None:
+        """Drop ``tp``'s future log and its files (the move was cancelled)."""
+        log = self._future_logs.pop(tp, None)
+        if log is not None:
+            log.delete()
+            logger.info("Deleted future log of partition %s in %s", tp, log.dir.parent)
+
+    def replace_current_with_future_log(self, tp: TopicPartition) -> Log:
+        """The future log, caught up, becomes ``tp``'s log (renamed ``<topic>-<p>``); the
+        old one is renamed ``-delete`` and removed after file.delete.delay.ms (Kafka's
+        replaceCurrentWithFutureLog)."""
+        future = self._future_logs.pop(tp)
+        current = self._logs[tp]
+        future.update_high_watermark(current.high_watermark)
+        future.flush()
+        future.rename_dir(log_dir_name(tp))
+        self._logs[tp] = future
+        old_dir = current.dir.parent
+        current.close()
+        current.rename_dir(log_delete_dir_name(tp))
+        delay = self.config_for(tp.topic).file_delete_delay_ms / 1000.0
+        self._pending_deletions.append(self._clock.callLater(delay, current.delete))
+        for directory in (old_dir, future.dir.parent):
+            logs = self._logs_in_dir(directory)
+            self._write_recovery_points(directory, logs)
+            self._write_log_start_offsets(directory, logs)
+            self._write_high_watermarks(directory, logs)
+        logger.info("The current replica of %s is moved from %s to %s", tp, old_dir,
+                    future.dir.parent)
+        return future
+
     def _mark_offline(self, directory: Path) -> None:
         for tp, log in list(self._logs.items()):
             if log.dir.parent == directory:
@@ -561,8 +751,11 @@ class LogManager:
         """Flush every log whose last flush is older than its flush.ms."""
         now = now_ms(self._clock)
         for log in list(self._logs.values()):
-            if now - log.last_flush_time >= log.config.flush_ms:
-                log.flush()
+            if now - log.last_flush_time >= log.config.flush_ms and not log.closed:
+                try:
+                    log.flush()
+                except KafkaStorageError as exc:
+                    logger.error("Error flushing %s: %s", log.name, exc)
 
     def checkpoint_recovery_offsets(self) -> None:
         """Write the recovery points, then delete the producer snapshots they make

@@ -113,6 +113,47 @@ class AlterConfigsResponse:
 
 
 @dataclass(slots=True)
+class AlterReplicaLogDirsRequest:
+    """AlterReplicaLogDirsRequest (API key 34): versions 0-1, flexible none."""
+
+    @dataclass(slots=True)
+    class AlterReplicaLogDir:
+        @dataclass(slots=True)
+        class AlterReplicaLogDirTopic:
+            name: str = ""
+            partitions: list[int] = field(default_factory=list)
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        path: str = ""
+        topics: list[AlterReplicaLogDirTopic] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    dirs: list[AlterReplicaLogDir] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AlterReplicaLogDirsResponse:
+    """AlterReplicaLogDirsResponse (API key 34): versions 0-1, flexible none."""
+
+    @dataclass(slots=True)
+    class AlterReplicaLogDirTopicResult:
+        @dataclass(slots=True)
+        class AlterReplicaLogDirPartitionResult:
+            partition_index: int = 0
+            error_code: int = 0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        topic_name: str = ""
+        partitions: list[AlterReplicaLogDirPartitionResult] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    results: list[AlterReplicaLogDirTopicResult] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class AlterUserScramCredentialsRequest:
     """AlterUserScramCredentialsRequest (API key 51): versions 0, flexible 0+."""
 
@@ -769,6 +810,51 @@ class DescribeGroupsResponse:
     # versions 1+
     throttle_time_ms: int = 0
     groups: list[DescribedGroup] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeLogDirsRequest:
+    """DescribeLogDirsRequest (API key 35): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class DescribableLogDirTopic:
+        topic: str = ""
+        partitions: list[int] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    # nullable 0+
+    topics: list[DescribableLogDirTopic] | None = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeLogDirsResponse:
+    """DescribeLogDirsResponse (API key 35): versions 0-2, flexible 2+."""
+
+    @dataclass(slots=True)
+    class DescribeLogDirsResult:
+        @dataclass(slots=True)
+        class DescribeLogDirsTopic:
+            @dataclass(slots=True)
+            class DescribeLogDirsPartition:
+                partition_index: int = 0
+                partition_size: int = 0
+                offset_lag: int = 0
+                is_future_key: bool = False
+                unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+            name: str = ""
+            partitions: list[DescribeLogDirsPartition] = field(default_factory=list)
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        error_code: int = 0
+        log_dir: str = ""
+        topics: list[DescribeLogDirsTopic] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    results: list[DescribeLogDirsResult] = field(default_factory=list)
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -2098,6 +2184,8 @@ __all__ = [
     "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
@@ -2128,6 +2216,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
     "DescribeUserScramCredentialsRequest",
     "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -597,10 +598,17 @@ class KafkaBroker(MultiService):
                                  fetcher_config=dataclasses.replace(
                                      ReplicaFetcherConfig.from_kafka_config(self.config),
                                      client_security=self.security.inter_broker),
-                                 metrics=self.metrics)
+                                 metrics=self.metrics,
+                                 log_dir_event_zk_client=self.zk_client,
+                                 halt=_halt)
         manager.controller_epoch = self._controller_epoch
         manager.startup()
         self._replica_manager = manager
+        # A failed directory may be reported from the checkpoint thread: handled on the
+        # reactor. Directories that failed at startup are handed over now.
+        self.log_manager.log_dir_failure_channel.set_listener(
+            lambda directory: self.reactor.callFromThread(manager.handle_log_dir_failure,
+                                                          directory))
 
     async def _stop_replica_manager(self) -> None:
         if self._replica_manager is not None:
@@ -984,6 +992,13 @@ def _bind_reason(exc: twisted_error.CannotListenError) -> str:
     if isinstance(cause, OSError) and cause.strerror:
         return cause.strerror
     return str(cause)
+
+
+def _halt() -> None:
+    """Exit at once, as Kafka's Exit.halt(1): no shutdown steps run (they would write to the
+    failed directories); the ZooKeeper session expires and the controller moves leaders."""
+    logging.shutdown()
+    os._exit(1)
 
 
 def _started(part: _T | None, what: str) -> _T:

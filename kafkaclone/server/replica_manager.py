@@ -38,6 +38,14 @@ The data path, leader side (Kafka's appendRecords / fetchMessages and their purg
 - high watermarks are checkpointed to ``replication-offset-checkpoint`` by the
   LogManager's periodic task and at shutdown.
 
+Log directory failure (Kafka's handleLogDirFailure): the LogManager's LogDirFailureChannel
+hands a directory that had an I/O error to :meth:`ReplicaManager.handle_log_dir_failure`,
+which stops the replicas whose logs are there (fetchers removed, waiting requests answered)
+and marks them offline: from then on they answer KAFKA_STORAGE_ERROR to produce, fetch,
+LeaderAndIsr and StopReplica. The LogManager closes the directory, the controller is told
+through ``/log_dir_event_notification``, and a broker with no live directory left halts
+("Shutdown broker because all log dirs in ... have failed").
+
 The follower side (kafkaclone.server.replica_fetcher, Kafka's makeFollowers): a partition
 this broker now follows leaves its old fetcher and joins a fetcher of its new leader (found
 in the metadata cache on the inter-broker listener) at its log end offset (truncation on
@@ -52,6 +60,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 from twisted.internet.defer import Deferred, DeferredLock
@@ -71,13 +80,14 @@ from kafkaclone.common.errors import (
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
+    ReplicaNotAvailableError,
     StaleControllerEpochError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic import is_internal
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.log.common import AppendOrigin, TimestampAndOffset
+from kafkaclone.log.common import AppendOrigin, TimestampAndOffset, log_future_dir_name
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.server.config import default_int
@@ -148,6 +158,10 @@ class ReplicaManagerResult:
 LeadershipListener = Callable[[Sequence[Partition], Sequence[Partition]], None]
 """Told (new leaders, new followers) after each LeaderAndIsr (the group coordinator)."""
 
+LOG_DIR_MOVE_BYTES: Final = 1024 * 1024
+"""Bytes copied per move per step (Kafka's alter-log-dirs fetch size, replica.fetch.max.bytes)."""
+LOG_DIR_MOVE_INTERVAL_S: Final = 0.01
+"""Pause between steps: the reactor serves the data path between them."""
 ISR_CHANGE_PROPAGATION_INTERVAL_MS: Final = 2_500
 STATE_CHANGE_SLICE: Final = 50
 """Partitions made leader or follower per reactor turn while applying a LeaderAndIsr (a new
@@ -200,6 +214,12 @@ class IsrZkClient(Protocol):
     async def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str: ...
 
 
+class LogDirEventZkClient(Protocol):
+    """The KafkaZkClient call that tells the controller of a failed log directory."""
+
+    async def propagate_log_dir_event(self, broker_id: int) -> str: ...
+
+
 class ZkIsrManager:
     """Writes a leader's ISR changes to the partition state znode (conditional on its
     zkVersion) and collects the changed partitions for ``/isr_change_notification``
@@ -250,6 +270,27 @@ class ZkIsrManager:
         return Deferred.fromCoroutine(announce())
 
 
+INVALID_OFFSET_LAG: Final = -1
+"""DescribeLogDirs' offset lag of a log whose replica is not online here."""
+
+
+@dataclass(frozen=True)
+class LogDirReplica:
+    topic_partition: TopicPartition
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """One log directory as DescribeLogDirs reports it."""
+
+    path: str
+    error_code: int
+    replicas: list[LogDirReplica] = field(default_factory=list)
+
+
 class ReplicaManagerMetrics(IsrChangeListener, Protocol):
     """The counters the data path updates (kafkaclone.server.metrics.BrokerMetrics)."""
 
@@ -274,6 +315,8 @@ class ReplicaManager:
         fetcher_config: ReplicaFetcherConfig | None = None,
         fetcher_connection_factory: ConnectionFactory | None = None,
         metrics: ReplicaManagerMetrics | None = None,
+        log_dir_event_zk_client: LogDirEventZkClient | None = None,
+        halt: Callable[[], None] | None = None,
     ) -> None:
         """``clock``: the reactor (or a task.Clock); ``isr_zk_client``: where a leader
         writes its ISR changes (without it they apply locally at once, for tests);
@@ -281,7 +324,9 @@ class ReplicaManager:
         FOLLOWER) from one that does not exist (UNKNOWN_TOPIC_OR_PARTITION), and where
         leaders are (their endpoints); ``fetcher_config``: run replica fetchers for the
         partitions this broker follows (without it followers do not fetch: tests of the
-        leader side), over ``fetcher_connection_factory`` connections (TCP by default)."""
+        leader side), over ``fetcher_connection_factory`` connections (TCP by default);
+        ``log_dir_event_zk_client``: where a failed log directory is announced; ``halt``:
+        stops the process once no log directory is left (Kafka's Exit.halt)."""
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.metrics = metrics
@@ -310,6 +355,11 @@ class ReplicaManager:
         self.leadership_listeners: list[LeadershipListener] = []
         self._state_change_lock = DeferredLock()
         self._shutting_down = False
+        self.offline_partitions: set[TopicPartition] = set()
+        """Partitions whose log was in a failed log directory (Kafka's HostedPartition.Offline)."""
+        self._log_dir_event_zk = log_dir_event_zk_client
+        self._halt = halt
+        self._log_dir_move_call: Any = None
         self.replica_fetcher_manager: ReplicaFetcherManager | None = (
             None if fetcher_config is None else ReplicaFetcherManager(
                 fetcher_config, self, clock, fetcher_connection_factory))
@@ -362,6 +412,8 @@ class ReplicaManager:
             if call.active():
                 call.cancel()
         self._tasks.clear()
+        if self._log_dir_move_call is not None and self._log_dir_move_call.active():
+            self._log_dir_move_call.cancel()
         self.delayed_produce.shutdown()
         self.delayed_fetch.shutdown()
         self.delayed_delete_records.shutdown()
@@ -408,6 +460,13 @@ class ReplicaManager:
         accepted: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         for state in partition_states:
             tp = state.topic_partition
+            if tp in self.offline_partitions:
+                logger.warning(
+                    "Ignoring LeaderAndIsr for %s from controller %d epoch %d as the local "
+                    "replica for the partition is in an offline log directory", tp,
+                    controller_id, controller_epoch)
+                errors[tp] = KafkaStorageError.code
+                continue
             partition = self.all_partitions.get(tp)
             if partition is None:
                 partition = self.new_partition(tp)
@@ -604,6 +663,172 @@ class ReplicaManager:
             return KafkaStorageError.code
         return exc.code if exc.code != NONE else UnknownServerError.code
 
+    # -- log directory failure -------------------------------------------------------------
+
+    def handle_log_dir_failure(self, directory: Path, send_zk_notification: bool = True
+                               ) -> None:
+        """Stop serving the replicas of a failed log directory (on the reactor thread)."""
+        directory = Path(directory)
+        offline = [p for p in self.all_partitions.values()
+                   if p.log is not None and p.log.dir.parent == directory]
+        offline_tps = [p.topic_partition for p in offline]
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(offline_tps)
+        for partition in offline:
+            del self.all_partitions[partition.topic_partition]
+            partition.delete()
+            self.offline_partitions.add(partition.topic_partition)
+        logger.warning("Broker %d stopped fetcher for partitions %s because they are in the "
+                       "failed log directory %s.", self.broker_id,
+                       ",".join(str(tp) for tp in offline_tps), directory)
+        self.log_manager.handle_log_dir_failure(directory)
+        if not self.log_manager.live_log_dirs:
+            logger.critical("Shutdown broker because all log dirs in %s have failed",
+                            ", ".join(str(d) for d in self.log_manager.configured_log_dirs))
+            if self._halt is not None:
+                self._halt()
+            return
+        for tp in offline_tps:
+            self.complete_delayed_requests(tp)
+        if offline:
+            for listener in list(self.leadership_listeners):
+                try:
+                    listener([], offline)
+                except Exception:
+                    logger.exception("leadership listener %r failed", listener)
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.shutdown_idle_fetchers()
+        if send_zk_notification and self._log_dir_event_zk is not None:
+            Deferred.fromCoroutine(self._propagate_log_dir_event(directory))
+        logger.warning("Stopped serving replicas in dir %s", directory)
+
+    async def _propagate_log_dir_event(self, directory: Path) -> None:
+        assert self._log_dir_event_zk is not None
+        try:
+            await self._log_dir_event_zk.propagate_log_dir_event(self.broker_id)
+        except Exception as exc:
+            logger.error("Failed to tell the controller that log dir %s failed: %s",
+                         directory, exc)
+
+    # -- DescribeLogDirs / AlterReplicaLogDirs ------------------------------------------------
+
+    def describe_log_dirs(self, partitions: set[TopicPartition] | None
+                          ) -> list[LogDirDescription]:
+        """Every configured log directory with the logs of ``partitions`` (None: all) it
+        holds; an offline directory with KAFKA_STORAGE_ERROR and nothing else (Kafka's
+        describeLogDirs)."""
+        manager = self.log_manager
+        live = set(manager.live_log_dirs)
+        descriptions: list[LogDirDescription] = []
+        for directory in manager.configured_log_dirs:
+            if directory not in live:
+                descriptions.append(LogDirDescription(str(directory), KafkaStorageError.code))
+                continue
+            replicas = [
+                LogDirReplica(tp, log.size, self._log_end_offset_lag(tp, log.log_end_offset),
+                              is_future=False)
+                for tp, log in sorted(manager.logs_in_dir(directory).items())
+                if partitions is None or tp in partitions
+            ] + [
+                LogDirReplica(tp, log.size, self._future_log_lag(tp, log.log_end_offset),
+                              is_future=True)
+                for tp, log in sorted(manager.future_logs_in_dir(directory).items())
+                if partitions is None or tp in partitions
+            ]
+            descriptions.append(LogDirDescription(str(directory), NONE, replicas))
+        return descriptions
+
+    def _log_end_offset_lag(self, tp: TopicPartition, log_end_offset: int) -> int:
+        partition = self.all_partitions.get(tp)
+        log = None if partition is None else partition.log
+        if log is None:
+            return INVALID_OFFSET_LAG
+        return max(log.high_watermark - log_end_offset, 0)
+
+    def _future_log_lag(self, tp: TopicPartition, log_end_offset: int) -> int:
+        current = self.log_manager.get_log(tp)
+        return INVALID_OFFSET_LAG if current is None else current.log_end_offset - log_end_offset
+
+    def alter_replica_log_dirs(self, partition_dirs: Mapping[TopicPartition, str]
+                               ) -> dict[TopicPartition, int]:
+        """Each partition's error for moving its replica to the given directory (Kafka's
+        alterReplicaLogDirs): LOG_DIR_NOT_FOUND for a directory not in log.dirs,
+        KAFKA_STORAGE_ERROR for an offline directory or partition, REPLICA_NOT_AVAILABLE for
+        a replica not hosted here (its log is then created in that directory when it comes),
+        NONE when the replica is there already or its move started: a ``-future`` log in
+        the destination, which the ``ReplicaAlterLogDirs`` task fills from the current log
+        and swaps in once caught up (KAFKA_STORAGE_ERROR while some directory is offline,
+        as Kafka creates no future log then)."""
+        results: dict[TopicPartition, int] = {}
+        manager = self.log_manager
+        for tp, destination in partition_dirs.items():
+            try:
+                if len(log_future_dir_name(tp)) > 255:
+                    raise InvalidTopicExceptionError("The topic name is too long.")
+                if not manager.is_log_dir_online(destination):
+                    raise KafkaStorageError(f"Log directory {destination} is offline")
+                if tp in self.offline_partitions:
+                    raise KafkaStorageError(f"Partition {tp} is offline")
+                manager.maybe_update_preferred_log_dir(tp, destination)
+                partition = self.all_partitions.get(tp)
+                log = None if partition is None else partition.log
+                if log is None:
+                    raise ReplicaNotAvailableError(
+                        f"Replica of partition {tp} is not available on broker "
+                        f"{self.broker_id}")
+                if log.dir.parent == manager.configured_log_dir(destination):
+                    manager.abort_future_log(tp)  # a move elsewhere is cancelled
+                else:
+                    manager.create_future_log(tp, destination)
+                    self._schedule_log_dir_moves()
+                results[tp] = NONE
+            except KafkaError as exc:
+                logger.warning("Unable to alter log dirs for %s: %s", tp, exc)
+                results[tp] = exc.code
+        return results
+
+    def _schedule_log_dir_moves(self) -> None:
+        if self._log_dir_move_call is None or not self._log_dir_move_call.active():
+            self._log_dir_move_call = self.clock.callLater(0, self.move_future_logs)
+
+    def move_future_logs(self) -> None:
+        """One step of every move between log directories (Kafka's
+        ReplicaAlterLogDirsThread, on the reactor): copy up to LOG_DIR_MOVE_BYTES of the
+        current log into the future log, following the current log's truncations and
+        start offset; a future log that caught up replaces the current one in the same
+        step (no append can come in between). Reschedules itself while moves remain."""
+        self._log_dir_move_call = None
+        manager = self.log_manager
+        for tp, future in manager.future_logs.items():
+            partition = self.all_partitions.get(tp)
+            current = None if partition is None else partition.log
+            if partition is None or current is None:
+                manager.abort_future_log(tp)
+                continue
+            try:
+                if future.log_end_offset > current.log_end_offset:
+                    future.truncate_to(current.log_end_offset)
+                if current.log_start_offset > future.log_end_offset:
+                    future.truncate_fully_and_start_at(current.log_start_offset)
+                if future.log_end_offset < current.log_end_offset:
+                    data = current.read(future.log_end_offset, LOG_DIR_MOVE_BYTES)
+                    if data.records is not None and len(data.records) > 0:
+                        future.append_as_follower(data.records)
+                future.update_high_watermark(current.high_watermark)
+                if current.log_start_offset > future.log_start_offset:
+                    future.delete_records_before(min(current.log_start_offset,
+                                                     future.high_watermark))
+                if future.log_end_offset == current.log_end_offset:
+                    partition.log = manager.replace_current_with_future_log(tp)
+                    self.complete_delayed_requests(tp)
+            except KafkaError as exc:
+                logger.error("Error moving the replica of %s to %s: %s", tp, future.dir.parent,
+                             exc)
+                manager.abort_future_log(tp)
+        if manager.future_logs and self._running:
+            self._log_dir_move_call = self.clock.callLater(LOG_DIR_MOVE_INTERVAL_S,
+                                                          self.move_future_logs)
+
     # -- StopReplica -----------------------------------------------------------------------
 
     async def stop_replicas(
@@ -637,6 +862,13 @@ class ReplicaManager:
 
         errors: dict[TopicPartition, int] = {}
         for tp, state in partition_states.items():
+            if tp in self.offline_partitions:
+                logger.warning(
+                    "Ignoring StopReplica for %s from controller %d epoch %d as the local "
+                    "replica for the partition is in an offline log directory", tp,
+                    controller_id, controller_epoch)
+                errors[tp] = KafkaStorageError.code
+                continue
             partition = self.all_partitions.get(tp)
             if (partition is not None and state.leader_epoch not in (NO_EPOCH, EPOCH_DURING_DELETE)
                     and state.leader_epoch <= partition.leader_epoch):
@@ -674,12 +906,19 @@ class ReplicaManager:
         partition = self.all_partitions.get(tp)
         if partition is not None:
             return partition
+        if tp in self.offline_partitions:
+            raise KafkaStorageError(
+                f"Partition {tp} is in an offline log directory on broker {self.broker_id}")
         cache = self.metadata_cache
         if cache is not None and cache.partition_state(tp.topic, tp.partition) is not None:
             raise NotLeaderOrFollowerError(
                 f"Error while fetching partition state for {tp}: not hosted on broker "
                 f"{self.broker_id}")
         raise UnknownTopicOrPartitionError(f"Partition {tp} does not exist on this broker")
+
+    def missing_partition_error(self, tp: TopicPartition) -> int:
+        return (KafkaStorageError.code if tp in self.offline_partitions
+                else UnknownTopicOrPartitionError.code)
 
     def complete_delayed_requests(self, tp: TopicPartition) -> None:
         """Retry the requests waiting on ``tp`` (its data, high watermark or leader moved)."""

@@ -83,6 +83,8 @@ from kafkaclone.zk.znodes import (
     IsrChangeNotificationZNode,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
+    LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
     OffsetCommitMetadata,
     PreferredReplicaElectionZNode,
     ProducerIdBlock,
@@ -895,6 +897,51 @@ class KafkaZkClient:
             sequence_numbers = await self.get_all_isr_change_notifications()
         outcomes = await self._guarded_each(
             [DeleteOp(IsrChangeNotificationSequenceZNode.path(s)) for s in sequence_numbers],
+            expected_controller_epoch_zk_version,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
+                raise outcome
+
+    # -- log dir event notifications -----------------------------------------------------------
+
+    async def propagate_log_dir_event(self, broker_id: int) -> str:
+        """Tell the controller this broker lost a log directory; the created znode's path."""
+        return await self.create_sequential_persistent_path(
+            LogDirEventNotificationSequenceZNode.path(),
+            LogDirEventNotificationSequenceZNode.encode(broker_id),
+        )
+
+    async def get_all_log_dir_event_notifications(self, register_watch: bool = False
+                                                  ) -> list[str]:
+        """The pending notifications' sequence numbers, in order."""
+        children = await self.get_children(LogDirEventNotificationZNode.PATH, register_watch)
+        return sorted(LogDirEventNotificationSequenceZNode.sequence_number(c) for c in children)
+
+    async def get_broker_ids_from_log_dir_events(self, sequence_numbers: Iterable[str]
+                                                 ) -> list[int]:
+        seqs = list(sequence_numbers)
+        outcomes = await gather(
+            self.get_data_and_stat(LogDirEventNotificationSequenceZNode.path(s)) for s in seqs
+        )
+        result: list[int] = []
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                raise outcome
+            if outcome is not None:
+                result.append(LogDirEventNotificationSequenceZNode.decode(outcome[0]))
+        return result
+
+    async def delete_log_dir_event_notifications(
+        self,
+        sequence_numbers: Iterable[str] | None,
+        expected_controller_epoch_zk_version: int,
+    ) -> None:
+        """Delete the given notifications (all of them for None); missing ones are fine."""
+        if sequence_numbers is None:
+            sequence_numbers = await self.get_all_log_dir_event_notifications()
+        outcomes = await self._guarded_each(
+            [DeleteOp(LogDirEventNotificationSequenceZNode.path(s)) for s in sequence_numbers],
             expected_controller_epoch_zk_version,
         )
         for outcome in outcomes:

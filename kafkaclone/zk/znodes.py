@@ -276,9 +276,40 @@ def _is_hex(text: str) -> bool:
 
 
 class LogDirEventNotificationZNode:
-    """Created at startup like Kafka does; log dir failure events are not implemented."""
-
     PATH: Final = "/log_dir_event_notification"
+
+
+class LogDirEventNotificationSequenceZNode:
+    """``/log_dir_event_notification/log_dir_event_<seq>``, persistent sequential: a broker
+    lost a log directory; the controller learns which replicas from its LeaderAndIsr
+    response (JSON v1, Kafka's ``{"version":1,"broker":<id>,"event":1}``)."""
+
+    KIND: ClassVar = ZNodeKind.PERSISTENT_SEQUENTIAL
+    FORMAT: ClassVar = PayloadFormat.JSON
+    SCHEMA: ClassVar = "log_dir_event_notification_sequence.v1"
+    SEQUENCE_NUMBER_PREFIX: Final = "log_dir_event_"
+    LOG_DIR_FAILURE_EVENT: Final = 1
+
+    @staticmethod
+    def path(sequence_number: str = "") -> str:
+        prefix = LogDirEventNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
+        return f"{LogDirEventNotificationZNode.PATH}/{prefix}{sequence_number}"
+
+    @staticmethod
+    def sequence_number(path: str) -> str:
+        prefix = LogDirEventNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
+        return path[path.rindex(prefix) + len(prefix) :]
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _json_bytes({"version": 1, "broker": broker_id,
+                            "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE_EVENT})
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        """The broker id of the event."""
+        what = "log dir event notification"
+        return _int(_parse_object(data, what), "broker", what, data)
 
 
 # -- /cluster/id ------------------------------------------------------------------------------
@@ -1272,6 +1303,7 @@ PAYLOAD_ZNODES: Final = (
     ReassignPartitionsZNode,
     PreferredReplicaElectionZNode,
     IsrChangeNotificationSequenceZNode,
+    LogDirEventNotificationSequenceZNode,
     ConfigEntityZNode,
     ConfigEntityChangeNotificationSequenceZNode,
     ProducerIdBlockZNode,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
+from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.channel_manager import ResponseCallback
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
@@ -16,6 +17,8 @@ from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.znodes import BrokerId, BrokerInfo
 
 SR_RESPONSE = APIS[ApiKey.STOP_REPLICA].response
+LAI_RESPONSE = APIS[ApiKey.LEADER_AND_ISR].response
+KAFKA_STORAGE_ERROR = 56
 
 
 @dataclass
@@ -29,12 +32,14 @@ class Sent:
 @dataclass
 class FakeChannel:
     """Records requests to live brokers; answers StopReplica with success, as a broker
-    that deleted its replicas would."""
+    that deleted its replicas would, and LeaderAndIsr with success except for the replicas
+    in ``storage_errors`` (KAFKA_STORAGE_ERROR: a failed log directory)."""
 
     sent: list[Sent]
     brokers: set[int] = field(default_factory=set)
     listener_name: str = "PLAINTEXT"
     closed: bool = False
+    storage_errors: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def add_broker(self, broker: BrokerInfo) -> None:
         self.brokers.add(broker.broker_id)
@@ -52,6 +57,18 @@ class FakeChannel:
                 topic_name=t.topic_name, partition_index=p.partition_index, error_code=0)
                 for t in body.topic_states for p in t.partition_states]
             callback(SR_RESPONSE(error_code=0, partition_errors=errors))
+        if callback is not None and api_key == ApiKey.LEADER_AND_ISR:
+            offline = self.storage_errors.get(broker_id, set())
+            s = LAI_RESPONSE.structs
+            callback(LAI_RESPONSE(error_code=0, partition_errors=[], topics=[
+                s["LeaderAndIsrTopicError"](topic_id=t.topic_id, partition_errors=[
+                    s["LeaderAndIsrPartitionError"](
+                        partition_index=p.partition_index,
+                        error_code=(KAFKA_STORAGE_ERROR
+                                    if TopicPartition(t.topic_name, p.partition_index) in offline
+                                    else 0))
+                    for p in t.partition_states])
+                for t in body.topic_states]))
 
     def shutdown(self) -> None:
         self.closed = True

@@ -35,6 +35,8 @@ class Cluster:
         self.controllers: list[KafkaController] = []
         self.sent: list[Sent] = []
         self.brokers: dict[int, KafkaZkClient] = {}
+        self.storage_errors: dict[int, set[TopicPartition]] = {}
+        """Replicas the brokers answer KAFKA_STORAGE_ERROR for (failed log dirs)."""
 
     def controller(self, broker_id: int = 1, *, unclean: bool = False,
                    client: KafkaZkClient | None = None,
@@ -47,7 +49,8 @@ class Cluster:
             "leader.imbalance.check.interval.seconds": str(rebalance_interval_s or 300)}))
         controller = KafkaController(
             config, zk_client, broker_id, -1, reactor,
-            channel_factory=lambda _: FakeChannel(self.sent))
+            channel_factory=lambda _: FakeChannel(self.sent,
+                                                  storage_errors=self.storage_errors))
         self.controllers.append(controller)
         run(controller.startup())
         return controller
@@ -165,6 +168,42 @@ def test_broker_failure_elects_from_isr_and_shrinks_it(
     lai = of_kind(cluster.sent, ApiKey.LEADER_AND_ISR)
     assert {s.broker_id for s in lai} == {1, 2}
     assert not of_kind(cluster.sent, ApiKey.LEADER_AND_ISR, 3)
+
+
+def test_a_log_dir_event_moves_leaders_off_the_offline_replicas(
+        cluster: Cluster, zk: KazooClient, zk_client: KafkaZkClient) -> None:
+    """Kafka's onBrokerLogDirFailure: LeaderAndIsr for all of the broker's replicas; those
+    answered KAFKA_STORAGE_ERROR become offline replicas (leader elsewhere, out of the
+    ISR, StopReplica without deletion); the others are untouched."""
+    t1 = TopicPartition("t", 1)
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.controller(1)
+    create_topic(zk_client, {0: [3, 1, 2], 1: [3, 2, 1]})
+    run_until(lambda: has_state(zk) and has_state(zk, t1))
+    settle(controller)
+    cluster.sent.clear()
+    cluster.storage_errors[3] = {T0}
+    run(cluster.brokers[3].propagate_log_dir_event(3))
+    run_until(lambda: state(zk)["leader"] == 1)
+    run_until(lambda: zk.get_children("/log_dir_event_notification") == [])
+    settle(controller)
+    assert state(zk) == {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 1,
+                         "isr": [1, 2]}
+    assert state(zk, t1)["leader"] == 3 and state(zk, t1)["isr"] == [3, 2, 1]
+    offline = controller.context.replicas_on_offline_dirs
+    assert {broker: tps for broker, tps in offline.items() if tps} == {3: {T0}}
+    assert not controller.context.is_replica_online(3, T0)
+    assert controller.context.is_replica_online(3, t1)
+    (asked,) = [s for s in of_kind(cluster.sent, ApiKey.LEADER_AND_ISR, 3)
+                if len(partition_states(s)) == 2]  # every replica of broker 3
+    assert sorted(p.partition_index for _, p in partition_states(asked)) == [0, 1]
+    stops = of_kind(cluster.sent, ApiKey.STOP_REPLICA, 3)
+    assert [(t.topic_name, p.partition_index, p.delete_partition)
+            for s in stops for t in s.body.topic_states for p in t.partition_states] == [
+        ("t", 0, False)]
+    update = of_kind(cluster.sent, ApiKey.UPDATE_METADATA, 1)[-1]
+    (t0_state,) = [p for _, p in partition_states(update) if p.partition_index == 0]
+    assert t0_state.offline_replicas == [3]
 
 
 def test_one_request_per_broker_per_event_however_many_partitions(

@@ -4,7 +4,8 @@
 Each partition that appended waits for ``required_offset`` (its last offset + 1). A
 partition is done when its high watermark reached it (NOT_ENOUGH_REPLICAS_AFTER_APPEND if
 the ISR shrank below min.insync.replicas meanwhile), when this broker stops being its leader
-(NOT_LEADER_OR_FOLLOWER), or when the request timeout expires (REQUEST_TIMED_OUT).
+(NOT_LEADER_OR_FOLLOWER; KAFKA_STORAGE_ERROR when its log directory failed), or when the
+request timeout expires (REQUEST_TIMED_OUT).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from kafkaclone.common.errors import (
     NONE,
     RequestTimedOutError,
-    UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.server.delayed.purgatory import DelayedOperation, PartitionSource
@@ -66,7 +66,7 @@ class DelayedProduce(DelayedOperation):
                 continue
             partition = self._partitions.get_partition(tp)
             if partition is None:
-                done, error = True, UnknownTopicOrPartitionError.code
+                done, error = True, self._partitions.missing_partition_error(tp)
             else:
                 done, error = partition.check_enough_replicas_reach_offset(
                     status.required_offset)

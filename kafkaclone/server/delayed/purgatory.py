@@ -31,6 +31,11 @@ class PartitionSource(Protocol):
 
     def get_partition(self, tp: TopicPartition) -> Partition | None: ...
 
+    def missing_partition_error(self, tp: TopicPartition) -> int:
+        """Why ``tp`` is not hosted: KAFKA_STORAGE_ERROR if its log directory failed,
+        UNKNOWN_TOPIC_OR_PARTITION otherwise."""
+        ...
+
 
 class DelayedOperation:
     """An operation that completes later: subclasses implement ``try_complete``,
