@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -122,6 +123,7 @@ from kafkaclone.server.security.listeners import (
     SecurityConfigError,
     resolve_broker_security,
 )
+from kafkaclone.server.security.zookeeper import resolve_zookeeper_security
 from kafkaclone.server.services import ControllerService
 from kafkaclone.server.transaction_state_log import (
     MetadataCacheMarkerDestinations,
@@ -495,9 +497,20 @@ class KafkaBroker(MultiService):
         timeout = config.zookeeper_connection_timeout_ms / 1000.0
         logger.info("Connecting to zookeeper on %s", connect)
         try:
-            await KafkaZkClient.create_chroot_if_necessary(connect, self.reactor, timeout)
+            zk_security = resolve_zookeeper_security(config, os.environ)
+        except SecurityConfigError as exc:
+            raise BrokerStartupError(str(exc)) from exc
+        if zk_security.sasl is not None:
+            logger.info("Authenticating to ZooKeeper with SASL DIGEST-MD5 as %s%s",
+                        zk_security.sasl.username,
+                        " (znodes with secure ACLs)" if zk_security.secure_acls else "")
+        try:
+            await KafkaZkClient.create_chroot_if_necessary(
+                connect, self.reactor, timeout, sasl=zk_security.sasl,
+                secure_acls=zk_security.secure_acls)
             client = KafkaZkClient.from_connect_string(
-                connect, self.reactor, session_timeout_ms=config.zookeeper_session_timeout_ms)
+                connect, self.reactor, session_timeout_ms=config.zookeeper_session_timeout_ms,
+                sasl=zk_security.sasl, secure_acls=zk_security.secure_acls)
             self._zk_client = client
             await client.start(connection_timeout=timeout)
         except ZooKeeperClientError as exc:
