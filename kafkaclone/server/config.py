@@ -242,7 +242,10 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("zookeeper.sync.time.ms", INT, 2000, LOW,
                   "How far a ZooKeeper follower may lag behind its leader."),
         ConfigKey("zookeeper.set.acl", BOOLEAN, False, HIGH,
-                  "Create znodes with secure ACLs."),
+                  "Create znodes with secure ACLs.",
+                  note="Needs SASL to ZooKeeper: a JAAS file with a Client section named by "
+                       "-Djava.security.auth.login.config in KAFKA_OPTS, else the broker "
+                       "refuses to start (docs/security.md)."),
         ConfigKey("zookeeper.max.in.flight.requests", INT, 10, HIGH,
                   "The most ZooKeeper requests the broker keeps unanswered before waiting.",
                   validator=at_least(1)),
