@@ -26,6 +26,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kafkaclone.clients.connection import BrokerConnection
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.cluster import LocalCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -207,3 +210,27 @@ def test_consumer_quota_holds_the_fetch_rate(cluster: LocalCluster) -> None:
         assert set(throttles.by_broker) == {2}
     finally:
         consumer.close()
+
+
+def test_request_percentage_throttles_by_handling_time(cluster: LocalCluster) -> None:
+    kafka_configs(cluster, "--zookeeper", cluster.zookeeper_connect, "--alter",
+                  "--entity-type", "clients", "--entity-name", "busy",
+                  "--add-config", "request_percentage=0.01")
+    host, port = cluster.broker(1).bootstrap_server.split(":")
+    metadata = api.APIS[ApiKey.METADATA].request
+    body = metadata(topics=None, allow_auto_topic_creation=False)
+
+    def throttle_of(connection: BrokerConnection) -> int:
+        _, response = connection.request(ApiKey.METADATA, body, 9)
+        return int(response.throttle_time_ms)
+
+    with BrokerConnection(host, int(port), client_id="busy") as busy, \
+            BrokerConnection(host, int(port), client_id="idle") as idle:
+        # 0.01% of a handler is 0.1 ms per second: a few Metadata requests exceed it once
+        # the quota reached the broker; the throttle is at most one window (1 s).
+        deadline = time.monotonic() + 60
+        throttle = 0
+        while time.monotonic() < deadline and throttle == 0:
+            throttle = throttle_of(busy)
+        assert 0 < throttle <= 1000
+        assert throttle_of(idle) == 0
