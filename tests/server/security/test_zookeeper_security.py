@@ -95,8 +95,7 @@ def secured_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
         jvm_flags=(*DEFAULT_JVM_FLAGS, f"-Djava.security.auth.login.config={server_jaas}"),
         extra_config={"authProvider.1":
                       "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"})
-    with cluster:
-        cluster.start()
+    with cluster:  # starts ZooKeeper and the broker, stops both (by PID) on the way out
         yield cluster
 
 
