@@ -347,6 +347,42 @@ class AdminClient:
                                       info.iterations for info in result.credential_infos}
         return described
 
+    def describe_client_quotas(
+            self, components: Sequence[tuple[str, int, str | None]] = (), strict: bool = False
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """DescribeClientQuotas: the quotas of the entities the filter selects, each entity
+        as {entity type (``user``, ``client-id``): name, None for the default}. A
+        component is (entity type, match type: 0 exact / 1 default / 2 any, name for 0)."""
+        request_cls = APIS[ApiKey.DESCRIBE_CLIENT_QUOTAS].request
+        component_cls = request_cls.structs["ComponentData"]
+        body = request_cls(components=[
+            component_cls(entity_type=entity_type, match_type=match_type, match=match)
+            for entity_type, match_type, match in components], strict=strict)
+        _, response = self._any_connection().request(ApiKey.DESCRIBE_CLIENT_QUOTAS, body)
+        raise_for_code(response.error_code, response.error_message)
+        return [({part.entity_type: part.entity_name for part in entry.entity},
+                 {value.key: value.value for value in entry.values})
+                for entry in response.entries or ()]
+
+    def alter_client_quotas(
+            self, entries: Sequence[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+            validate_only: bool = False) -> list[KafkaError | None]:
+        """AlterClientQuotas: for each (entity, {quota key: value, None to remove}) its
+        outcome, in order."""
+        request_cls = APIS[ApiKey.ALTER_CLIENT_QUOTAS].request
+        entry_cls = request_cls.structs["EntryData"]
+        entity_cls = request_cls.structs["EntityData"]
+        op_cls = request_cls.structs["OpData"]
+        body = request_cls(entries=[
+            entry_cls(entity=[entity_cls(entity_type=entity_type, entity_name=name)
+                              for entity_type, name in entity.items()],
+                      ops=[op_cls(key=key, value=0.0 if value is None else float(value),
+                                  remove=value is None) for key, value in ops.items()])
+            for entity, ops in entries], validate_only=validate_only)
+        _, response = self._any_connection().request(ApiKey.ALTER_CLIENT_QUOTAS, body)
+        return [None if r.error_code == 0 else error_for_code(r.error_code)(r.error_message or "")
+                for r in response.entries]
+
     def alter_user_scram_credentials(
             self, upsertions: Sequence[tuple[str, str, int, str]] = (),
             deletions: Sequence[tuple[str, str]] = ()) -> dict[str, KafkaError | None]:

@@ -13,6 +13,7 @@ passwords).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -107,3 +108,26 @@ def _tokenize(text: str) -> list[tuple[str, bool]]:
                 index += 1
             tokens.append((text[start:index], False))
     return tokens
+
+
+def parse_jaas_file(text: str) -> dict[str, list[LoginModule]]:
+    """The sections of a JAAS login configuration file (``java.security.auth.login.config``),
+    ``Name { <login modules> };`` each, by name; ValueError with a one-line reason if the
+    file is not in that syntax. ``//`` and ``/* */`` comments are skipped."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
+    text = re.sub(r"(?m)^\s*//.*$", " ", text)
+    sections: dict[str, list[LoginModule]] = {}
+    position = 0
+    for match in _SECTION.finditer(text):
+        if text[position:match.start()].strip():
+            raise ValueError("JAAS file has text outside 'Name { ... };' sections")
+        sections[match.group(1)] = parse_jaas_config(match.group(2))
+        position = match.end()
+    if text[position:].strip():
+        raise ValueError("JAAS file has text outside 'Name { ... };' sections")
+    if not sections:
+        raise ValueError("JAAS file has no section")
+    return sections
+
+
+_SECTION: Final = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*\{(.*?)\}\s*;", re.DOTALL)

@@ -21,7 +21,10 @@ transport's ``pauseProducing``) while
 - its transport holds more unsent response bytes than its buffer size (the connection is
   the transport's streaming producer, so Twisted pauses it when the peer reads slowly), or
 - the broker as a whole has ``queued.max.requests`` requests being processed
-  (:class:`RequestQueue`).
+  (:class:`RequestQueue`), or
+- a client quota throttles it (:meth:`KafkaServerProtocol.throttle`, Kafka's
+  ThrottledChannel: the response goes out at once with its ``throttle_time_ms``, and the
+  connection is not read until that time has passed, KIP-219).
 
 Frames already read stay in the connection's buffer until it is unmuted, so a client that
 pipelines requests and never reads holds at most a few responses in the broker's memory.
@@ -35,7 +38,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from time import monotonic
 from typing import Any, Final, Protocol
 
@@ -79,7 +82,8 @@ class CloseConnection(Exception):
 class ConnectionInfo:
     """Who sent a request: the address pair of the connection, a connection id, the
     listener it came in on and the principal it authenticated as (``User:ANONYMOUS`` on a
-    PLAINTEXT listener and before a SASL exchange completes)."""
+    PLAINTEXT listener and before a SASL exchange completes). ``throttle`` mutes the
+    connection for a number of milliseconds (a client over its quota)."""
 
     connection_id: str
     client_host: str
@@ -88,6 +92,7 @@ class ConnectionInfo:
     listener_name: str = "PLAINTEXT"
     security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
     principal: KafkaPrincipal = ANONYMOUS
+    throttle: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -339,8 +344,12 @@ class KafkaServerProtocol(Int32StringReceiver):
                  security: ListenerSecurity = PLAINTEXT_SECURITY,
                  request_queue: RequestQueue | None = None,
                  max_in_flight: int = MAX_IN_FLIGHT_REQUESTS,
-                 request_metrics: RequestMetrics | None = None) -> None:
+                 request_metrics: RequestMetrics | None = None,
+                 clock: Scheduler | None = None) -> None:
         self.dispatcher = dispatcher
+        self._clock = clock
+        self._throttle_timer: DelayedCall | None = None
+        self._throttled_until = 0.0
         self.listener_name = listener_name
         self.security = security
         self.authenticator: SaslServerAuthenticator | None = None
@@ -373,7 +382,8 @@ class KafkaServerProtocol(Int32StringReceiver):
         peer = transport.getPeer()
         self.info = ConnectionInfo(self.connection_id, getattr(peer, "host", ""),
                                    getattr(peer, "port", 0), listener_name=self.listener_name,
-                                   security_protocol=self.security.security_protocol)
+                                   security_protocol=self.security.security_protocol,
+                                   throttle=self.throttle)
         if self.security.sasl is not None:
             self.authenticator = SaslServerAuthenticator(self.security.sasl, self,
                                                          self.connection_id)
@@ -420,7 +430,38 @@ class KafkaServerProtocol(Int32StringReceiver):
 
     # -- back-pressure -----------------------------------------------------------------------
 
+    def throttle(self, throttle_ms: int) -> None:
+        """Do not read this connection for ``throttle_ms`` (Kafka's ThrottledChannel: a
+        client over its quota). Responses still go out; a longer throttle extends it."""
+        if throttle_ms <= 0 or self.channel.closed:
+            return
+        if self._clock is None:
+            from twisted.internet import reactor
+            default_clock: Scheduler = reactor
+            self._clock = default_clock
+        clock = self._clock
+        until = clock.seconds() + throttle_ms / 1000
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        timer = self._throttle_timer
+        if timer is not None and timer.active():
+            timer.cancel()
+        self._throttle_timer = clock.callLater(throttle_ms / 1000, self._throttle_ended)
+        self._set_muted(True)
+
+    def _throttle_ended(self) -> None:
+        self._throttle_timer = None
+        self._throttled_until = 0.0
+        self.update_muting()
+
+    @property
+    def throttled(self) -> bool:
+        return self._throttle_timer is not None
+
     def _must_mute(self) -> bool:
+        if self._throttle_timer is not None:
+            return True
         if self._output_full or self.channel.in_flight >= self._max_in_flight:
             return True
         queue = self._request_queue
@@ -546,6 +587,9 @@ class KafkaServerProtocol(Int32StringReceiver):
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.channel.closed = True
+        timer, self._throttle_timer = self._throttle_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
 
 
 class KafkaServerFactory(protocol.ServerFactory):
@@ -597,7 +641,7 @@ class KafkaServerFactory(protocol.ServerFactory):
         conn = _TrackedProtocol(self.dispatcher, self.max_request_bytes,
                                 f"{self.listener_name}-{self._next_id}", self.listener_name,
                                 self.security, self.request_queue,
-                                request_metrics=self.request_metrics)
+                                request_metrics=self.request_metrics, clock=self.clock)
         conn.factory = self
         conn.quota_host = host if self.quotas is not None else None
         return conn

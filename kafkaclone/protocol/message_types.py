@@ -72,6 +72,59 @@ class AddPartitionsToTxnResponse:
 
 
 @dataclass(slots=True)
+class AlterClientQuotasRequest:
+    """AlterClientQuotasRequest (API key 49): versions 0-1, flexible 1+."""
+
+    @dataclass(slots=True)
+    class EntryData:
+        @dataclass(slots=True)
+        class EntityData:
+            entity_type: str = ""
+            # nullable 0+
+            entity_name: str | None = ""
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        @dataclass(slots=True)
+        class OpData:
+            key: str = ""
+            value: float = 0.0
+            remove: bool = False
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        entity: list[EntityData] = field(default_factory=list)
+        ops: list[OpData] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    entries: list[EntryData] = field(default_factory=list)
+    validate_only: bool = False
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AlterClientQuotasResponse:
+    """AlterClientQuotasResponse (API key 49): versions 0-1, flexible 1+."""
+
+    @dataclass(slots=True)
+    class EntryData:
+        @dataclass(slots=True)
+        class EntityData:
+            entity_type: str = ""
+            # nullable 0+
+            entity_name: str | None = ""
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        error_code: int = 0
+        # nullable 0+
+        error_message: str | None = ""
+        entity: list[EntityData] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    entries: list[EntryData] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class AlterConfigsRequest:
     """AlterConfigsRequest (API key 33): versions 0-2, flexible 2+."""
 
@@ -667,6 +720,55 @@ class DescribeAclsResponse:
     # nullable 0+
     error_message: str | None = None
     resources: list[DescribeAclsResource] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeClientQuotasRequest:
+    """DescribeClientQuotasRequest (API key 48): versions 0-1, flexible 1+."""
+
+    @dataclass(slots=True)
+    class ComponentData:
+        entity_type: str = ""
+        match_type: int = 0
+        # nullable 0+
+        match: str | None = ""
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    components: list[ComponentData] = field(default_factory=list)
+    strict: bool = False
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribeClientQuotasResponse:
+    """DescribeClientQuotasResponse (API key 48): versions 0-1, flexible 1+."""
+
+    @dataclass(slots=True)
+    class EntryData:
+        @dataclass(slots=True)
+        class EntityData:
+            entity_type: str = ""
+            # nullable 0+
+            entity_name: str | None = ""
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        @dataclass(slots=True)
+        class ValueData:
+            key: str = ""
+            value: float = 0.0
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        entity: list[EntityData] = field(default_factory=list)
+        values: list[ValueData] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    # nullable 0+
+    error_message: str | None = ""
+    # nullable 0+
+    entries: list[EntryData] | None = field(default_factory=list)
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
@@ -2182,6 +2284,8 @@ __all__ = [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterReplicaLogDirsRequest",
@@ -2210,6 +2314,8 @@ __all__ = [
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",

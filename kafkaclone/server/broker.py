@@ -113,6 +113,8 @@ from kafkaclone.server.metrics import (
     ReplicaManagerCollector,
     register_collectors,
 )
+from kafkaclone.server.quota import QuotaManagers, QuotaWindow
+from kafkaclone.server.quota import entity_from_path as quota_entity_from_path
 from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkaclone.server.request_handler import RequestHandler
@@ -121,6 +123,7 @@ from kafkaclone.server.security.listeners import (
     SecurityConfigError,
     resolve_broker_security,
 )
+from kafkaclone.server.security.zookeeper import resolve_zookeeper_security
 from kafkaclone.server.services import ControllerService
 from kafkaclone.server.transaction_state_log import (
     MetadataCacheMarkerDestinations,
@@ -262,9 +265,12 @@ class KafkaBroker(MultiService):
             DelayedOperationPurgatory("ElectLeader", reactor))
         self.metrics: BrokerMetrics | None = (
             BrokerMetrics() if config.metrics_prometheus_port >= 0 else None)
-        self.request_handler = RequestHandler(broker=self, metrics=self.metrics)
         self._controller_factory: ControllerFactory = controller_factory or self._new_controller
         self.credential_cache = ScramCredentialCache()
+        self.quotas = QuotaManagers(QuotaWindow(config.quota_window_num,
+                                                config.quota_window_size_seconds))
+        self.request_handler = RequestHandler(broker=self, metrics=self.metrics,
+                                              quotas=self.quotas)
         self._security: BrokerSecurity | None = None
         self._zk_client: KafkaZkClient | None = None
         self._admin_zk: AdminZkClient | None = None
@@ -491,9 +497,20 @@ class KafkaBroker(MultiService):
         timeout = config.zookeeper_connection_timeout_ms / 1000.0
         logger.info("Connecting to zookeeper on %s", connect)
         try:
-            await KafkaZkClient.create_chroot_if_necessary(connect, self.reactor, timeout)
+            zk_security = resolve_zookeeper_security(config, os.environ)
+        except SecurityConfigError as exc:
+            raise BrokerStartupError(str(exc)) from exc
+        if zk_security.sasl is not None:
+            logger.info("Authenticating to ZooKeeper with SASL DIGEST-MD5 as %s%s",
+                        zk_security.sasl.username,
+                        " (znodes with secure ACLs)" if zk_security.secure_acls else "")
+        try:
+            await KafkaZkClient.create_chroot_if_necessary(
+                connect, self.reactor, timeout, sasl=zk_security.sasl,
+                secure_acls=zk_security.secure_acls)
             client = KafkaZkClient.from_connect_string(
-                connect, self.reactor, session_timeout_ms=config.zookeeper_session_timeout_ms)
+                connect, self.reactor, session_timeout_ms=config.zookeeper_session_timeout_ms,
+                sasl=zk_security.sasl, secure_acls=zk_security.secure_acls)
             self._zk_client = client
             await client.start(connection_timeout=timeout)
         except ZooKeeperClientError as exc:
@@ -618,6 +635,7 @@ class KafkaBroker(MultiService):
         manager = DynamicConfigManager(self.broker_id, self.zk_client, self.log_manager,
                                        self.config.originals, self.reactor,
                                        user_config_handler=self.credential_cache.update_user,
+                                       quota_config_handler=self._update_quotas,
                                        broker_config_handler=self._reconfigure_socket_server)
         await manager.startup()
         self.dynamic_config_manager = manager
@@ -784,6 +802,11 @@ class KafkaBroker(MultiService):
                 self.reactor.callFromThread(done)
 
         future.add_done_callback(finished)
+
+    def _update_quotas(self, entity_path: str, configs: dict[str, str]) -> None:
+        entity = quota_entity_from_path(entity_path)
+        if entity is not None:
+            self.quotas.update(entity, configs)
 
     def _reconfigure_socket_server(self, props: Mapping[str, Any]) -> None:
         """The dynamic connection limits (Kafka's DynamicConnectionQuota): new limits for

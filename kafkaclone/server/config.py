@@ -242,7 +242,10 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("zookeeper.sync.time.ms", INT, 2000, LOW,
                   "How far a ZooKeeper follower may lag behind its leader."),
         ConfigKey("zookeeper.set.acl", BOOLEAN, False, HIGH,
-                  "Create znodes with secure ACLs."),
+                  "Create znodes with secure ACLs.",
+                  note="Needs SASL to ZooKeeper: a JAAS file with a Client section named by "
+                       "-Djava.security.auth.login.config in KAFKA_OPTS, else the broker "
+                       "refuses to start (docs/security.md)."),
         ConfigKey("zookeeper.max.in.flight.requests", INT, 10, HIGH,
                   "The most ZooKeeper requests the broker keeps unanswered before waiting.",
                   validator=at_least(1)),
@@ -379,6 +382,18 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("connections.max.idle.ms", LONG, 10 * _MINUTE_MS, MEDIUM,
                   "Close connections idle for longer than this.",
                   note="A connection with a request in flight is not idle."),
+
+    ),
+    *_section(
+        "Client quotas",
+        ConfigKey("quota.window.num", INT, 11, LOW,
+                  "The number of samples to retain in memory for client quotas.",
+                  validator=at_least(1)),
+        ConfigKey("quota.window.size.seconds", INT, 1, LOW,
+                  "The time span of each sample for client quotas.",
+                  validator=at_least(1),
+                  note="Quotas themselves are set per user and client id with "
+                       "kafka-configs.sh (docs/security.md)."),
     ),
     *_section(
         "Log",
@@ -977,6 +992,8 @@ class KafkaConfig(AbstractConfig):
     max_connections = _Int("max.connections")
     max_connection_creation_rate = _Int("max.connection.creation.rate")
     connections_max_idle_ms = _Int("connections.max.idle.ms")
+    quota_window_num = _Int("quota.window.num")
+    quota_window_size_seconds = _Int("quota.window.size.seconds")
 
     @property
     def listeners(self) -> list[EndPoint]:

@@ -14,7 +14,11 @@ re-reads the entity's configs and applies them:
   server.properties) give new log defaults (``log.retention.ms``, ``log.segment.bytes``, ...,
   Kafka's DynamicLogConfig), applied to every hosted log under its topic's overrides;
   the effective broker props also go to ``broker_config_handler`` (the socket server's
-  connection limits, Kafka's DynamicConnectionQuota).
+  connection limits, Kafka's DynamicConnectionQuota);
+- ``clients/<c>``, ``users/<u>``, ``users/<u>/clients/<c>`` (any name may be ``<default>``):
+  the entity's client quotas (``producer_byte_rate``, ``consumer_byte_rate``,
+  ``request_percentage``) go to ``quota_config_handler`` (Kafka's QuotaConfigHandler); a
+  user's configs also go to ``user_config_handler`` (its SCRAM credentials).
 
 Notifications older than ``changeExpirationMs`` (15 minutes, Kafka's constant) are deleted
 by whichever broker sees them, as Kafka's ZkNodeChangeNotificationListener purges them. At
@@ -38,6 +42,7 @@ from kafkaclone.zk.znodes import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityType,
+    ConfigEntityTypeZNode,
     ConfigEntityZNode,
 )
 
@@ -52,7 +57,9 @@ class DynamicConfigManager:
                  static_props: Mapping[str, Any], reactor: Any, *,
                  user_config_handler: Callable[[str, dict[str, str]], None] | None = None,
                  broker_config_handler: Callable[[Mapping[str, Any]], None] | None = None,
+                 quota_config_handler: Callable[[str, dict[str, str]], None] | None = None,
                  ) -> None:
+        self._quota_config_handler = quota_config_handler
         self.broker_id = broker_id
         self._broker_config_handler = broker_config_handler
         self._user_config_handler = user_config_handler
@@ -74,6 +81,9 @@ class DynamicConfigManager:
         if self._user_config_handler is not None:
             for user in await self._zk.get_all_entities_with_config(ConfigEntityType.USER):
                 await self._apply_user_configs(user)
+        if self._quota_config_handler is not None:
+            for entity_path in await self._quota_entity_paths():
+                await self._apply_quota_configs(entity_path)
         await self.notifications.startup()
 
     def shutdown(self) -> None:
@@ -91,8 +101,12 @@ class DynamicConfigManager:
         elif entity_type == ConfigEntityType.BROKER and entity_name in (
                 str(self.broker_id), ConfigEntityZNode.DEFAULT_ENTITY_NAME):
             await self._reload_broker_configs()
-        elif entity_type == ConfigEntityType.USER and self._user_config_handler is not None:
-            await self._apply_user_configs(entity_name)
+        elif entity_type in (ConfigEntityType.USER, ConfigEntityType.CLIENT):
+            if self._quota_config_handler is not None:
+                await self._apply_quota_configs(entity_path)
+            if (entity_type == ConfigEntityType.USER and "/" not in entity_name
+                    and self._user_config_handler is not None):
+                await self._apply_user_configs(entity_name)
         else:
             logger.debug("Config change of %s does not concern this broker", entity_path)
 
@@ -133,6 +147,25 @@ class DynamicConfigManager:
         configs = await self._zk.get_entity_configs(ConfigEntityType.USER, sanitized_user)
         logger.info("Processing config change of user %s", desanitize(sanitized_user))
         self._user_config_handler(desanitize(sanitized_user), configs)
+
+    async def _quota_entity_paths(self) -> list[str]:
+        """Every ``clients/<c>``, ``users/<u>`` and ``users/<u>/clients/<c>`` entity."""
+        paths = [f"{ConfigEntityType.CLIENT}/{client}" for client in
+                 await self._zk.get_all_entities_with_config(ConfigEntityType.CLIENT)]
+        for user in await self._zk.get_all_entities_with_config(ConfigEntityType.USER):
+            paths.append(f"{ConfigEntityType.USER}/{user}")
+            clients_path = f"{ConfigEntityTypeZNode.path(ConfigEntityType.USER)}/{user}/clients"
+            paths.extend(f"{ConfigEntityType.USER}/{user}/clients/{client}"
+                         for client in sorted(await self._zk.get_children(clients_path)))
+        return paths
+
+    async def _apply_quota_configs(self, entity_path: str) -> None:
+        """Hand an entity's configs to the quota handler (the SCRAM credentials of a user
+        are among them: the handler reads only the quota keys, and they are not logged)."""
+        assert self._quota_config_handler is not None
+        entity_type, _, entity_name = entity_path.partition("/")
+        configs = await self._zk.get_entity_configs(entity_type, entity_name)
+        self._quota_config_handler(entity_path, configs)
 
     async def _apply_topic_configs(self, topics: list[str]) -> None:
         overrides = await self._zk.get_topic_configs(topics)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from twisted.internet.defer import Deferred, fail, succeed
 
@@ -26,6 +26,7 @@ from kafkaclone.common.errors import KafkaError, UnsupportedVersionError
 from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
 from kafkaclone.protocol import api as protocol_api
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.message_types import FetchRequest
 from kafkaclone.server.handlers.api_versions import unsupported_version_response
 from kafkaclone.server.handlers.registry import (
     RegisteredHandler,
@@ -33,6 +34,7 @@ from kafkaclone.server.handlers.registry import (
     load_handlers,
 )
 from kafkaclone.server.metrics import BrokerMetrics
+from kafkaclone.server.quota import NANOS_TO_PERCENTAGE_PER_SECOND, NO_QUOTAS, QuotaManagers
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -44,8 +46,11 @@ class RequestHandler:
 
     def __init__(self, broker: BrokerServices,
                  handlers: dict[ApiKey, RegisteredHandler] | None = None,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None,
+                 quotas: QuotaManagers = NO_QUOTAS) -> None:
         self.broker = broker
+        self.quotas = quotas
+        """The client quotas applied to every request (none by default)."""
         self.handlers = load_handlers() if handlers is None else handlers
         self.metrics = metrics
         """Per-API request counts and times, when the broker serves metrics."""
@@ -84,8 +89,10 @@ class RequestHandler:
                 f"malformed {target.request.name} v{version}: {exc.message}") from exc
 
         client_id = None if header.client_id is None else str(header.client_id)
-        ctx = RequestContext(target, version, correlation_id, client_id, connection, self.broker)
-        coroutine = _call(registered, ctx, body, key, version, correlation_id)
+        ctx = RequestContext(target, version, correlation_id, client_id, connection, self.broker,
+                             len(frame), self.quotas)
+        timing = _Timing(started)
+        coroutine = _call(registered, ctx, body, key, version, correlation_id, timing)
         # Most requests complete without waiting (Metadata, acks=1 Produce, a Fetch with
         # data): run the coroutine's first step here and answer at once, without Twisted's
         # coroutine driver. One that awaits (acks=all, a long poll, ZooKeeper) is handed to
@@ -99,20 +106,75 @@ class RequestHandler:
         except Exception:
             result = fail()
         else:
+            timing.first_step = time.perf_counter() - started
             result = Deferred.fromCoroutine(coroutine)
         if self.metrics is not None:
             result.addBoth(_recorded, self.metrics, key, started)
         return result
 
 
+class _Timing:
+    """When a request's handling started, and how long its first, synchronous step took if
+    it then waited (a long poll, acks=all, ZooKeeper): the request quota counts the time
+    the handler worked, not the time it waited."""
+
+    __slots__ = ("first_step", "started")
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.first_step: float | None = None
+
+
+_EXEMPT_FROM_REQUEST_QUOTA: Final = frozenset({
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS, ApiKey.API_VERSIONS,
+    ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+})
+"""Kafka's inter-broker (ClusterAction) APIs and those a client needs before it can read
+throttle times: never throttled by request_percentage (ClientRequestQuotaManager's exempt
+sensor)."""
+
+
 async def _call(registered: RegisteredHandler, ctx: RequestContext, body: Any, key: int,
-                version: int, correlation_id: int) -> bytes | None:
+                version: int, correlation_id: int, timing: _Timing) -> bytes | None:
     """The handler, and its response encoded (in the coroutine rather than in a callback
     added to its Deferred: one callback fewer per request)."""
     response = await registered.fn(ctx, body)
+    quotas = ctx.quotas
+    if quotas.request.enabled or quotas.produce.enabled or quotas.fetch.enabled:
+        _throttle(ctx, key, body, response, timing)
     if response is None:
         return None
     return protocol_api.encode_response(key, version, correlation_id, response)
+
+
+def _throttle(ctx: RequestContext, key: int, body: Any, response: Any,
+              timing: _Timing) -> None:
+    """Kafka's sendResponseMaybeThrottle: the request_percentage throttle time (the handling
+    time recorded against the client's rate), the larger of it and the bandwidth throttle
+    a Produce or Fetch handler put in the answer goes into its ``throttle_time_ms``, and the
+    connection is muted that long. Every answer with the field carries it (KIP-219)."""
+    throttle_ms = 0
+    if key not in _EXEMPT_FROM_REQUEST_QUOTA and not _from_follower(key, body):
+        handled = timing.first_step
+        if handled is None:
+            handled = time.perf_counter() - timing.started
+        throttle_ms = ctx.quotas.request.record_and_get_throttle_time_ms(
+            ctx.connection.principal.name, ctx.client_id or "",
+            handled * 1e9 * NANOS_TO_PERCENTAGE_PER_SECOND, ctx.broker.reactor.seconds() * 1000)
+    if response is not None and hasattr(response, "throttle_time_ms"):
+        throttle_ms = max(throttle_ms, response.throttle_time_ms)
+        response.throttle_time_ms = throttle_ms
+    if throttle_ms and ctx.connection.throttle is not None:
+        ctx.connection.throttle(throttle_ms)
+
+
+def _from_follower(key: int, body: Any) -> bool:
+    """A replica's Fetch: governed by replication quotas, never by client quotas."""
+    if key != ApiKey.FETCH:
+        return False
+    fetch: FetchRequest = body
+    return fetch.replica_id >= 0
 
 
 def _recorded(result: _T, metrics: BrokerMetrics, key: int, started: float) -> _T:

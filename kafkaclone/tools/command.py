@@ -11,6 +11,7 @@ reactor, which the CLI never starts (kafkaclone.tools.reactor).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final, NoReturn, TextIO, TypeVar
@@ -75,11 +76,18 @@ class ZkSession:
     def __init__(self, connect: str) -> None:
         from twisted.internet import reactor as global_reactor
 
+        from kafkaclone.server.security.listeners import SecurityConfigError
+        from kafkaclone.server.security.zookeeper import zookeeper_sasl_from_environment
         from kafkaclone.zk.admin import AdminZkClient
         from kafkaclone.zk.client import KafkaZkClient
 
+        try:
+            sasl = zookeeper_sasl_from_environment(os.environ)
+        except SecurityConfigError as exc:
+            raise CommandError(str(exc)) from None
         zk_reactor: Any = global_reactor
-        self.zk = KafkaZkClient.from_connect_string(connect, zk_reactor)
+        self.zk = KafkaZkClient.from_connect_string(connect, zk_reactor, sasl=sasl,
+                                                    secure_acls=sasl is not None)
         try:
             self.run(self.zk.start(connection_timeout=ZK_TIMEOUT_S))
         except Exception as exc:

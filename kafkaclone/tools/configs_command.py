@@ -1,7 +1,7 @@
 """kafka-configs: describe and change topic and broker configs, as Kafka 2.8's ConfigCommand.
 
     kafka-configs.sh --bootstrap-server h:p | --zookeeper h:p[/chroot]
-        --entity-type topics|brokers|users (--entity-name N | --entity-default)
+        --entity-type topics|brokers|users|clients (--entity-name N | --entity-default)
         --describe [--all]
         --alter [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]
 
@@ -11,6 +11,14 @@ with ``--bootstrap-server`` through AlterUserScramCredentials / DescribeUserScra
 credential (salt, StoredKey, ServerKey, iterations; never the password) in
 ``/config/users/<user>`` and notifies the brokers; ``--delete-config SCRAM-SHA-256`` removes
 it; ``--describe`` shows only each mechanism's iteration count.
+
+Client quotas (``--entity-type clients`` and/or ``users``, each with ``--entity-name`` or
+``--entity-default``, Kafka 2.8's ClientQuotaEntity): ``--add-config
+'producer_byte_rate=1048576,consumer_byte_rate=2097152,request_percentage=200'`` sets the
+quotas of a client id, a user, or a user's client id (``--entity-type users --entity-name u
+--entity-type clients --entity-name c``); with ``--bootstrap-server`` through
+AlterClientQuotas / DescribeClientQuotas, with ``--zookeeper`` in ``/config/clients/<c>``,
+``/config/users/<u>``, ``/config/users/<u>/clients/<c>`` directly.
 
 With ``--bootstrap-server``: topics are changed with IncrementalAlterConfigs, brokers with
 AlterConfigs (the complete new set of the broker's dynamic configs), and ``--describe``
@@ -24,7 +32,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from kafkaclone.clients.admin import (
@@ -55,8 +63,11 @@ from kafkaclone.tools.command import (
     ZkSession,
     run_tool,
 )
+from kafkaclone.zk import client_quotas
 
-ENTITY_TYPES = ("topics", "brokers", "users")
+ENTITY_TYPES = ("topics", "brokers", "users", "clients")
+QUOTA_ENTITY_TYPES = {"users": client_quotas.USER, "clients": client_quotas.CLIENT_ID}
+"""kafka-configs' entity types for quotas, and the ClientQuotaEntity type of each."""
 _SCRAM_CREDENTIAL = re.compile(r"(?:iterations=([0-9]*),)?password=(.*)", re.DOTALL)
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
@@ -72,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--command-config")
     p.add_argument("--entity-type", action="append", default=[])
     p.add_argument("--entity-name", action="append", default=[])
-    p.add_argument("--entity-default", action="store_true")
+    # --entity-default stands for the default name among the --entity-name in order, so
+    # "--entity-type users --entity-default --entity-type clients --entity-name c" pairs up.
+    p.add_argument("--entity-default", action="append_const", const="", dest="entity_name")
     p.add_argument("--topic", help="Same as --entity-type topics --entity-name <topic>")
     p.add_argument("--broker", help="Same as --entity-type brokers --entity-name <id>")
     p.add_argument("--describe", action="store_true")
@@ -112,16 +125,14 @@ def resolve_entity(opts: argparse.Namespace) -> tuple[str, str | None]:
         types.append("brokers")
         names.append(opts.broker)
     if len(types) != 1:
-        raise UsageError("Exactly one entity type (--entity-type topics|brokers|users) must be "
-                         "given")
+        raise UsageError("Exactly one entity type (--entity-type topics|brokers|users|clients) "
+                         "must be given")
     entity_type = types[0]
     if entity_type not in ENTITY_TYPES:
         raise UsageError(f"--entity-type must be one of {', '.join(ENTITY_TYPES)}: "
                          f"{entity_type} is not supported")
-    if opts.entity_default:
-        if entity_type != "brokers":
-            raise UsageError("--entity-default is only supported for brokers")
-        names.append("")
+    if "" in names and entity_type not in ("brokers", "clients", "users"):
+        raise UsageError("--entity-default is only supported for brokers, users and clients")
     if len(names) > 1:
         raise UsageError("Only one entity name may be given")
     name = names[0] if names else None
@@ -363,10 +374,150 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
     return opts
 
 
+def is_quota_command(opts: argparse.Namespace, to_add: dict[str, str],
+                     to_delete: list[str]) -> bool:
+    """Whether the command is about client quotas: a clients entity, a user with a client,
+    or quota configs to change (a users entity otherwise means SCRAM credentials)."""
+    types = set(opts.entity_type)
+    if "clients" in types or len(opts.entity_type) > 1:
+        return True
+    return "users" in types and any(key in client_quotas.QUOTA_CONFIG_TYPES
+                                    for key in [*to_add, *to_delete])
+
+
+def resolve_quota_entity(opts: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """[(kafka-configs entity type, name: None for all, "" for the default)], users first
+    (the znode path order)."""
+    types: list[str] = list(opts.entity_type)
+    names: list[str] = list(opts.entity_name)
+    if not types or len(set(types)) != len(types) or not set(types) <= set(QUOTA_ENTITY_TYPES):
+        raise UsageError("Only 'users' and 'clients' entity types may be combined, each once")
+    if len(names) > len(types):
+        raise UsageError("More entity names than entity types were given")
+    if opts.alter and len(names) != len(types):
+        raise UsageError("--entity-name or --entity-default must be specified with --alter "
+                         "for every entity type")
+    paired = [(entity_type, names[i] if i < len(names) else None)
+              for i, entity_type in enumerate(types)]
+    return sorted(paired, key=lambda pair: pair[0] != "users")
+
+
+def _quota_entity(entity: Sequence[tuple[str, str | None]]) -> client_quotas.Entity:
+    return {QUOTA_ENTITY_TYPES[entity_type]: name or None for entity_type, name in entity}
+
+
+def _quota_value(key: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidConfigError(f"Invalid value {text} for configuration {key}") from None
+
+
+def _show_quota_entity(entity: Mapping[str, str | None]) -> str:
+    """ConfigCommand's description of a ClientQuotaEntity."""
+    labels = {client_quotas.USER: "user-principal", client_quotas.CLIENT_ID: "client-id"}
+    parts = []
+    for entity_type in (client_quotas.USER, client_quotas.CLIENT_ID):
+        if entity_type in entity:
+            name = entity[entity_type]
+            label = labels[entity_type]
+            parts.append(f"the default {label}" if name is None else f"{label} '{name}'")
+    return ", ".join(parts)
+
+
+def _java_double(value: float) -> str:
+    """Java's Double.toString for the values quotas take (1048576.0, 200.0, 0.5)."""
+    return repr(float(value))
+
+
+def _quota_ops(to_add: dict[str, str], to_delete: list[str]) -> dict[str, float | None]:
+    unknown = [key for key in [*to_add, *to_delete] if key not in client_quotas.QUOTA_CONFIG_TYPES]
+    if unknown:
+        raise InvalidConfigError(f"Invalid config(s): {','.join(unknown)}")
+    ops: dict[str, float | None] = {key: _quota_value(key, text) for key, text in to_add.items()}
+    ops.update(dict.fromkeys(to_delete))
+    return ops
+
+
+def _quota_filter(entity: Sequence[tuple[str, str | None]]) -> list[tuple[str, int, str | None]]:
+    components: list[tuple[str, int, str | None]] = []
+    for entity_type, name in entity:
+        quota_type = QUOTA_ENTITY_TYPES[entity_type]
+        if name is None:
+            components.append((quota_type, client_quotas.MATCH_SPECIFIED, None))
+        elif name == "":
+            components.append((quota_type, client_quotas.MATCH_DEFAULT, None))
+        else:
+            components.append((quota_type, client_quotas.MATCH_EXACT, name))
+    return components
+
+
+def run_quota_command(opts: argparse.Namespace, to_add: dict[str, str], to_delete: list[str],
+                      out: TextIO) -> None:
+    """Kafka 2.8's ConfigCommand for client quotas."""
+    entity = resolve_quota_entity(opts)
+    if opts.bootstrap_server:
+        with AdminClient(opts.bootstrap_server, client_id="kafka-configs",
+                         security=command_security(opts.command_config)) as admin:
+            if opts.alter:
+                error = admin.alter_client_quotas(
+                    [(_quota_entity(entity), _quota_ops(to_add, to_delete))])[0]
+                if error is not None:
+                    raise error
+                entity_type, name = entity[0]
+                out.write(f"Completed updating config for {entity_type[:-1]} {name}.\n")
+                return
+            for found, quotas in admin.describe_client_quotas(_quota_filter(entity),
+                                                              strict=True):
+                shown = ", ".join(f"{key}={_java_double(value)}"
+                                  for key, value in quotas.items())
+                out.write(f"Quota configs for {_show_quota_entity(found)} are {shown}\n")
+        return
+    session = ZkSession(opts.zookeeper)
+    try:
+        if opts.alter:
+            ops = _quota_ops(to_add, to_delete)
+            session.run(client_quotas.alter_client_quotas(session.zk, _quota_entity(entity),
+                                                          list(ops.items())))
+            out.write("Completed updating config for entity: "
+                      f"{_zk_entity_label(_quota_entity(entity))}.\n")
+            return
+        filters = [client_quotas.FilterComponent(QUOTA_ENTITY_TYPES[entity_type], name or None,
+                                                 any_name=name is None)
+                   for entity_type, name in entity]
+        for found, quotas in session.run(client_quotas.describe_client_quotas(
+                session.zk, filters, strict=True)):
+            shown = ",".join(f"{key}={_zk_quota_text(key, value)}"
+                             for key, value in quotas.items())
+            out.write(f"Configs for {_zk_entity_label(found)} are {shown}\n")
+    finally:
+        session.close()
+
+
+def _zk_entity_label(entity: Mapping[str, str | None]) -> str:
+    """ConfigCommand's ConfigEntity.toString: ``user-principal 'u', client-id 'c'``,
+    ``default client-id``."""
+    labels = {client_quotas.USER: "user-principal", client_quotas.CLIENT_ID: "client-id"}
+    parts = []
+    for entity_type in (client_quotas.USER, client_quotas.CLIENT_ID):
+        if entity_type in entity:
+            name = entity[entity_type]
+            label = labels[entity_type]
+            parts.append(f"default {label}" if name is None else f"{label} '{name}'")
+    return ", ".join(parts)
+
+
+def _zk_quota_text(key: str, value: float) -> str:
+    return client_quotas.quota_value_text(key, value)
+
+
 def run_command(opts: argparse.Namespace, out: TextIO) -> None:
-    entity_type, name = resolve_entity(opts)
     to_add = parse_add_config(opts.add_config)
     to_delete = parse_delete_config(opts.delete_config)
+    if is_quota_command(opts, to_add, to_delete):
+        run_quota_command(opts, to_add, to_delete, out)
+        return
+    entity_type, name = resolve_entity(opts)
     if opts.bootstrap_server and entity_type == "users":
         with AdminClient(opts.bootstrap_server, client_id="kafka-configs",
                          security=command_security(opts.command_config)) as admin:

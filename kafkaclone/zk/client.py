@@ -153,14 +153,15 @@ class KafkaZkClient:
 
     @staticmethod
     async def create_chroot_if_necessary(
-        connect_string: str, reactor: ZkReactor, connection_timeout: float | None = None
+        connect_string: str, reactor: ZkReactor, connection_timeout: float | None = None,
+        **options: Unpack[SessionOptions],
     ) -> None:
         """Create the chroot of ``host:port/chroot`` if it is missing, as Kafka's broker does
         before its session (kazoo, like ZooKeeper's client, expects the chroot to exist)."""
         hosts, slash, chroot = connect_string.partition("/")
         if not slash or not chroot.strip("/"):
             return
-        client = KafkaZkClient.from_connect_string(hosts, reactor)
+        client = KafkaZkClient.from_connect_string(hosts, reactor, **options)
         try:
             await client.start(connection_timeout)
             await client.make_sure_persistent_path_exists("/" + chroot.strip("/"))

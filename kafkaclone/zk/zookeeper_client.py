@@ -27,13 +27,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict, TypeVar, cast
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol, TypedDict, TypeVar, cast
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionLoss, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 from twisted.internet.defer import Deferred, DeferredList, TimeoutError
 from twisted.python.failure import Failure
 
@@ -66,6 +67,34 @@ class SessionOptions(TypedDict, total=False):
 
     session_timeout_ms: int
     max_reconnect_delay_s: float
+    sasl: ZkSaslCredentials | None
+    secure_acls: bool
+
+
+@dataclass(frozen=True)
+class ZkSaslCredentials:
+    """What the session authenticates with: SASL DIGEST-MD5 (the JAAS ``Client`` section's
+    DigestLoginModule ``username`` / ``password``)."""
+
+    username: str
+    password: str = field(repr=False)
+
+
+SENSITIVE_ROOT_PATHS: Final = ("/config/users", "/config/brokers", "/delegation_token")
+"""Kafka's ZkData.SensitiveRootPaths: znodes under them are readable by their creator only
+(SCRAM credentials, dynamic broker passwords)."""
+CONSUMERS_PATH: Final = "/consumers"
+
+
+def kafka_default_acls(path: str) -> list[ACL]:
+    """Kafka's ZkData.defaultAcls with zookeeper.set.acl=true: all permissions for the
+    creator (the authenticated broker), read for everyone but on sensitive paths;
+    ``/consumers`` itself stays open (old consumers created their znodes under it)."""
+    if path == CONSUMERS_PATH:
+        return list(OPEN_ACL_UNSAFE)
+    if any(path == root or path.startswith(root + "/") for root in SENSITIVE_ROOT_PATHS):
+        return list(CREATOR_ALL_ACL)
+    return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
 
 
 class ZkReactor(Protocol):
@@ -199,8 +228,11 @@ async def gather(coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T | Excep
 class ZooKeeperClient:
     """Kafka's ZooKeeperClient over a kazoo session. See the module docstring for threading."""
 
-    def __init__(self, zk: KazooClient, reactor: ZkReactor) -> None:
+    def __init__(self, zk: KazooClient, reactor: ZkReactor, *,
+                 secure_acls: bool = False) -> None:
         self._zk = zk
+        self.secure_acls = secure_acls
+        """zookeeper.set.acl: znodes are created with Kafka's secure ACLs."""
         self._reactor = reactor
         self._closed = False
         self._session_lost = False
@@ -223,16 +255,28 @@ class ZooKeeperClient:
         *,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         max_reconnect_delay_s: float = 1.0,
+        sasl: ZkSaslCredentials | None = None,
+        secure_acls: bool = False,
     ) -> ZooKeeperClient:
         """A client for ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``); call
-        ``start()``. Reconnection is retried forever, backing off to ``max_reconnect_delay_s``."""
+        ``start()``. Reconnection is retried forever, backing off to ``max_reconnect_delay_s``.
+        With ``sasl`` the session authenticates with DIGEST-MD5 (kazoo over pure-sasl); with
+        ``secure_acls`` every znode is created with Kafka's ACLs (:func:`kafka_default_acls`)."""
         retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=max_reconnect_delay_s)
+        options: dict[str, Any] = {}
+        if sasl is not None:
+            options["sasl_options"] = {"mechanism": "DIGEST-MD5", "username": sasl.username,
+                                       "password": sasl.password}
         zk = KazooClient(
             hosts=connect_string,
             timeout=session_timeout_ms / 1000.0,
             connection_retry=retry,
+            **options,
         )
-        return cls(zk, reactor)
+        return cls(zk, reactor, secure_acls=secure_acls)
+
+    def _acl(self, path: str) -> list[ACL] | None:
+        return kafka_default_acls(path) if self.secure_acls else None
 
     # -- session ---------------------------------------------------------------------------
 
@@ -372,7 +416,8 @@ class ZooKeeperClient:
         check_request_size([(path, data)])
         created = await self._call(
             lambda: self._zk.create_async(
-                path, data, ephemeral=ephemeral, sequence=sequential, makepath=make_parents
+                path, data, acl=self._acl(path), ephemeral=ephemeral, sequence=sequential,
+                makepath=make_parents,
             )
         )
         return str(created)
@@ -400,7 +445,8 @@ class ZooKeeperClient:
             for op in ops:
                 if isinstance(op, CreateOp):
                     transaction.create(
-                        op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequential
+                        op.path, op.data, acl=self._acl(op.path), ephemeral=op.ephemeral,
+                        sequence=op.sequential,
                     )
                 elif isinstance(op, SetDataOp):
                     transaction.set_data(op.path, op.data, op.version)

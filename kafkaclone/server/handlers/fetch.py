@@ -60,7 +60,7 @@ from kafkaclone.server.delayed.fetch import (
     LogReadResult,
     PartitionFetchInfo,
 )
-from kafkaclone.server.fetch_session import new_context
+from kafkaclone.server.fetch_session import FetchContext, new_context
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.replica_selector import ClientMetadata
 from kafkaclone.server.services import BrokerServices
@@ -104,6 +104,11 @@ def fetch_params(ctx: RequestContext, request: FetchRequest) -> FetchParams:
             client_address=ctx.connection.client_host,
             listener_name=ctx.connection.listener_name)
     max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
+    if is_from_consumer and ctx.quotas.fetch.enabled:
+        # Never more than the consumer quota allows over its window (Kafka's
+        # getMaxValueInQuotaWindow), or one fetch would throttle it for many windows.
+        max_bytes = int(min(max_bytes, ctx.quotas.fetch.max_value_in_quota_window(
+            ctx.connection.principal.name, ctx.client_id or "")))
     return FetchParams(
         replica_id=replica_id,
         max_wait_ms=request.max_wait_ms,
@@ -234,6 +239,27 @@ def _unauthorized_topics(ctx: RequestContext, params: FetchParams,
                                   (tp.topic for tp, _ in partitions))
 
 
+def _record_fetch_quota(ctx: RequestContext, params: FetchParams,
+                        results: list[tuple[TopicPartition, LogReadResult]]) -> int:
+    """The consumer's ``consumer_byte_rate`` throttle time for this answer (0: within its
+    quota, or a follower's fetch, which client quotas do not govern); a throttled answer's
+    bytes are taken back, since they are not sent."""
+    quota = ctx.quotas.fetch
+    if not quota.enabled or params.is_from_follower:
+        return 0
+    size = sum(len(result.records) for _, result in results if result.records is not None)
+    user, client_id = ctx.connection.principal.name, ctx.client_id or ""
+    now_ms = ctx.broker.reactor.seconds() * 1000
+    throttle_ms = quota.record_and_get_throttle_time_ms(user, client_id, size, now_ms)
+    if throttle_ms:
+        quota.unrecord(user, client_id, size, now_ms)
+    return throttle_ms
+
+
+def _throttled_session_id(context: FetchContext) -> int:
+    return INVALID_SESSION_ID if context.session is None else context.session.id
+
+
 @handler(ApiKey.FETCH, versions=(0, 12))
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker: BrokerServices = ctx.broker
@@ -260,6 +286,12 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
                    for tp, _ in context.partitions]
     else:
         results = await broker.replica_manager.fetch_messages(params, context.partitions)
+    throttle_ms = _record_fetch_quota(ctx, params, results)
+    if throttle_ms:
+        # Over the quota: an empty answer (the session untouched), as Kafka's
+        # getThrottledResponse, and the connection muted for the throttle time.
+        return FetchResponse(throttle_time_ms=throttle_ms, error_code=NONE,
+                             session_id=_throttled_session_id(context), responses=[])
     session_id, results = context.respond(sessions, results)
     if ctx.api_version <= _LAST_UNCONVERTED_VERSION:
         results = _convert_results(ctx.api_version, broker, params, infos, results)

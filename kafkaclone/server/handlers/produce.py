@@ -159,7 +159,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     elif acks not in (0, 1, -1):
         results = {tp: ProducePartitionResult(InvalidRequiredAcksError.code) for tp in results}
 
+    throttle_ms = _record_produce_quota(ctx)
     if acks == 0:
+        if throttle_ms and ctx.connection.throttle is not None:
+            ctx.connection.throttle(throttle_ms)
         failed = [tp for tp, result in results.items() if result.error_code != NONE]
         if failed:
             raise CloseConnection(
@@ -172,4 +175,16 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             _partition_response(index, results[TopicPartition(name, index)])
             for index in indexes])
         for name, indexes in order
-    ], throttle_time_ms=0)
+    ], throttle_time_ms=throttle_ms)
+
+
+def _record_produce_quota(ctx: RequestContext) -> int:
+    """The producer's ``producer_byte_rate`` throttle time, recording the request's size as
+    Kafka does once the append completed (the request handler mutes the connection for the
+    throttle time in the answer)."""
+    quota = ctx.quotas.produce
+    if not quota.enabled:
+        return 0
+    return quota.record_and_get_throttle_time_ms(
+        ctx.connection.principal.name, ctx.client_id or "", ctx.request_size,
+        ctx.broker.reactor.seconds() * 1000)

@@ -26,6 +26,7 @@ from kafkaclone.common.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkaclone.network.socket_server import ConnectionInfo
 from kafkaclone.protocol.api import APIS, Api
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server.quota import NO_QUOTAS, QuotaManagers
 
 if TYPE_CHECKING:
     from kafkaclone.server.services import BrokerServices
@@ -41,6 +42,10 @@ class RequestContext:
     client_id: str | None
     connection: ConnectionInfo
     broker: BrokerServices
+    request_size: int = 0
+    """The request's size in bytes (its header included, as Kafka's sizeInBytes)."""
+    quotas: QuotaManagers = NO_QUOTAS
+    """The broker's client quotas (produce, fetch, request)."""
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:

@@ -10,8 +10,7 @@ so a broker never serves a listener with less security than configured:
 - a TLS listener without a key store, an unreadable or JKS key or trust store, a key that
   does not match its certificate, ``ssl.client.auth`` other than none/requested/required;
 - Java plug-ins (``sasl.server.callback.handler.class``, ``principal.builder.class``,
-  ``ssl.engine.factory.class``, ...), ``connections.max.reauth.ms`` > 0, and
-  ``zookeeper.set.acl=true`` (ZooKeeper SASL and znode ACLs are not built);
+  ``ssl.engine.factory.class``, ...) and ``connections.max.reauth.ms`` > 0;
 - an inter-broker listener whose credentials (the JAAS ``username``/``password`` of
   ``sasl.mechanism.inter.broker.protocol``) or trust store are missing.
 
@@ -107,10 +106,6 @@ def resolve_broker_security(config: KafkaConfig,
 
 
 def _check_global(config: KafkaConfig) -> None:
-    if config.zookeeper_set_acl:
-        raise SecurityConfigError(
-            "zookeeper.set.acl=true cannot be honoured: SASL authentication to ZooKeeper "
-            "and secure znode ACLs are not built")
     reauth = config.get_int("connections.max.reauth.ms")
     if reauth != 0:
         raise SecurityConfigError(

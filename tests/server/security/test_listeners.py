@@ -91,7 +91,6 @@ def test_secure_cluster_resolves(pki: Pki) -> None:
      "cannot be honoured for PLAIN"),
     ({"listeners": "SSL://:9092", "security.inter.broker.protocol": "SSL"},
      "has no key store"),
-    ({"zookeeper.set.acl": "true"}, "zookeeper.set.acl=true cannot be honoured"),
     ({"sasl.server.callback.handler.class": "com.example.Handler"},
      "Java plug-in classes cannot be loaded"),
     ({"listener.name.sasl_ssl.plain.sasl.server.callback.handler.class": "com.example.H"},
