@@ -64,6 +64,7 @@ class ControllerContext:
     topics_to_be_deleted: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -151,6 +152,7 @@ class ControllerContext:
         for tp in self.partitions_for_topic(topic):
             self.partition_leadership_info.pop(tp, None)
             self.partition_states.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
             for replica in self.partition_replica_assignment(tp):
                 self.replica_states.pop(PartitionAndReplica(tp, replica), None)
         self.partition_assignments.pop(topic, None)
