@@ -310,10 +310,10 @@ def _alter(admin: AdminClient, ops: dict[ConfigResource, list[AlterConfigOp]]) -
 
 
 def clear_all_throttles(admin: AdminClient, targets: Assignment, out: TextIO) -> None:
-    """Kafka's clearAllThrottles: every live broker's (and the file's brokers') rates, and
-    the file's topics' throttled replicas."""
+    """Kafka's clearAllThrottles: every live broker's rates and the file's topics'
+    throttled replicas. (Kafka adds the file's brokers; one that is down cannot take a
+    broker config change, so only the live ones are cleared here.)"""
     brokers = {n.id for n in admin.describe_cluster().nodes}
-    brokers |= {b for replicas in targets.values() for b in replicas}
     out.write(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
               f"{','.join(map(str, sorted(brokers)))}\n")
     _alter(admin, {ConfigResource(BROKER, str(b)): [AlterConfigOp(name, None, DELETE)
