@@ -8,6 +8,7 @@ bad input."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -39,7 +40,9 @@ T = TypeVar("T")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(4, base_dir=tmp_path_factory.mktemp("reassign"),
                       overrides={"auto.leader.rebalance.enable": "false",
-                                 "zookeeper.session.timeout.ms": "6000"}) as local:
+                                 "zookeeper.session.timeout.ms": "6000",
+                                 # Throttling is per fetch: small fetches, a finer throttle.
+                                 "replica.fetch.max.bytes": "65536"}) as local:
         yield local
 
 
@@ -355,3 +358,46 @@ def test_controller_killed_mid_reassignment_and_it_completes(cluster: LocalClust
             cluster.restart_broker(new_replica)
         if not cluster.broker(controller).running:
             cluster.restart_broker(controller)
+
+
+def test_throttled_move_is_slowed_and_verify_removes_the_throttles(
+        cluster: LocalCluster, zk: KazooClient, tmp_path: Path) -> None:
+    """A loose check only: the precise rate is measured by benchmarks/bench_reassign.py."""
+    throttle = 50_000
+    create(cluster, zk, "throttled", {0: [3]})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 20,
+                         "compression.type": "none"})
+    for _ in range(96):  # 1.5 MiB: 10 windows of burst allowance, then 20 s at the rate
+        producer.produce("throttled", value=os.urandom(16 * 1024), partition=0)
+    assert producer.flush(60) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "throttled", "partition": 0, "replicas": [3, 4]}]}))
+    b = ["--bootstrap-server", cluster.bootstrap_servers, "--reassignment-json-file", str(plan)]
+    started = time.monotonic()
+    run = script("kafka-reassign-partitions.sh", *b, "--execute", "--throttle", str(throttle))
+    assert run.returncode == 0, run.stderr
+    assert ("Warning: You must run --verify periodically, until the reassignment completes, "
+            "to ensure the throttle is removed.\n"
+            "The inter-broker throttle limit was set to 50000 B/s\n") in run.stdout
+    topic_config = json.loads(zk.get("/config/topics/throttled")[0])["config"]
+    assert topic_config["leader.replication.throttled.replicas"] == "0:3"
+    assert topic_config["follower.replication.throttled.replicas"] == "0:4"
+    for broker_id in (3, 4):
+        broker_config = json.loads(zk.get(f"/config/brokers/{broker_id}")[0])["config"]
+        assert broker_config["leader.replication.throttled.rate"] == "50000"
+        assert broker_config["follower.replication.throttled.rate"] == "50000"
+    in_progress = script("kafka-reassign-partitions.sh", *b, "--verify")
+    assert "Reassignment of partition throttled-0 is still in progress." in in_progress.stdout
+    assert "Clearing" not in in_progress.stdout
+    wait_until(lambda: reassigned(zk, "throttled", {0: [3, 4]}), 150, "the throttled move")
+    assert time.monotonic() - started > 8, "1.5 MiB at 50 kB/s took under 8 s"
+    done = script("kafka-reassign-partitions.sh", *b, "--verify")
+    assert done.stdout == ("Status of partition reassignment:\n"
+                           "Reassignment of partition throttled-0 is complete.\n"
+                           "Clearing broker-level throttles on brokers 1,2,3,4\n"
+                           "Clearing topic-level throttles on topic throttled\n")
+    topic_config = json.loads(zk.get("/config/topics/throttled")[0])["config"]
+    assert "leader.replication.throttled.replicas" not in topic_config
+    broker_config = json.loads(zk.get("/config/brokers/3")[0])["config"]
+    assert "leader.replication.throttled.rate" not in broker_config
