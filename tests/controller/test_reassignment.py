@@ -57,8 +57,9 @@ def zk(cluster: LocalCluster) -> Iterator[KazooClient]:
         client.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def admin(cluster: LocalCluster) -> Iterator[KafkaAdminClient]:
+    """Closed after each test: its connections must not outlive the brokers stopped later."""
     client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers,
                               request_timeout_ms=30000)
     try:
