@@ -104,6 +104,16 @@ class TopicDescription:
 
 
 @dataclass(frozen=True)
+class PartitionReassignment:
+    """A reassignment in progress (Kafka's PartitionReassignment): the replica set (the
+    original and the target replicas), and which of them are being added and removed."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+@dataclass(frozen=True)
 class ClusterDescription:
     cluster_id: str | None
     controller: Node | None
@@ -958,6 +968,53 @@ class AdminClient:
                     result[(t.name, p.partition_index)] = (
                         (p.offset, p.timestamp) if error is None else error)
         return result
+
+    # --- partition reassignment (KIP-455) -----------------------------------------------------
+
+    def alter_partition_reassignments(
+        self, reassignments: Mapping[tuple[str, int], Sequence[int] | None], *,
+        timeout_ms: int | None = None,
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Start (target replicas) or cancel (None) each partition's reassignment; each
+        partition's error, None when accepted. A top-level error (not authorized) raises."""
+        request_cls = APIS[ApiKey.ALTER_PARTITION_REASSIGNMENTS].request
+        s = request_cls.structs
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), replicas in sorted(reassignments.items()):
+            by_topic.setdefault(topic, []).append(s["ReassignablePartition"](
+                partition_index=partition,
+                replicas=None if replicas is None else list(replicas)))
+        body = request_cls(timeout_ms=timeout, topics=[
+            s["ReassignableTopic"](name=topic, partitions=partitions)
+            for topic, partitions in by_topic.items()])
+        response = self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body,
+                                       lambda r: [r], timeout)
+        raise_for_code(response.error_code, response.error_message)
+        return {(t.name, p.partition_index): _error(p.error_code, p.error_message)
+                for t in response.responses for p in t.partitions}
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None, *,
+        timeout_ms: int | None = None,
+    ) -> dict[tuple[str, int], PartitionReassignment]:
+        """The reassignments in progress (of ``partitions``, or all); an error raises."""
+        request_cls = APIS[ApiKey.LIST_PARTITION_REASSIGNMENTS].request
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(set(partitions)):
+                by_topic.setdefault(topic, []).append(partition)
+            topics = [request_cls.structs["ListPartitionReassignmentsTopics"](
+                name=topic, partition_indexes=indexes) for topic, indexes in by_topic.items()]
+        body = request_cls(timeout_ms=timeout, topics=topics)
+        response = self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, body,
+                                       lambda r: [r], timeout)
+        raise_for_code(response.error_code, response.error_message)
+        return {(t.name, p.partition_index): PartitionReassignment(
+            list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+            for t in response.topics for p in t.partitions}
 
 
 COORDINATOR_RETRY_CODES: Final = frozenset({14, 15, 16})

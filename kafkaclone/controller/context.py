@@ -67,6 +67,7 @@ class ControllerContext:
     replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
     """Per broker, the partitions whose replica there is in a failed log directory (learnt
     from KAFKA_STORAGE_ERROR in LeaderAndIsr responses)."""
+    partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -155,6 +156,7 @@ class ControllerContext:
         for tp in self.partitions_for_topic(topic):
             self.partition_leadership_info.pop(tp, None)
             self.partition_states.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
             for replica in self.partition_replica_assignment(tp):
                 self.replica_states.pop(PartitionAndReplica(tp, replica), None)
         self.partition_assignments.pop(topic, None)

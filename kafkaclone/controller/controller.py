@@ -24,12 +24,15 @@ from twisted.internet.defer import Deferred
 from kafkaclone.common.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
+    InvalidReplicaAssignmentError,
     InvalidTopicExceptionError,
     KafkaError,
     KafkaStorageError,
+    NoReassignmentInProgressError,
     NotControllerError,
     PreferredLeaderNotAvailableError,
     StaleBrokerEpochError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
@@ -46,6 +49,7 @@ from kafkaclone.controller.context import (
 )
 from kafkaclone.controller.election import ElectionStrategy
 from kafkaclone.controller.events import (
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControlledShutdown,
@@ -55,17 +59,26 @@ from kafkaclone.controller.events import (
     Expire,
     IsrChangeNotification,
     LeaderAndIsrResponseReceived,
+    ListPartitionReassignments,
     LogDirEventNotification,
     PartitionModifications,
+    PartitionReassignmentIsrChange,
     PreferredReplicaLeaderElection,
     Reelect,
     ReplicaLeaderElection,
+    RequestEvent,
     Startup,
     TopicChange,
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
+    ZkPartitionReassignment,
 )
-from kafkaclone.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
+from kafkaclone.controller.state_machines import (
+    MAX_ZK_WRITE_ATTEMPTS,
+    PartitionStateMachine,
+    ReplicaStateMachine,
+    read_partition_states,
+)
 from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ControllerMovedError
@@ -74,8 +87,13 @@ from kafkaclone.zk.znodes import (
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
     LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
+    ReplicaAssignment,
+    TopicPartitionStateZNode,
     TopicsZNode,
     TopicZNode,
 )
@@ -166,6 +184,25 @@ class _PreferredReplicaElectionHandler(ZNodeChangeHandler):
         self._events.put(PreferredReplicaLeaderElection())
 
 
+class _PartitionReassignmentHandler(ZNodeChangeHandler):
+    def __init__(self, events: ControllerEventManager) -> None:
+        super().__init__(ReassignPartitionsZNode.PATH)
+        self._events = events
+
+    def handle_creation(self) -> None:
+        self._events.put(ZkPartitionReassignment())
+
+
+class _PartitionReassignmentIsrChangeHandler(ZNodeChangeHandler):
+    def __init__(self, tp: TopicPartition, events: ControllerEventManager) -> None:
+        super().__init__(TopicPartitionStateZNode.path(tp))
+        self._tp = tp
+        self._events = events
+
+    def handle_data_change(self) -> None:
+        self._events.put(PartitionReassignmentIsrChange(self._tp))
+
+
 class _SessionHandler(StateChangeHandler):
     def __init__(self, events: ControllerEventManager) -> None:
         super().__init__("controller-state-change-handler")
@@ -209,6 +246,8 @@ class KafkaController:
         ]
         self._partition_modification_handlers: dict[str, _PartitionModificationsHandler] = {}
         self._preferred_election_handler = _PreferredReplicaElectionHandler(self.events)
+        self._partition_reassignment_handler = _PartitionReassignmentHandler(self.events)
+        self._reassignment_isr_handlers: dict[str, _PartitionReassignmentIsrChangeHandler] = {}
         self._auto_rebalance_call: Any = None
         self._started = False
 
@@ -246,6 +285,29 @@ class KafkaController:
         self.events.put(event)
         return await event.result
 
+    async def alter_partition_reassignments(
+        self, reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """AlterPartitionReassignments: start (target replicas) or cancel (None) each
+        partition's reassignment; each partition's error, None when accepted.
+        NotControllerError if this broker is not the controller."""
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        event = ApiPartitionReassignment(dict(reassignments))
+        self.events.put(event)
+        return await event.result
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """ListPartitionReassignments: the full assignment of each (listed) partition being
+        reassigned. NotControllerError if this broker is not the controller."""
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        event = ListPartitionReassignments(None if partitions is None else frozenset(partitions))
+        self.events.put(event)
+        return await event.result
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def startup(self) -> None:
@@ -279,12 +341,10 @@ class KafkaController:
         except ControllerMovedError as exc:
             logger.info("Controller moved to another broker when processing %s: %s", event, exc)
             await self._maybe_resign()
-            if (isinstance(event, ControlledShutdown | ReplicaLeaderElection)
-                    and not event.result.called):
-                event.result.errback(exc)
+            if isinstance(event, RequestEvent) and not event.result.called:
+                event.result.errback(NotControllerError(str(exc)))
         except Exception as exc:
-            if (isinstance(event, ControlledShutdown | ReplicaLeaderElection)
-                    and not event.result.called):
+            if isinstance(event, RequestEvent) and not event.result.called:
                 event.result.errback(exc)
                 return
             raise
@@ -315,8 +375,22 @@ class KafkaController:
                                                                   event.election_type)
             if not event.result.called:
                 event.result.callback(outcome)
+        elif isinstance(event, ApiPartitionReassignment | ListPartitionReassignments):
+            if not self.is_active:
+                event.result.errback(NotControllerError(
+                    f"broker {self.broker_id} is not the controller"))
+            elif isinstance(event, ApiPartitionReassignment):
+                results = await self._process_api_partition_reassignment(event.reassignments)
+                if not event.result.called:
+                    event.result.callback(results)
+            else:
+                event.result.callback(self._list_partition_reassignments(event.partitions))
         elif not self.is_active:
             return
+        elif isinstance(event, ZkPartitionReassignment):
+            await self._process_zk_partition_reassignment()
+        elif isinstance(event, PartitionReassignmentIsrChange):
+            await self._process_partition_reassignment_isr_change(event.topic_partition)
         elif isinstance(event, BrokerChange):
             await self._process_broker_change()
         elif isinstance(event, TopicChange):
@@ -391,6 +465,10 @@ class KafkaController:
             self.zk_client.unregister_znode_change_handler(path)
         self._partition_modification_handlers.clear()
         self.zk_client.unregister_znode_change_handler(PreferredReplicaElectionZNode.PATH)
+        self.zk_client.unregister_znode_change_handler(ReassignPartitionsZNode.PATH)
+        for path in list(self._reassignment_isr_handlers):
+            self.zk_client.unregister_znode_change_handler(path)
+        self._reassignment_isr_handlers.clear()
         if self._auto_rebalance_call is not None and self._auto_rebalance_call.active():
             self._auto_rebalance_call.cancel()
         self._auto_rebalance_call = None
@@ -425,6 +503,9 @@ class KafkaController:
         assignments = await zk.get_replica_assignment_and_topic_id_for_topics(ctx.all_topics)
         for topic, assignment in assignments.items():
             ctx.partition_assignments[topic] = dict(assignment.partitions)
+            ctx.partitions_being_reassigned |= {
+                TopicPartition(topic, p) for p, a in assignment.partitions.items()
+                if a.is_being_reassigned}
             if assignment.topic_id is not None:
                 ctx.topic_ids[topic] = assignment.topic_id
         await self._assign_missing_topic_ids(assignments)
@@ -449,6 +530,7 @@ class KafkaController:
         await self.replica_state_machine.startup()
         await self.partition_state_machine.startup()
         logger.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
+        await self._initialize_partition_reassignments()
         await self._resume_deletions()
         if await zk.register_znode_change_handler_and_check_existence(
                 self._preferred_election_handler):
@@ -565,6 +647,10 @@ class KafkaController:
              if not ctx.is_topic_queued_up_for_deletion(r.topic_partition.topic)],
             ReplicaState.ONLINE)
         await self._psm.trigger_online_partition_state_change()
+        new_set = set(new_brokers)
+        for tp in sorted(ctx.partitions_being_reassigned):
+            if new_set & set(ctx.partition_replica_assignment(tp)):
+                await self._on_partition_reassignment(tp, ctx.partition_full_replica_assignment(tp))
         to_resume = {r.topic_partition.topic for r in replicas
                      if ctx.is_topic_queued_up_for_deletion(r.topic_partition.topic)}
         if to_resume:
@@ -836,6 +922,296 @@ class KafkaController:
         await self.zk_client.delete_topic_deletions([topic], ctx.epoch_zk_version)
         ctx.remove_topic(topic)
         logger.info("Deletion of topic %s successfully completed", topic)
+
+    # -- partition reassignment (Kafka's onPartitionReassignment, KIP-455) -------------------
+
+    async def _initialize_partition_reassignments(self) -> None:
+        """At failover: the reassignments requested through /admin/reassign_partitions
+        meanwhile, then those in progress in the topic znodes (adding / removing)."""
+        resumed = await self._process_zk_partition_reassignment()
+        for tp in sorted(self.context.partitions_being_reassigned - resumed):
+            await self._on_partition_reassignment(
+                tp, self.context.partition_full_replica_assignment(tp))
+
+    async def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
+        """/admin/reassign_partitions was created: start what it asks; the partitions that
+        failed leave the znode at once. The partitions started."""
+        if not self.is_active:
+            return set()
+        if not await self.zk_client.register_znode_change_handler_and_check_existence(
+                self._partition_reassignment_handler):
+            return set()
+        results: dict[TopicPartition, KafkaError | None] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in sorted((await self.zk_client.get_partition_reassignment()).items()):
+            reassignment = self._maybe_build_reassignment(tp, target)
+            if reassignment is None:
+                results[tp] = NoReassignmentInProgressError()
+            else:
+                to_reassign[tp] = reassignment
+        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
+        failed = {tp: error for tp, error in results.items() if error is not None}
+        if failed:
+            logger.warning("Failed reassignment through zk with the following errors: %s",
+                           {str(tp): error.name for tp, error in failed.items()})
+            await self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in failed)
+        return {tp for tp, error in results.items() if error is None}
+
+    async def _process_api_partition_reassignment(
+        self, reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        results: dict[TopicPartition, KafkaError | None] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in sorted(reassignments.items()):
+            error = None if target is None else self._validate_replicas(tp, target)
+            if error is not None:
+                results[tp] = error
+                continue
+            reassignment = self._maybe_build_reassignment(tp, target)
+            if reassignment is None:
+                results[tp] = NoReassignmentInProgressError()
+            else:
+                to_reassign[tp] = reassignment
+        # The latest reassignment, by API or ZooKeeper, wins: it leaves the znode.
+        await self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in to_reassign)
+        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
+        return results
+
+    def _list_partition_reassignments(
+        self, partitions: frozenset[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        ctx = self.context
+        wanted = ctx.partitions_being_reassigned if partitions is None else partitions
+        result = {}
+        for tp in sorted(wanted):
+            assignment = ctx.partition_full_replica_assignment(tp)
+            if assignment.is_being_reassigned:
+                result[tp] = assignment
+        return result
+
+    def _validate_replicas(self, tp: TopicPartition,
+                           replicas: tuple[int, ...]) -> KafkaError | None:
+        if not replicas:
+            return InvalidReplicaAssignmentError(
+                "Empty replica list specified in partition reassignment.")
+        if len(set(replicas)) != len(replicas):
+            return InvalidReplicaAssignmentError(
+                "Duplicate replica ids in partition reassignment replica list: "
+                f"{list(replicas)}")
+        if any(r < 0 for r in replicas):
+            return InvalidReplicaAssignmentError(
+                f"Invalid broker id in replica list: {list(replicas)}")
+        adding = self.context.partition_full_replica_assignment(tp).reassign_to(
+            replicas).adding_replicas
+        if not set(adding) <= self.context.live_broker_ids:
+            return InvalidReplicaAssignmentError(
+                f"Replica assignment has brokers that are not alive. Replica list: "
+                f"{list(adding)}, live broker list: {sorted(self.context.live_broker_ids)}")
+        return None
+
+    def _maybe_build_reassignment(self, tp: TopicPartition,
+                                  target: tuple[int, ...] | None) -> ReplicaAssignment | None:
+        """The reassignment to ``target``; None (no target) cancels the one in progress,
+        back to the original replicas, and is None itself when there is none."""
+        current = self.context.partition_full_replica_assignment(tp)
+        if current.is_being_reassigned:
+            return current.reassign_to(current.origin_replicas if target is None else target)
+        return None if target is None else current.reassign_to(target)
+
+    async def _maybe_trigger_partition_reassignment(
+        self, reassignments: dict[TopicPartition, ReplicaAssignment]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        ctx = self.context
+        results: dict[TopicPartition, KafkaError | None] = {}
+        for tp, reassignment in sorted(reassignments.items()):
+            if ctx.is_topic_queued_up_for_deletion(tp.topic):
+                logger.info("Skipping reassignment of %s since the topic is currently being "
+                            "deleted", tp)
+                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            elif not ctx.partition_replica_assignment(tp):
+                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            else:
+                try:
+                    await self._on_partition_reassignment(tp, reassignment)
+                except ControllerMovedError:
+                    logger.info("Failed completing reassignment of partition %s because "
+                                "controller has moved to another broker", tp)
+                    raise
+                except Exception:
+                    logger.exception("Error completing reassignment of partition %s", tp)
+                    results[tp] = UnknownServerError()
+                else:
+                    results[tp] = None
+        return results
+
+    async def _process_partition_reassignment_isr_change(self, tp: TopicPartition) -> None:
+        ctx = self.context
+        if tp not in ctx.partitions_being_reassigned:
+            return
+        reassignment = ctx.partition_full_replica_assignment(tp)
+        if await self._is_reassignment_complete(tp, reassignment):
+            logger.info("Target replicas %s have all caught up with the leader for "
+                        "reassigning partition %s", list(reassignment.target_replicas), tp)
+            await self._on_partition_reassignment(tp, reassignment)
+
+    async def _on_partition_reassignment(self, tp: TopicPartition,
+                                         reassignment: ReplicaAssignment) -> None:
+        """Kafka's onPartitionReassignment, with RS = ORS + TRS, AR = TRS - ORS and
+        RR = ORS - TRS. Until every target replica is in the ISR: the replica set in
+        ZooKeeper becomes RS (with AR and RR), every replica gets a LeaderAndIsr with a new
+        leader epoch, AR start as new replicas. Once they are: AR online, the leader moved
+        into TRS if it is not there (or is offline), RR offline and deleted, the topic znode
+        written with RS = TRS, the partition out of the reassignments in progress."""
+        ctx = self.context
+        if ctx.is_topic_queued_up_for_deletion(tp.topic):
+            ctx.topics_ineligible_for_deletion.add(tp.topic)
+        await self._update_current_reassignment(tp, reassignment)
+        adding = [PartitionAndReplica(tp, r) for r in reassignment.adding_replicas]
+        if not await self._is_reassignment_complete(tp, reassignment):
+            await self._update_leader_epoch_and_send_request(tp, reassignment)
+            await self._rsm.handle_state_changes(adding, ReplicaState.NEW)
+            return
+        await self._rsm.handle_state_changes(adding, ReplicaState.ONLINE)
+        completed = ReplicaAssignment(reassignment.target_replicas)
+        ctx.update_partition_full_replica_assignment(tp, completed)
+        await self._move_reassigned_partition_leader_if_required(tp, completed)
+        await self._stop_removed_replicas_of_reassigned_partition(
+            tp, reassignment.removing_replicas)
+        await self._update_replica_assignment_for_partition(tp, completed)
+        await self._remove_partition_from_reassigning_partitions(tp, completed)
+        self._send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [tp])
+        logger.info("Completed reassignment of partition %s to replicas %s", tp,
+                    list(completed.replicas))
+        await self._resume_deletion_for_topics({tp.topic})
+
+    async def _update_current_reassignment(self, tp: TopicPartition,
+                                           reassignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        current = ctx.partition_full_replica_assignment(tp)
+        if current != reassignment:
+            await self._update_replica_assignment_for_partition(tp, reassignment)
+            ctx.update_partition_full_replica_assignment(tp, reassignment)
+            # A replica being added by the reassignment this one replaces may be unneeded now.
+            unneeded = [r for r in current.replicas if r not in reassignment.replicas]
+            if unneeded:
+                await self._stop_removed_replicas_of_reassigned_partition(tp, unneeded)
+        handler = _PartitionReassignmentIsrChangeHandler(tp, self.events)
+        self._reassignment_isr_handlers[handler.path] = handler
+        self.zk_client.register_znode_change_handler(handler)
+        ctx.partitions_being_reassigned.add(tp)
+
+    async def _is_reassignment_complete(self, tp: TopicPartition,
+                                        assignment: ReplicaAssignment) -> bool:
+        """No reassignment, or every target replica is in the ISR (read from ZooKeeper,
+        which also arms the watch on the partition's state)."""
+        if not assignment.is_being_reassigned:
+            return True
+        state = (await self.zk_client.get_topic_partition_states([tp])).get(tp)
+        return state is not None and set(assignment.target_replicas) <= set(
+            state.leader_and_isr.isr)
+
+    async def _update_leader_epoch(self, tp: TopicPartition
+                                   ) -> LeaderIsrAndControllerEpoch | None:
+        """Bump the partition's leader epoch (same leader and ISR) in ZooKeeper."""
+        ctx = self.context
+        for _ in range(MAX_ZK_WRITE_ATTEMPTS):
+            failures: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+            current = await read_partition_states(ctx, self.zk_client, [tp], failures)
+            if tp not in current:
+                logger.error("Failed to update the leader epoch of %s: %s", tp, failures.get(tp))
+                return None
+            lai = current[tp]
+            update = await self.zk_client.update_leader_and_isr(
+                {tp: lai.new_leader_and_isr(lai.leader, lai.isr)}, ctx.epoch,
+                ctx.epoch_zk_version)
+            outcome = update.finished_partitions.get(tp)
+            if isinstance(outcome, Exception):
+                raise outcome
+            if outcome is not None:
+                state = LeaderIsrAndControllerEpoch(outcome, ctx.epoch)
+                ctx.partition_leadership_info[tp] = state
+                return state
+        return None
+
+    async def _update_leader_epoch_and_send_request(self, tp: TopicPartition,
+                                                    assignment: ReplicaAssignment) -> None:
+        state = await self._update_leader_epoch(tp)
+        if state is None:
+            return
+        assert self.batch is not None
+        self.batch.new_batch()
+        try:
+            self.batch.add_leader_and_isr_request_for_brokers(assignment.origin_replicas, tp,
+                                                              state, is_new=False)
+            self.batch.add_leader_and_isr_request_for_brokers(assignment.adding_replicas, tp,
+                                                              state, is_new=True)
+            self.batch.send_requests_to_brokers(self.context.epoch)
+        finally:
+            self.batch.clear()
+
+    async def _move_reassigned_partition_leader_if_required(
+            self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        info = ctx.partition_leadership_info.get(tp)
+        leader = -1 if info is None else info.leader_and_isr.leader
+        if leader in assignment.replicas and ctx.is_replica_online(leader, tp):
+            # The leader stays: a new leader epoch tells every replica the new replica set.
+            await self._update_leader_epoch_and_send_request(tp, assignment)
+            return
+        logger.info("Leader %s for partition %s being reassigned is not in the new replicas "
+                    "%s or is offline; electing a new leader", leader, tp,
+                    list(assignment.replicas))
+        await self._psm.handle_state_changes([tp], PartitionState.ONLINE,
+                                             ElectionStrategy.REASSIGN)
+
+    async def _stop_removed_replicas_of_reassigned_partition(
+            self, tp: TopicPartition, removed: Iterable[int]) -> None:
+        replicas = [PartitionAndReplica(tp, r) for r in removed]
+        if not replicas:
+            return
+        await self._rsm.handle_state_changes(replicas, ReplicaState.OFFLINE)
+        await self._rsm.handle_state_changes(replicas, ReplicaState.DELETION_STARTED)
+        await self._rsm.handle_state_changes(replicas, ReplicaState.DELETION_SUCCESSFUL)
+        await self._rsm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT)
+
+    async def _update_replica_assignment_for_partition(self, tp: TopicPartition,
+                                                       assignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        topic_assignment = dict(ctx.partition_assignments.get(tp.topic, {}))
+        topic_assignment[tp.partition] = assignment
+        await self.zk_client.set_topic_assignment(tp.topic, ctx.topic_ids.get(tp.topic),
+                                                  topic_assignment, ctx.epoch_zk_version)
+
+    async def _remove_partition_from_reassigning_partitions(
+            self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        if tp not in ctx.partitions_being_reassigned:
+            return
+        path = TopicPartitionStateZNode.path(tp)
+        self._reassignment_isr_handlers.pop(path, None)
+        self.zk_client.unregister_znode_change_handler(path)
+        await self._maybe_remove_from_zk_reassignment(
+            lambda p, replicas: p == tp and tuple(replicas) == assignment.replicas)
+        ctx.partitions_being_reassigned.discard(tp)
+
+    async def _maybe_remove_from_zk_reassignment(
+            self, should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]) -> None:
+        zk = self.zk_client
+        if not await zk.reassign_partitions_in_progress():
+            return
+        requested = await zk.get_partition_reassignment()
+        remaining = {tp: r for tp, r in requested.items() if not should_remove(tp, r)}
+        if len(remaining) == len(requested):
+            return
+        if remaining:
+            await zk.set_or_create_partition_reassignment(remaining,
+                                                          self.context.epoch_zk_version)
+        else:
+            logger.info("No more partitions need to be reassigned. Deleting zk path %s",
+                        ReassignPartitionsZNode.PATH)
+            await zk.delete_partition_reassignment(self.context.epoch_zk_version)
+            # Watch for the next one.
+            self.events.put(ZkPartitionReassignment())
 
     # -- ISR changes -----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ class ElectionStrategy(enum.Enum):
     """An admin's unclean election (ElectLeaders with ElectionType.UNCLEAN)."""
     CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
     PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
+    REASSIGN = "ReassignPartitionLeaderElectionStrategy"
 
 
 def offline_partition_leader_election(
@@ -66,4 +67,16 @@ def preferred_replica_partition_leader_election(
     preferred = assignment[0]
     if preferred in live_replicas and preferred in isr:
         return preferred
+    return None
+
+
+def reassign_partition_leader_election(
+    reassignment: Sequence[int],
+    isr: Collection[int],
+    live_replicas: Collection[int],
+) -> int | None:
+    """The first of the reassignment's target replicas that is live and in the ISR."""
+    for replica in reassignment:
+        if replica in live_replicas and replica in isr:
+            return replica
     return None

@@ -20,6 +20,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from kafkaclone.common.clock import Scheduler
 from kafkaclone.common.errors import KafkaError, NotControllerError
 from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.zk.znodes import ReplicaAssignment
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,38 @@ class ReplicaLeaderElection:
 
 
 @dataclass(frozen=True)
+class ZkPartitionReassignment:
+    """/admin/reassign_partitions was created (a legacy reassignment request)."""
+
+
+@dataclass(frozen=True)
+class PartitionReassignmentIsrChange:
+    """The state znode of a partition being reassigned changed: its target replicas may
+    all be in the ISR now."""
+
+    topic_partition: TopicPartition
+
+
+@dataclass(frozen=True, eq=False)
+class ApiPartitionReassignment:
+    """AlterPartitionReassignments: per partition its target replicas, None to cancel;
+    ``result`` fires with each partition's error (None when accepted)."""
+
+    reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    result: Deferred[dict[TopicPartition, KafkaError | None]] = field(default_factory=Deferred)
+
+
+@dataclass(frozen=True, eq=False)
+class ListPartitionReassignments:
+    """ListPartitionReassignments; ``result`` fires with the assignment (replicas, adding,
+    removing) of each listed partition being reassigned."""
+
+    partitions: frozenset[TopicPartition] | None
+    """None: every partition being reassigned."""
+    result: Deferred[dict[TopicPartition, ReplicaAssignment]] = field(default_factory=Deferred)
+
+
+@dataclass(frozen=True)
 class TopicDeletionStopReplicaResponseReceived:
     broker_id: int
     error_code: int
@@ -129,8 +162,13 @@ ControllerEvent = (
     | PartitionModifications | TopicDeletion | IsrChangeNotification | LogDirEventNotification
     | LeaderAndIsrResponseReceived
     | PreferredReplicaLeaderElection | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection
-    | TopicDeletionStopReplicaResponseReceived | ControlledShutdown
+    | TopicDeletionStopReplicaResponseReceived | ControlledShutdown | ZkPartitionReassignment
+    | PartitionReassignmentIsrChange | ApiPartitionReassignment | ListPartitionReassignments
 )
+
+RequestEvent = (ControlledShutdown | ReplicaLeaderElection | ApiPartitionReassignment
+                | ListPartitionReassignments)
+"""The events a request waits on through their ``result``."""
 
 
 class ControllerEventManager:
@@ -209,5 +247,5 @@ async def _quietly(d: Deferred[Any]) -> None:
 
 
 def _abandon(event: ControllerEvent) -> None:
-    if isinstance(event, ControlledShutdown | ReplicaLeaderElection) and not event.result.called:
+    if isinstance(event, RequestEvent) and not event.result.called:
         event.result.errback(NotControllerError("the controller is shutting down"))

@@ -34,6 +34,7 @@ from kafkaclone.controller.election import (
     controlled_shutdown_partition_leader_election,
     offline_partition_leader_election,
     preferred_replica_partition_leader_election,
+    reassign_partition_leader_election,
 )
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
@@ -288,6 +289,8 @@ class PartitionStateMachine:
             elections = await self._leader_for_offline(current, allow_unclean=True)
         elif strategy == ElectionStrategy.CONTROLLED_SHUTDOWN:
             elections = self._leader_for_controlled_shutdown(current)
+        elif strategy == ElectionStrategy.REASSIGN:
+            elections = self._leader_for_reassign(current)
         else:
             elections = self._leader_for_preferred(current)
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
@@ -375,6 +378,20 @@ class PartitionStateMachine:
             result[tp] = _ElectionResult(
                 None if leader is None else lai.new_leader_and_isr(leader, new_isr),
                 live_or_shutting_down)
+        return result
+
+    def _leader_for_reassign(
+        self, current: dict[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, _ElectionResult]:
+        """Kafka's leaderForReassign: the first target replica live and in the ISR, the ISR
+        kept; the LeaderAndIsr goes to the target replicas."""
+        result = {}
+        for tp, lai in current.items():
+            target = self.context.partition_full_replica_assignment(tp).target_replicas
+            live = [r for r in target if self.context.is_replica_online(r, tp)]
+            leader = reassign_partition_leader_election(target, lai.isr, live)
+            result[tp] = _ElectionResult(
+                None if leader is None else lai.new_leader_and_isr(leader, lai.isr), target)
         return result
 
     def _leader_for_preferred(

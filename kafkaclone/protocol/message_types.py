@@ -166,6 +166,54 @@ class AlterConfigsResponse:
 
 
 @dataclass(slots=True)
+class AlterPartitionReassignmentsRequest:
+    """AlterPartitionReassignmentsRequest (API key 45): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class ReassignableTopic:
+        @dataclass(slots=True)
+        class ReassignablePartition:
+            partition_index: int = 0
+            # nullable 0+
+            replicas: list[int] | None = None
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        partitions: list[ReassignablePartition] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    timeout_ms: int = 60000
+    topics: list[ReassignableTopic] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AlterPartitionReassignmentsResponse:
+    """AlterPartitionReassignmentsResponse (API key 45): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class ReassignableTopicResponse:
+        @dataclass(slots=True)
+        class ReassignablePartitionResponse:
+            partition_index: int = 0
+            error_code: int = 0
+            # nullable 0+
+            error_message: str | None = None
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        partitions: list[ReassignablePartitionResponse] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    # nullable 0+
+    error_message: str | None = None
+    responses: list[ReassignableTopicResponse] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class AlterReplicaLogDirsRequest:
     """AlterReplicaLogDirsRequest (API key 34): versions 0-1, flexible none."""
 
@@ -1622,6 +1670,48 @@ class ListOffsetsResponse:
 
 
 @dataclass(slots=True)
+class ListPartitionReassignmentsRequest:
+    """ListPartitionReassignmentsRequest (API key 46): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class ListPartitionReassignmentsTopics:
+        name: str = ""
+        partition_indexes: list[int] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    timeout_ms: int = 60000
+    # nullable 0+
+    topics: list[ListPartitionReassignmentsTopics] | None = None
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ListPartitionReassignmentsResponse:
+    """ListPartitionReassignmentsResponse (API key 46): versions 0, flexible 0+."""
+
+    @dataclass(slots=True)
+    class OngoingTopicReassignment:
+        @dataclass(slots=True)
+        class OngoingPartitionReassignment:
+            partition_index: int = 0
+            replicas: list[int] = field(default_factory=list)
+            adding_replicas: list[int] = field(default_factory=list)
+            removing_replicas: list[int] = field(default_factory=list)
+            unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+        name: str = ""
+        partitions: list[OngoingPartitionReassignment] = field(default_factory=list)
+        unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    # nullable 0+
+    error_message: str | None = None
+    topics: list[OngoingTopicReassignment] = field(default_factory=list)
+    unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class MetadataRequest:
     """MetadataRequest (API key 3): versions 0-11, flexible 9+."""
 
@@ -2288,6 +2378,8 @@ __all__ = [
     "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "AlterReplicaLogDirsRequest",
     "AlterReplicaLogDirsResponse",
     "AlterUserScramCredentialsRequest",
@@ -2352,6 +2444,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",

@@ -117,6 +117,11 @@ from kafkaclone.server.quota import QuotaManagers, QuotaWindow
 from kafkaclone.server.quota import entity_from_path as quota_entity_from_path
 from kafkaclone.server.replica_fetcher import ReplicaFetcherConfig
 from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from kafkaclone.server.replication_quota import (
+    FOLLOWER_REPLICATION_THROTTLED_RATE,
+    LEADER_REPLICATION_THROTTLED_RATE,
+    quota_of,
+)
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.server.security.listeners import (
     BrokerSecurity,
@@ -636,7 +641,7 @@ class KafkaBroker(MultiService):
                                        self.config.originals, self.reactor,
                                        user_config_handler=self.credential_cache.update_user,
                                        quota_config_handler=self._update_quotas,
-                                       broker_config_handler=self._reconfigure_socket_server)
+                                       broker_config_handler=self._on_broker_config_change)
         await manager.startup()
         self.dynamic_config_manager = manager
 
@@ -807,6 +812,23 @@ class KafkaBroker(MultiService):
         entity = quota_entity_from_path(entity_path)
         if entity is not None:
             self.quotas.update(entity, configs)
+
+    def _on_broker_config_change(self, props: Mapping[str, Any]) -> None:
+        self._reconfigure_socket_server(props)
+        self._reconfigure_replication_quotas(props)
+
+    def _reconfigure_replication_quotas(self, props: Mapping[str, Any]) -> None:
+        """The replication throttle rates (Kafka's DynamicConfig.Broker throttles)."""
+        if self._replica_manager is None:
+            return
+        leader = quota_of(dict(props), LEADER_REPLICATION_THROTTLED_RATE)
+        follower = quota_of(dict(props), FOLLOWER_REPLICATION_THROTTLED_RATE)
+        manager = self._replica_manager
+        if (leader, follower) != (manager.leader_quota.quota, manager.follower_quota.quota):
+            logger.info("Replication throttles: leader %s B/s, follower %s B/s", leader,
+                        follower)
+        manager.leader_quota.update_quota(leader)
+        manager.follower_quota.update_quota(follower)
 
     def _reconfigure_socket_server(self, props: Mapping[str, Any]) -> None:
         """The dynamic connection limits (Kafka's DynamicConnectionQuota): new limits for

@@ -44,6 +44,7 @@ from typing import Any, ClassVar, Final, Generic, TypeVar, overload
 
 from kafkaclone.common.config_def import (
     INT_MAX,
+    LONG_MAX,
     AbstractConfig,
     EachOneOf,
     OneOf,
@@ -495,6 +496,13 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("log.cleaner.threads", INT, 1, MEDIUM,
                   "Threads cleaning logs.",
                   validator=at_least(0)),
+        ConfigKey("leader.replication.throttled.rate", LONG, LONG_MAX, MEDIUM,
+                  "Dynamic only: the bytes/s this broker serves to followers of the replicas "
+                  "a topic's leader.replication.throttled.replicas names (KIP-73)."),
+        ConfigKey("follower.replication.throttled.rate", LONG, LONG_MAX, MEDIUM,
+                  "Dynamic only: the bytes/s this broker's replica fetchers read for the "
+                  "replicas a topic's follower.replication.throttled.replicas names "
+                  "(KIP-73)."),
         ConfigKey("log.cleaner.io.max.bytes.per.second", DOUBLE, DOUBLE_MAX, MEDIUM,
                   "Throttle the cleaner's reads and writes to this rate."),
         ConfigKey("log.cleaner.dedupe.buffer.size", LONG, 128 * 1024 * 1024, MEDIUM,

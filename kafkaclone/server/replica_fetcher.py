@@ -81,6 +81,7 @@ from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity, KafkaCli
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.config import default_int, default_str
+from kafkaclone.server.replication_quota import ReplicationQuotaManager
 
 logger = logging.getLogger(__name__)
 
@@ -382,8 +383,11 @@ class ReplicaFetcher:
         clock: Scheduler,
         connection: FetcherConnection,
         on_partition_failed: Callable[[TopicPartition], None] | None = None,
+        quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self.fetcher_id = fetcher_id
+        self.quota = quota
+        """The follower's replication throttle (KIP-73), None: unthrottled."""
         self.source = source
         self.config = config
         self.name = f"ReplicaFetcherThread-{fetcher_id}-{source.id}"
@@ -702,6 +706,8 @@ class ReplicaFetcher:
         for tp, state in self.partition_states.items():
             if not state.is_ready_for_fetch(now):
                 continue
+            if self._should_follower_throttle(tp, state):
+                continue
             try:
                 log_start_offset = self._partition(tp).log_start_offset
             except KafkaError as exc:
@@ -743,6 +749,14 @@ class ReplicaFetcher:
                                    for topic, parts in forgotten_by_topic.items()],
             rack_id="")
         return request, fetched
+
+    def _should_follower_throttle(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
+        """Kafka's shouldFollowerThrottle: a replica not caught up, throttled, with the
+        follower's quota exceeded, is left out of the fetch."""
+        quota = self.quota
+        in_sync = state.lag is not None and state.lag <= 0
+        return (quota is not None and not in_sync and quota.is_throttled(tp)
+                and quota.is_quota_exceeded())
 
     async def _process_fetch_request(self, request: Any,
                                      fetched: dict[TopicPartition, PartitionFetchState]) -> None:
@@ -827,6 +841,8 @@ class ReplicaFetcher:
             info = None
             if records is not None and len(records) > 0:
                 info = partition.append_records_to_follower(records)
+                if self.quota is not None and self.quota.is_throttled(tp):
+                    self.quota.record(len(records))
             partition.update_follower_high_watermark(data.high_watermark)
             partition.maybe_increment_log_start_offset(data.log_start_offset)
         except (CorruptMessageError, InvalidRecordError) as exc:
@@ -936,8 +952,10 @@ class ReplicaFetcherManager:
         replica_manager: FetcherReplicaManager,
         clock: Scheduler,
         connection_factory: ConnectionFactory | None = None,
+        *, quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self.config = config
+        self.quota = quota
         self._replica_manager = replica_manager
         self._clock = clock
         self._connection_factory = connection_factory or self._tcp_connection
@@ -1001,7 +1019,8 @@ class ReplicaFetcherManager:
         client_id = f"broker-{self.config.broker_id}-fetcher-{fetcher_id}"
         connection = self._connection_factory(source, client_id)
         return ReplicaFetcher(fetcher_id, source, self.config, self._replica_manager,
-                              self._clock, connection, self.failed_partitions.add)
+                              self._clock, connection, self.failed_partitions.add,
+                              quota=self.quota)
 
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]
                                       ) -> dict[TopicPartition, PartitionFetchState]:

@@ -124,6 +124,7 @@ from kafkaclone.server.replica_selector import (
     ReplicaView,
     create_replica_selector,
 )
+from kafkaclone.server.replication_quota import ReplicationQuotaManager
 
 logger = logging.getLogger(__name__)
 
@@ -360,9 +361,18 @@ class ReplicaManager:
         self._log_dir_event_zk = log_dir_event_zk_client
         self._halt = halt
         self._log_dir_move_call: Any = None
+        self.leader_quota = ReplicationQuotaManager(
+            broker_id, clock,
+            lambda topic: log_manager.config_for(topic).leader_replication_throttled_replicas)
+        """What this broker serves to followers of throttled replicas (KIP-73)."""
+        self.follower_quota = ReplicationQuotaManager(
+            broker_id, clock,
+            lambda topic: log_manager.config_for(topic).follower_replication_throttled_replicas)
+        """What this broker's fetchers read for throttled replicas (KIP-73)."""
         self.replica_fetcher_manager: ReplicaFetcherManager | None = (
             None if fetcher_config is None else ReplicaFetcherManager(
-                fetcher_config, self, clock, fetcher_connection_factory))
+                fetcher_config, self, clock, fetcher_connection_factory,
+                quota=self.follower_quota))
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -1032,15 +1042,32 @@ class ReplicaManager:
         min_one_message = True
         results: list[tuple[TopicPartition, LogReadResult]] = []
         fetch_time = now_ms(self.clock)
+        throttled_bytes = 0
         for tp, info in infos:
             result = self._read_partition(params, tp, info, min(info.max_bytes, limit),
                                           min_one_message, fetch_time)
+            if params.is_from_follower and result.size and self.leader_quota.is_throttled(tp):
+                partition = self.all_partitions.get(tp)
+                if partition is not None and self.should_leader_throttle(partition,
+                                                                         params.replica_id):
+                    result = result._replace(records=None)
+                else:
+                    throttled_bytes += result.size
             size = result.size
             if size > 0:
                 min_one_message = False
             limit = max(0, limit - size)
             results.append((tp, result))
+        # Kafka records what goes to followers of throttled replicas once it is sent.
+        self.leader_quota.record(throttled_bytes)
         return results
+
+    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: a follower out of the ISR of a throttled replica,
+        with the leader's replication quota exceeded."""
+        return (replica_id not in partition.isr
+                and self.leader_quota.is_throttled(partition.topic_partition)
+                and self.leader_quota.is_quota_exceeded())
 
     def _read_partition(self, params: FetchParams, tp: TopicPartition,
                         info: PartitionFetchInfo, max_bytes: int, min_one_message: bool,

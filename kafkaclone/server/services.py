@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from kafkaclone.server.replica_manager import ReplicaManager
     from kafkaclone.zk.admin import AdminZkClient
     from kafkaclone.zk.client import KafkaZkClient
+    from kafkaclone.zk.znodes import ReplicaAssignment
 
 
 class ControllerService(Protocol):
@@ -52,6 +53,21 @@ class ControllerService(Protocol):
         """ElectLeaders: each partition's outcome (the new leader's id when one was
         elected); ``partitions`` None means every partition. Raises NotControllerError
         when not active."""
+        ...
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """AlterPartitionReassignments: start (target replicas) or cancel (None) each
+        partition's reassignment; each partition's error, None when accepted. Raises
+        NotControllerError when not active."""
+        ...
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """ListPartitionReassignments: the assignment of each (listed) partition being
+        reassigned. Raises NotControllerError when not active."""
         ...
 
 

@@ -962,6 +962,20 @@ class KafkaZkClient:
         found = await self.get_data_and_stat(ReassignPartitionsZNode.PATH)
         return {} if found is None else ReassignPartitionsZNode.decode(found[0])
 
+    async def set_or_create_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]],
+        expected_controller_epoch_zk_version: int,
+    ) -> None:
+        """Overwrite ``/admin/reassign_partitions`` (the controller removing the partitions
+        it is done with), creating it if it is gone."""
+        data = ReassignPartitionsZNode.encode(reassignment)
+        try:
+            await self.guarded(SetDataOp(ReassignPartitionsZNode.PATH, data),
+                               expected_controller_epoch_zk_version)
+        except NoNodeError:
+            await self.guarded(CreateOp(ReassignPartitionsZNode.PATH, data),
+                               expected_controller_epoch_zk_version)
+
     async def reassign_partitions_in_progress(self) -> bool:
         return await self.path_exists(ReassignPartitionsZNode.PATH)
 

@@ -474,6 +474,28 @@ class ReplicaAssignment:
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
 
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """ORS: the replicas before the reassignment."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """TRS: the replicas once the reassignment is done."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: Sequence[int]) -> ReplicaAssignment:
+        """Kafka's ReplicaAssignment.reassignTo: RS = TRS + ORS (in that order, without
+        duplicates), AR = RS - ORS, RR = RS - TRS."""
+        origin = self.origin_replicas
+        full = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(full, tuple(r for r in full if r not in origin),
+                                 tuple(r for r in full if r not in target))
+
 
 @dataclass(frozen=True)
 class TopicAssignment:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
-from kafkaclone.cluster.partition import FetchIsolation
+from kafkaclone.cluster.partition import FetchIsolation, Partition
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import UNKNOWN_OFFSET, AbortedTransaction, LogOffsetMetadata
@@ -78,6 +78,11 @@ class FetchReader(PartitionSource, Protocol):
                             infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
                             ) -> list[tuple[TopicPartition, LogReadResult]]: ...
 
+    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """A follower's throttled replica over the leader's replication quota: its bytes do
+        not count towards ``min_bytes``."""
+        ...
+
 
 class DelayedFetch(DelayedOperation):
     """A long poll: waits until ``min_bytes`` are readable or something changed."""
@@ -121,6 +126,9 @@ class DelayedFetch(DelayedOperation):
             else:
                 end_offset = log.high_watermark
             if end_offset == start.message_offset:
+                continue
+            if params.is_from_follower and self._reader.should_leader_throttle(
+                    partition, params.replica_id):
                 continue
             if end_offset < start.message_offset:
                 return self.force_complete()  # the log was truncated

@@ -74,6 +74,8 @@ _LOG_CLEANER: Final = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
                        "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms")
 _SOCKET_SERVER: Final = ("max.connections.per.ip", "max.connections.per.ip.overrides",
                          "max.connections", "max.connection.creation.rate")
+_REPLICATION_THROTTLES: Final = ("leader.replication.throttled.rate",
+                                 "follower.replication.throttled.rate")
 PER_BROKER_CONFIGS: Final = frozenset(name for name in (
     "listeners", "advertised.listeners", "listener.security.protocol.map")
     if name in BROKER_CONFIG)
@@ -81,7 +83,8 @@ PER_BROKER_CONFIGS: Final = frozenset(name for name in (
 DYNAMIC_BROKER_CONFIGS: Final = frozenset(
     name for name in (
         *(set(TOPIC_CONFIG_SYNONYMS.values()) - {"log.message.format.version"}),
-        *_THREAD_POOLS, *_LOG_CLEANER, *_SOCKET_SERVER, *PER_BROKER_CONFIGS,
+        *_THREAD_POOLS, *_LOG_CLEANER, *_SOCKET_SERVER, *_REPLICATION_THROTTLES,
+        *PER_BROKER_CONFIGS,
     ) if name in BROKER_CONFIG
 )
 
