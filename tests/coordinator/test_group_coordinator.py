@@ -369,6 +369,43 @@ def test_offset_commit_checks_generation_and_member() -> None:
         tp: RebalanceInProgressError.code}
 
 
+def test_txn_offset_commit_during_a_rebalance() -> None:
+    """Kafka 2.8's doTxnCommitOffsets checks the member and the generation only (no
+    REBALANCE_IN_PROGRESS, unlike OffsetCommit); a refused commit persists nothing and
+    leaves nothing pending."""
+    clock = task.Clock()
+    coordinator = make_coordinator(clock)
+    tp = TopicPartition("t", 0)
+    persisted: list[dict[TopicPartition, OffsetAndMetadata]] = []
+
+    async def persist(offsets: Any) -> int:
+        persisted.append(dict(offsets))
+        return NONE
+
+    def txn_commit(member_id: str, generation: int, pid: int) -> dict[TopicPartition, int]:
+        d = Deferred.fromCoroutine(coordinator.handle_txn_commit_offsets(
+            "g", pid, member_id, None, generation, {tp: OffsetAndMetadata(5)}, persist))
+        result: dict[TopicPartition, int] = result_of(d)
+        return result
+
+    leader, follower = stable_group_of_two(clock, coordinator)
+    newcomer = join(coordinator)
+    group = coordinator.groups["g"]
+    assert group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 2
+    assert txn_commit(leader.member_id, 1, 100) == {tp: IllegalGenerationError.code}
+    assert txn_commit("ghost", 2, 101) == {tp: UnknownMemberIdError.code}
+    assert persisted == [] and not coordinator.has_pending_txn_offsets("g", tp)
+    assert txn_commit(leader.member_id, 2, 102) == {tp: NONE}  # still its generation
+    assert len(persisted) == 1 and coordinator.has_pending_txn_offsets("g", tp)
+    coordinator.complete_txn_offsets(102, [coordinator.partition_for("g")])
+    again = [join(coordinator, m.member_id) for m in (leader, follower)]
+    assert all(d.called for d in again) and newcomer.called
+    assert group.state is GroupState.COMPLETING_REBALANCE and group.generation_id == 3
+    assert txn_commit(leader.member_id, 2, 103) == {tp: IllegalGenerationError.code}
+    assert len(persisted) == 1 and not coordinator.has_pending_txn_offsets("g", tp)
+    assert txn_commit(leader.member_id, 3, 104) == {tp: NONE}
+
+
 def test_fetch_offsets() -> None:
     clock = task.Clock()
     coordinator = make_coordinator(clock)

@@ -20,7 +20,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from kafkaclone.common.jvm import java_string_hash, kafka_abs
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.records import build_record_batch
+from kafkaclone.protocol.records import RecordBatch, build_record_batch
 from kafkaclone.testing.cluster import LocalCluster
 from tests.server.test_data_path_clients import (
     _connection_to,
@@ -77,9 +77,11 @@ def write_markers(cluster: LocalCluster, broker_id: int,
 
 
 def produce(cluster: LocalCluster, leader: int, topic: str, records: bytes) -> int:
+    body = _produce_body(topic, 0, records, acks=-1)
+    if RecordBatch(records).is_transactional:
+        body.transactional_id = "txn-test"  # a transactional batch needs one (Kafka 2.8)
     with _connection_to(cluster, leader) as conn:
-        error, offset = _produce_error(ask(conn, ApiKey.PRODUCE,
-                                           _produce_body(topic, 0, records, acks=-1), 8))
+        error, offset = _produce_error(ask(conn, ApiKey.PRODUCE, body, 8))
     assert error == NONE
     return int(offset)
 

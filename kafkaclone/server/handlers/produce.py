@@ -7,6 +7,10 @@ message sets (magic 0/1), which are up-converted to one magic 2 batch before the
 sent at v0-2 is appended as it is, and a set with no complete message appends nothing
 (base offset -1).
 
+A request carrying a transactional batch but no transactional id is refused whole with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, nothing appended (Kafka checks
+this first, authorizer or not).
+
 Per partition, as Kafka answers:
 
 - a topic or partition the cluster does not have: UNKNOWN_TOPIC_OR_PARTITION;
@@ -46,7 +50,11 @@ from kafkaclone.network.socket_server import CloseConnection
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import ProduceRequest, ProduceResponse
 from kafkaclone.protocol.records import Codec
-from kafkaclone.protocol.records.batch import ATTRIBUTES_OFFSET, MAGIC_V2
+from kafkaclone.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    MAGIC_V2,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from kafkaclone.protocol.records.common import (
     COMPRESSION_CODEC_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -94,6 +102,12 @@ def validate_records(version: int, records: Buffer | None) -> memoryview:
                 f"Produce requests with version {version} are only allowed to contain "
                 f"exactly one record batch")
     return view[:first_size] if rest else view
+
+
+def _is_transactional(entry: memoryview) -> bool:
+    # attributes is an int16: the transactional flag is in its second (low) byte.
+    return (len(entry) > ATTRIBUTES_OFFSET + 1 and entry[MAGIC_OFFSET] == MAGIC_V2
+            and entry[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG_MASK != 0)
 
 
 def _legacy_records(records: Buffer | None) -> memoryview | None:
@@ -150,6 +164,11 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                         entries[tp] = converted
             except KafkaError as exc:
                 results[tp] = ProducePartitionResult(exc.code, error_message=exc.message)
+
+    if request.transactional_id is None and any(map(_is_transactional, entries.values())):
+        results = {tp: ProducePartitionResult(TransactionalIdAuthorizationFailedError.code)
+                   for tp in results.keys() | entries.keys()}
+        entries = {}
 
     acks = request.acks
     if entries:
