@@ -15,7 +15,10 @@ its partition (after ``retry.backoff.ms``, refreshing metadata when the leader m
 With ``enable.idempotence`` (on by default, as in Kafka 3.x) the sender first gets a
 producer id, and each batch carries it with its epoch and a sequence number assigned when
 the batch is drained; :mod:`kafkaclone.clients.transaction_manager` keeps that state and
-decides what a sequence error means.
+decides what a sequence error means. With ``transactional.id`` it also runs the
+transactions (``init_transactions``, ``begin_transaction``, ``send_offsets_to_transaction``,
+``commit_transaction``, ``abort_transaction``): the sender thread sends their requests one
+at a time before Produce, and drains a partition only once it is in the transaction.
 """
 
 from __future__ import annotations

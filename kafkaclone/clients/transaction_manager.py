@@ -1,4 +1,4 @@
-"""The idempotent producer's bookkeeping: Kafka's TransactionManager without transactions.
+"""The idempotent and transactional producer's bookkeeping: Kafka's TransactionManager.
 
 With ``enable.idempotence`` (the default, as in Kafka 3.x) the producer asks a broker for a
 producer id (InitProducerId with a null transactional id) before its first Produce, and
@@ -21,6 +21,9 @@ Errors are handled as the Java client (Kafka 3.x) does for an idempotent produce
 - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (unless the batch was re-sequenced under a newer
   epoch of ours since it was sent), cluster authorization and unsupported versions are
   fatal: queued batches fail and every later ``send`` raises the error.
+
+With ``transactional.id`` the same manager holds a :class:`TransactionalState` (the
+transactions' state machine and request queue, described at its definition below).
 
 Method names are Kafka's (``TransactionManager``, ``RecordAccumulator`` and ``Sender``), in
 snake case. Everything here runs on the producer's sender thread, except
