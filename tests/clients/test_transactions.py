@@ -329,6 +329,19 @@ def test_client_rack_fetches_from_the_preferred_read_replica(cluster: LocalClust
             seen += [r.value for r in consumer.poll(0.2)]
         assert seen == [b"first"] + [b"more-%d" % i for i in range(5)]
         assert follower in fetched_from[1:]  # the follower served fetches
+        # The preferred replica goes away: the consumer goes back to the leader.
+        cluster.broker(follower).stop()
+        try:
+            for i in range(3):
+                plain.send(name, b"after-%d" % i, partition=0).get(60)
+            deadline = time.monotonic() + 60
+            while len(seen) < 9 and time.monotonic() < deadline:
+                seen += [r.value for r in consumer.poll(0.2)]
+            assert seen[6:] == [b"after-%d" % i for i in range(3)]
+            assert state.preferred_read_replica != follower
+            assert fetched_from[-1] != follower
+        finally:
+            cluster.restart_broker(follower)
     finally:
         consumer.close()
         plain.close()

@@ -423,7 +423,9 @@ def test_read_committed_skips_aborted_and_open_transactions(
     reads end at the last stable offset and drop aborted transactions' rows."""
     create_topic(cluster, "txn", 2)
     tx = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
-                                   "transactional.id": "spark-txn", "linger.ms": 5})
+                                   "transactional.id": "spark-txn", "linger.ms": 5,
+                                   # open through both reads, however slow the machine
+                                   "transaction.timeout.ms": 600_000})
     tx.init_transactions(60)
     for tag, count, commit in (("c1", 10, True), ("ab", 6, False), ("c2", 4, True)):
         tx.begin_transaction()
