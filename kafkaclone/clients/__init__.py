@@ -19,12 +19,17 @@ from kafkaclone.clients.common import (
     OFFSET_END,
     OFFSET_INVALID,
     OFFSET_STORED,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     TopicPartition,
 )
 from kafkaclone.clients.config import ConfigException
 from kafkaclone.clients.consumer import Consumer, RawFetch
 from kafkaclone.clients.producer import FutureRecordMetadata, Producer, RecordMetadata
+from kafkaclone.clients.transaction_manager import (
+    TransactionAbortableError,
+    TransactionAbortedError,
+)
 from kafkaclone.common.errors import KafkaError
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "OFFSET_STORED",
     "ConfigException",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "FutureRecordMetadata",
     "KafkaError",
@@ -41,4 +47,6 @@ __all__ = [
     "RawFetch",
     "RecordMetadata",
     "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
 ]

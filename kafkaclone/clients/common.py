@@ -82,3 +82,23 @@ class ConsumerRecord:
         return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, "
                 f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
                 f"value={self.value!r})")
+
+
+class ConsumerGroupMetadata:
+    """A consumer's group membership as a transactional producer needs it
+    (``Producer.send_offsets_to_transaction``): the group coordinator refuses offsets from
+    a member of an older generation (Kafka's ConsumerGroupMetadata, KIP-447)."""
+
+    __slots__ = ("generation_id", "group_id", "group_instance_id", "member_id")
+
+    def __init__(self, group_id: str, generation_id: int = -1, member_id: str = "",
+                 group_instance_id: str | None = None) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+
+    def __repr__(self) -> str:
+        return (f"ConsumerGroupMetadata(group_id={self.group_id!r}, generation_id="
+                f"{self.generation_id}, member_id={self.member_id!r}, group_instance_id="
+                f"{self.group_instance_id!r})")

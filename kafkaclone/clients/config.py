@@ -116,7 +116,13 @@ PRODUCER_CONFIG: Final = ConfigDef([
     _key("interceptor.classes", LIST, (), importance=LOW, item_type=CLASS),
     _key("key.serializer", CLASS, None, importance=HIGH),
     _key("value.serializer", CLASS, None, importance=HIGH),
-    _key("transactional.id", STRING, None, importance=LOW),
+    _key("transactional.id", STRING, None, importance=LOW,
+         doc="Makes the producer transactional (and idempotent): init_transactions, "
+             "begin_transaction, send_offsets_to_transaction, commit_transaction, "
+             "abort_transaction"),
+    _key("transaction.timeout.ms", INT, 60000, importance=LOW,
+         doc="How long the transaction coordinator waits for a transaction's end before "
+             "aborting it (at most the broker's transaction.max.timeout.ms)"),
 ], strings_from_numbers=True)
 """Kafka 2.8's ProducerConfig keys the client reads, with Kafka's defaults, except acks=all
 and enable.idempotence=true: the defaults of Kafka 3.0 and later (Kafka 2.8's were 1 and

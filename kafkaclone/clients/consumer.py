@@ -29,6 +29,7 @@ from kafkaclone.clients.common import (
     OFFSET_BEGINNING,
     OFFSET_END,
     OFFSET_INVALID,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     TopicPartition,
 )
@@ -53,7 +54,12 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.records import iter_batches
+from kafkaclone.protocol.records import (
+    ControlRecordType,
+    RecordBatch,
+    decode_control_record_key,
+    iter_batches,
+)
 from kafkaclone.protocol.records.columnar import RecordColumns, decode_columns
 
 logger = logging.getLogger(__name__)
@@ -95,6 +101,44 @@ class _Completed:
         self.columns: RecordColumns | None = None
         self.row = 0
         self.next_offset = next_offset
+
+
+def drop_aborted_batches(raw: memoryview, aborted_transactions: Iterable[Any]
+                         ) -> memoryview:
+    """The batches of ``raw`` without those of aborted transactions, for read_committed
+    (Kafka's Fetcher): a fetch answer lists each aborted transaction in it by producer id
+    and first offset; a transactional batch of a producer whose aborted transaction started
+    at or before the batch's last offset is dropped, until that producer's ABORT marker.
+    Control batches stay (they are skipped when decoded, and count for the next offset)."""
+    pending = sorted(((t.first_offset, t.producer_id) for t in aborted_transactions),
+                     reverse=True)
+    if not pending:
+        return raw
+    aborted_producers: set[int] = set()
+    kept: list[memoryview] = []
+    dropped = False
+    for batch in iter_batches(raw, allow_partial_tail=True):
+        if not isinstance(batch, RecordBatch) or not batch.has_producer_id:
+            kept.append(batch.view)
+            continue
+        header = batch.header
+        while pending and pending[-1][0] <= header.last_offset:
+            aborted_producers.add(pending.pop()[1])
+        if header.is_control:
+            if header.producer_id in aborted_producers and _is_abort_marker(batch):
+                aborted_producers.discard(header.producer_id)
+            kept.append(batch.view)
+        elif header.is_transactional and header.producer_id in aborted_producers:
+            dropped = True
+        else:
+            kept.append(batch.view)
+    return memoryview(b"".join(kept)) if dropped else raw
+
+
+def _is_abort_marker(batch: RecordBatch) -> bool:
+    for record in batch.records():
+        return decode_control_record_key(record.key) is ControlRecordType.ABORT
+    return False
 
 
 def _scan_next_offset(raw: memoryview) -> tuple[memoryview, int | None]:
@@ -449,7 +493,8 @@ class Consumer:
             state = self._subscriptions.assignment.get(key)
             if state is None:
                 return (-1001, -1001)
-            return (state.log_start_offset, state.high_watermark)
+            return (state.log_start_offset, state.last_stable_offset if self.isolation_level
+                    else state.high_watermark)
         deadline = time.monotonic() + (self.default_api_timeout_s if timeout is None
                                        else timeout)
         low = self._list_offsets({key: EARLIEST}, deadline)[key]
@@ -499,6 +544,18 @@ class Consumer:
                                found.get((tp.topic, tp.partition), OFFSET_INVALID))
                 for tp in tps]
 
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id, for a transactional producer's
+        ``send_offsets_to_transaction`` (confluent-kafka's name; Kafka's
+        ``groupMetadata()``)."""
+        if self._coordinator is None:
+            raise ConfigException("consumer_group_metadata() needs a group.id")
+        coordinator = self._coordinator
+        return ConsumerGroupMetadata(coordinator.group_id, coordinator.generation,
+                                     coordinator.member_id, coordinator.group_instance_id)
+
+    group_metadata = consumer_group_metadata
+
     def commit(self, message: Any = None, offsets: Iterable[Any] | None = None,
                asynchronous: bool = False) -> list[TopicPartition] | None:
         """Commit ``offsets`` (TopicPartitions whose offset is the next to read), or the
@@ -528,10 +585,24 @@ class Consumer:
             if leader < 0:
                 self.metadata.request_update()
                 continue
-            if leader in self._fetching:
+            node = self._select_read_replica(state, leader)
+            if node in self._fetching:
                 continue
-            by_node.setdefault(leader, []).append(key)
+            by_node.setdefault(node, []).append(key)
         return by_node
+
+    def _select_read_replica(self, state: TopicPartitionState, leader: int) -> int:
+        """The leader, or the replica it named in ``preferred_read_replica`` (KIP-392)
+        while that is fresh (``metadata.max.age.ms``) and in the metadata (Kafka's
+        Fetcher.selectReadReplica)."""
+        replica = state.preferred_read_replica
+        if replica is None:
+            return leader
+        if time.monotonic() >= state.preferred_read_replica_expires or \
+                replica not in self.metadata.brokers:
+            state.clear_preferred_read_replica()
+            return leader
+        return replica
 
     def _send_fetches(self, deadline: float | None = None) -> None:
         """A Fetch to each leader of fetchable partitions without one in flight (connecting
@@ -564,21 +635,23 @@ class Consumer:
             def on_response(response: Any, error: KafkaError | None, node_id: int = node_id,
                             positions: dict[tuple[str, int], int] = positions) -> None:
                 self._fetching.discard(node_id)
-                self._handle_fetch(response, error, positions)
+                self._handle_fetch(node_id, response, error, positions)
 
             self._network.send(node_id, ApiKey.FETCH, body, on_response,
                                timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms)
 
-    def _handle_fetch(self, response: Any, error: KafkaError | None,
+    def _handle_fetch(self, node_id: int, response: Any, error: KafkaError | None,
                       positions: dict[tuple[str, int], int]) -> None:
         self._stats["fetch-total"] += 1
-        if error is not None:
-            logger.debug("fetch failed: %s", error)
+        if error is not None or (response.error_code if hasattr(response, "error_code")
+                                 else 0):
+            logger.debug("fetch from broker %d failed: %s", node_id,
+                         error if error is not None else response.error_code)
             self.metadata.request_update()
-            return
-        if response.error_code if hasattr(response, "error_code") else 0:
-            logger.debug("fetch answered %s", response.error_code)
-            self.metadata.request_update()
+            for key in positions:  # back to the leader after a preferred replica failed
+                failed = self._subscriptions.assignment.get(key)
+                if failed is not None and failed.preferred_read_replica == node_id:
+                    failed.clear_preferred_read_replica()
             return
         for topic in response.responses:
             for p in topic.partitions:
@@ -587,14 +660,28 @@ class Consumer:
                 fetch_offset = positions.get(key)
                 if state is None or state.paused or state.position != fetch_offset:
                     continue  # reassigned, paused or sought meanwhile
+                if p.error_code != NONE and state.preferred_read_replica == node_id:
+                    # As Kafka's Fetcher: any error from the preferred replica (an offset
+                    # it does not have yet included) sends the next fetch to the leader.
+                    logger.debug("fetch of %s-%d from preferred replica %d answered %d, "
+                                 "back to the leader", key[0], key[1], node_id, p.error_code)
+                    state.clear_preferred_read_replica()
+                    continue
                 if p.error_code == NONE:
                     state.high_watermark = p.high_watermark
                     state.last_stable_offset = getattr(p, "last_stable_offset", -1)
                     state.log_start_offset = getattr(p, "log_start_offset", -1)
+                    replica = getattr(p, "preferred_read_replica", -1)
+                    if replica >= 0 and replica != state.preferred_read_replica:
+                        state.preferred_read_replica = replica
+                        state.preferred_read_replica_expires = \
+                            time.monotonic() + self.metadata.max_age_ms / 1000.0
                     raw = p.records
                     view = memoryview(b"") if raw is None else memoryview(raw)
                     view, next_offset = _scan_next_offset(view)
                     self._stats["bytes-consumed-total"] += len(view)
+                    if self.isolation_level and p.aborted_transactions:
+                        view = drop_aborted_batches(view, p.aborted_transactions)
                     assert fetch_offset is not None
                     self._completed.append(_Completed(key, state, fetch_offset, view,
                                                       next_offset))

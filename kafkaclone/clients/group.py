@@ -172,7 +172,9 @@ class ConsumerCoordinator:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in keys:
             by_topic.setdefault(topic, []).append(partition)
-        body = request_cls(group_id=self.group_id, require_stable=False, topics=[
+        # require_stable as Kafka 2.8's consumer: offsets of a transaction not yet
+        # committed (UNSTABLE_OFFSET_COMMIT, retriable) are waited for, not skipped.
+        body = request_cls(group_id=self.group_id, require_stable=True, topics=[
             request_cls.structs["OffsetFetchRequestTopic"](name=t, partition_indexes=p)
             for t, p in by_topic.items()])
         while True:

@@ -15,7 +15,10 @@ its partition (after ``retry.backoff.ms``, refreshing metadata when the leader m
 With ``enable.idempotence`` (on by default, as in Kafka 3.x) the sender first gets a
 producer id, and each batch carries it with its epoch and a sequence number assigned when
 the batch is drained; :mod:`kafkaclone.clients.transaction_manager` keeps that state and
-decides what a sequence error means.
+decides what a sequence error means. With ``transactional.id`` it also runs the
+transactions (``init_transactions``, ``begin_transaction``, ``send_offsets_to_transaction``,
+``commit_transaction``, ``abort_transaction``): the sender thread sends their requests one
+at a time before Produce, and drains a partition only once it is in the transaction.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ from kafkaclone.clients.records import (
 from kafkaclone.clients.transaction_manager import (
     ProducerIdAndEpoch,
     State,
+    TransactionAbortedError,
+    TransactionalRequestResult,
+    TransactionalState,
     TransactionManager,
     increment_sequence,
     insert_in_sequence_order,
@@ -56,6 +62,7 @@ from kafkaclone.common.errors import (
     NONE,
     DuplicateSequenceNumberError,
     InvalidTopicExceptionError,
+    InvalidTxnStateError,
     KafkaError,
     MessageTooLargeError,
     NetworkExceptionError,
@@ -353,11 +360,16 @@ class Producer:
         with a conflicting setting)."""
         self._transaction_manager: TransactionManager | None = None
         """Kafka's TransactionManager when idempotent (None otherwise)."""
+        self.transactional_id = c.get_optional_str("transactional.id") or None
         if self.enable_idempotence:
             self._transaction_manager = TransactionManager(
-                retry_backoff_s=c.get_int("retry.backoff.ms") / 1000.0)
-        if c.get_optional_str("transactional.id"):
-            raise ConfigException("transactional.id is not supported by this client")
+                retry_backoff_s=c.get_int("retry.backoff.ms") / 1000.0,
+                transactional_id=self.transactional_id,
+                transaction_timeout_ms=c.get_int("transaction.timeout.ms"))
+        self._txn: TransactionalState | None = (
+            None if self._transaction_manager is None
+            else self._transaction_manager.transactional)
+        """The transaction state with a ``transactional.id`` (None otherwise)."""
         if c.get_int("delivery.timeout.ms") < c.get_int("linger.ms") + \
                 c.get_int("request.timeout.ms"):
             raise ConfigException(
@@ -427,7 +439,9 @@ class Producer:
         (bytes value, no headers, sticky partition already chosen, room in the buffer)."""
         if self._closing:
             raise RuntimeError("Cannot send after the producer is closed")
-        if self._transaction_manager is not None and \
+        if self._txn is not None:
+            self._txn.fail_if_not_ready_for_send()
+        elif self._transaction_manager is not None and \
                 self._transaction_manager.last_error is not None:
             self._transaction_manager.maybe_fail_with_error()
         if type(topic) is not str or not topic:
@@ -533,6 +547,8 @@ class Producer:
                 wake = True
         finally:
             lock.release()
+        if self._txn is not None:
+            self._txn.maybe_add_partition(tp)
         if wake:
             self._network.wakeup()
         return FutureRecordMetadata(batch, index)
@@ -551,7 +567,9 @@ class Producer:
         Interceptors' ``on_send`` is not called (it takes one record at a time)."""
         if self._closing:
             raise RuntimeError("Cannot send after the producer is closed")
-        if self._transaction_manager is not None and \
+        if self._txn is not None:
+            self._txn.fail_if_not_ready_for_send()
+        elif self._transaction_manager is not None and \
                 self._transaction_manager.last_error is not None:
             self._transaction_manager.maybe_fail_with_error()
         if not isinstance(topic, str) or not topic:
@@ -608,6 +626,8 @@ class Producer:
                     pool.used += len(batch.buf)
                 self._batches.setdefault((topic, partition), deque()).append(batch)
                 self._incomplete += end - first
+            if self._txn is not None:
+                self._txn.maybe_add_partition((topic, partition))
             self._network.wakeup()
             futures.append(FutureRecordMetadata(batch, end - first - 1))
         return futures
@@ -783,20 +803,29 @@ class Producer:
                 logger.debug("metadata refresh failed: %s", exc)
         next_wake = now + 0.5
         tm = self._transaction_manager
+        txn = self._txn
         if tm is not None:
             tm.maybe_resolve_sequences()
             if tm.last_error is not None and tm.has_fatal_error:
                 self._abort_batches(tm.last_error)
+                if txn is not None:
+                    txn.fail_pending()
                 self._network.poll(self.retry_backoff_s)
                 return
-            if tm.bump_idempotent_epoch_and_reset_id_if_needed(now):
+            if txn is not None:
+                if self._maybe_send_transactional_request(txn):
+                    return
+            elif tm.bump_idempotent_epoch_and_reset_id_if_needed(now):
                 self._send_init_producer_id(tm, now)
             if tm.state is State.UNINITIALIZED and tm.init_producer_id_retry_at > now:
                 next_wake = min(next_wake, tm.init_producer_id_retry_at)
         ready: dict[int, list[tuple[str, int]]] = {}
         expired: list[ProducerBatch] = []
         with self._lock:
-            flushing = self._flushing > 0 or self._closing
+            # A transaction being committed or aborted sends what it has (Kafka's Sender
+            # begins a flush): EndTxn waits for every batch's answer.
+            flushing = self._flushing > 0 or self._closing or (
+                txn is not None and txn.is_completing)
             for tp, queue in self._batches.items():
                 while queue and now - queue[0].created > self.delivery_timeout_s \
                         and not queue[0].drained_at:
@@ -855,6 +884,9 @@ class Producer:
                 if out and size + head.size > self.max_request_size:
                     break
                 if tm is not None:
+                    if self._txn is not None and \
+                            not self._txn.is_send_to_partition_allowed(tp):
+                        continue  # not in the transaction yet (AddPartitionsToTxn first)
                     if tm.should_stop_drain(head, tp):
                         continue
                     if head.base_sequence == NO_SEQUENCE:
@@ -883,12 +915,13 @@ class Producer:
                                    batch.max_timestamp, self.codec,
                                    producer_id=batch.producer_id,
                                    producer_epoch=batch.producer_epoch,
-                                   base_sequence=batch.base_sequence)
+                                   base_sequence=batch.base_sequence,
+                                   is_transactional=self.transactional_id is not None)
             stats["batch-total"] += 1
             stats["outgoing-byte-total"] += len(records)
             by_topic.setdefault(batch.topic, []).append(
                 s["PartitionProduceData"](index=batch.partition, records=records))
-        body = request_cls(transactional_id=None, acks=self.acks,
+        body = request_cls(transactional_id=self.transactional_id, acks=self.acks,
                            timeout_ms=self.request_timeout_ms,
                            topic_data=[s["TopicProduceData"](name=t, partition_data=p)
                                        for t, p in by_topic.items()])
@@ -1045,6 +1078,156 @@ class Producer:
                                tm.init_producer_id_request(), on_response)
         except UnsupportedVersionError as exc:
             tm.transition_to_fatal_error(unsupported_init_producer_id(str(exc)))
+
+    def _maybe_send_transactional_request(self, txn: TransactionalState) -> bool:
+        """Send the next queued transactional request, one at a time (Kafka's
+        Sender.maybeSendAndPollTransactionalRequest); True when this round is spent on it
+        (no Produce goes out meanwhile)."""
+        if txn.in_flight is not None:
+            self._network.poll(self.retry_backoff_s)
+            return True
+        if txn.has_abortable_error or txn.is_aborting:
+            error = self._transaction_manager.last_error if \
+                self._transaction_manager is not None else None
+            self._abort_undrained_batches(error or TransactionAbortedError())
+        handler = txn.next_request(has_incomplete_batches=self._incomplete > 0)
+        if handler is None:
+            return False
+        if handler.coordinator_type is not None:
+            node_id = txn.coordinators[handler.coordinator_type]
+            if node_id is None or not self._network.ready(node_id):
+                # Unknown or unreachable coordinator: look it up (again), then retry.
+                if node_id is not None:
+                    self.metadata.request_update()
+                txn.lookup_coordinator(handler.coordinator_type, txn.coordinator_key(handler))
+                txn.reenqueue(handler)
+                return True
+        else:
+            least_loaded = self._network.least_loaded_node()
+            if least_loaded is None or not self._network.ready(least_loaded):
+                if least_loaded is None and not self.metadata.brokers:
+                    try:
+                        self.metadata.update(timeout_s=self.request_timeout_ms / 1000.0)
+                    except KafkaError as exc:
+                        logger.debug("metadata refresh failed: %s", exc)
+                else:
+                    self.metadata.request_update()
+                txn.reenqueue(handler)
+                self._network.poll(self.retry_backoff_s)
+                return True
+            node_id = least_loaded
+        if handler.is_retry:
+            time.sleep(self.retry_backoff_s)  # as Kafka's Sender, on its own thread
+
+        def on_response(response: Any, error: KafkaError | None) -> None:
+            txn.handle_response(handler, response, error)
+
+        with txn.lock:
+            txn.in_flight = handler
+        try:
+            self._network.send(node_id, handler.api_key, handler.body(), on_response)
+        except UnsupportedVersionError as exc:
+            with txn.lock:
+                txn.in_flight = None
+            txn.transition_to_fatal(exc)
+            handler.result.fail(exc)
+            return True
+        self._network.poll(self.retry_backoff_s)
+        return True
+
+    def _abort_undrained_batches(self, error: KafkaError) -> None:
+        """Fail the queued batches never sent (Kafka's abortUndrainedBatches): the
+        transaction they belong to is being aborted."""
+        with self._lock:
+            batches = []
+            for tp, queue in list(self._batches.items()):
+                kept = deque(b for b in queue if b.base_sequence != NO_SEQUENCE)
+                batches += [b for b in queue if b.base_sequence == NO_SEQUENCE]
+                if kept:
+                    self._batches[tp] = kept
+                else:
+                    del self._batches[tp]
+        for batch in batches:
+            self._complete(batch, error)
+
+    # --- transactions (the caller's side) ------------------------------------------------------
+
+    def _transactional(self) -> TransactionalState:
+        if self._txn is None:
+            raise InvalidTxnStateError(
+                "Cannot use transactional methods without enabling transactions by setting "
+                "the transactional.id configuration property")
+        if self._closing:
+            raise RuntimeError("Cannot use transactional methods after the producer is closed")
+        return self._txn
+
+    def _await(self, txn: TransactionalState, result: TransactionalRequestResult,
+               timeout: float | None) -> None:
+        self._network.wakeup()
+        try:
+            result.wait(self.max_block_s if timeout is None or timeout < 0 else timeout)
+        except RequestTimedOutError:
+            raise  # the result stays pending: the same call may be made again
+        except KafkaError:
+            txn.completed(result)
+            raise
+        txn.completed(result)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of ``transactional.id`` from its transaction
+        coordinator (InitProducerId), fencing any older producer with the same id and
+        finishing its open transaction. Call once, before any other transactional
+        method. ``timeout``: seconds, ``max.block.ms`` by default."""
+        txn = self._transactional()
+        self._await(txn, txn.initialize_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent until ``commit_transaction`` /
+        ``abort_transaction`` become visible to read_committed consumers together, or not
+        at all."""
+        self._transactional().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any,
+                                    timeout: float | None = None) -> None:
+        """Commit the consumer group's ``offsets`` (the next offsets to read) with the
+        transaction (AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator).
+        ``offsets``: a list of TopicPartition, or a dict from TopicPartition or (topic,
+        partition) to an offset (an int or anything with ``.offset``).
+        ``group_metadata``: the consumer's ``consumer_group_metadata()`` (its generation and
+        member id fence a zombie consumer) or a group id."""
+        txn = self._transactional()
+        by_tp: dict[tuple[str, int], int] = {}
+        items = offsets.items() if isinstance(offsets, Mapping) else \
+            ((tp, tp.offset) for tp in offsets)
+        for tp, offset in items:
+            key = (tp[0], tp[1]) if isinstance(tp, tuple) else (tp.topic, tp.partition)
+            by_tp[key] = offset if isinstance(offset, int) else int(offset.offset)
+        if isinstance(group_metadata, str):
+            group_id, generation_id, member_id, instance_id = group_metadata, -1, "", None
+        else:
+            group_id = group_metadata.group_id
+            generation_id = group_metadata.generation_id
+            member_id = group_metadata.member_id
+            instance_id = group_metadata.group_instance_id
+        if not by_tp:
+            return
+        result = txn.send_offsets_to_transaction(by_tp, group_id, generation_id, member_id,
+                                                 instance_id)
+        self._network.wakeup()
+        result.wait(self.max_block_s if timeout is None or timeout < 0 else timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what is queued, wait for every answer, then commit (EndTxn). An error in
+        the transaction raises TransactionAbortableError (abort it), a fenced producer
+        ProducerFencedError (close it). May be called again after a timeout."""
+        txn = self._transactional()
+        self._await(txn, txn.begin_commit(), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail with TransactionAbortedError,
+        the rest are marked aborted (EndTxn); read_committed consumers never see them."""
+        txn = self._transactional()
+        self._await(txn, txn.begin_abort(), timeout)
 
     def _abort_batches(self, error: KafkaError) -> None:
         """Fail every queued batch (Sender.maybeAbortBatches, after a fatal error); the ones

@@ -25,6 +25,7 @@ from kafkaclone.protocol.records.batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
 )
 from kafkaclone.protocol.records.common import LOG_OVERHEAD
 
@@ -96,14 +97,17 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
 def finish_batch(records: bytes | bytearray, count: int, base_timestamp: int,
                  max_timestamp: int, codec: Codec, *, base_offset: int = 0,
                  producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                 base_sequence: int = NO_SEQUENCE) -> bytes:
+                 base_sequence: int = NO_SEQUENCE, is_transactional: bool = False) -> bytes:
     """The v2 batch around ``count`` encoded records: header (with the idempotent
-    producer's id, epoch and base sequence, if any), compression, CRC32C."""
+    producer's id, epoch and base sequence, if any, and the transactional flag),
+    compression, CRC32C."""
     body = compress(codec, records) if codec is not Codec.NONE else records
     out = bytearray(RECORD_BATCH_OVERHEAD + len(body))
     out[RECORD_BATCH_OVERHEAD:] = body
     HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH,
-                     MAGIC_V2, 0, codec.value, count - 1, base_timestamp, max_timestamp,
+                     MAGIC_V2, 0, codec.value | (TRANSACTIONAL_FLAG_MASK if is_transactional
+                                                 else 0),
+                     count - 1, base_timestamp, max_timestamp,
                      producer_id, producer_epoch, base_sequence, count)
     crc = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:])
     out[CRC_OFFSET:CRC_OFFSET + 4] = crc.to_bytes(4, "big")

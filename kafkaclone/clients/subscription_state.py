@@ -37,7 +37,8 @@ class TopicPartitionState:
     """One assigned partition's fetch state (Kafka's TopicPartitionState)."""
 
     __slots__ = ("high_watermark", "last_stable_offset", "log_start_offset", "paused",
-                 "position", "reset_to")
+                 "position", "preferred_read_replica", "preferred_read_replica_expires",
+                 "reset_to")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -48,6 +49,15 @@ class TopicPartitionState:
         self.reset_to: int | None = None
         """EARLIEST / LATEST when the position must be looked up, or None (the committed
         offset, else the reset policy)."""
+        self.preferred_read_replica: int | None = None
+        """The replica the leader told this consumer to fetch from (KIP-392), until
+        ``preferred_read_replica_expires`` (monotonic seconds), an error, or a metadata
+        change."""
+        self.preferred_read_replica_expires = 0.0
+
+    def clear_preferred_read_replica(self) -> None:
+        self.preferred_read_replica = None
+        self.preferred_read_replica_expires = 0.0
 
 
 class RebalanceListener:

@@ -202,7 +202,8 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
     starts a new one at the next offset to read, up to ``fetchOffset.numRetries`` times in
     a row; no progress within ``kafkaConsumer.pollTimeoutMs`` is an error. Offsets below
     the log start offset (deleted by retention) are data loss, reported per
-    ``failOnDataLoss``; gaps inside the log (compaction, transaction markers) are not.
+    ``failOnDataLoss``; gaps inside the log (compaction, transaction markers, aborted
+    transactions under ``kafka.isolation.level=read_committed``) are not.
     """
     clients = _clients()
     topic, partition = offset_range.topic, offset_range.partition
@@ -280,8 +281,12 @@ def read_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa
                 )
                 if columns.count:
                     yield to_record_batch(columns, topic, partition, schema)
-                if columns.next_offset is not None and columns.next_offset > position:
-                    position = columns.next_offset
+                # The fetched batches' end, those a read_committed consumer dropped (aborted
+                # transactions) included: the next offset to read.
+                next_offset = columns.next_offset if data.next_offset is None else \
+                    data.next_offset
+                if next_offset is not None and next_offset > position:
+                    position = next_offset
                     progressed = True
                 elif data.high_watermark <= position < until and (
                     now - last_progress > poll_timeout

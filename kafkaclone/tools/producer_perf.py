@@ -3,6 +3,7 @@
     kafka-producer-perf-test.sh --topic T --num-records N
         (--record-size B | --payload-file F [--payload-delimiter D]) --throughput R
         (--producer-props k=v ... | --producer.config F) [--print-metrics]
+        [--transactional-id ID] [--transaction-duration-ms MS]
 
 Sends N records (one payload of B random capital letters, or payloads picked at random
 from the file) at most R records/s (-1: no limit). Every 5 s it prints
@@ -10,6 +11,12 @@ from the file) at most R records/s (-1: no limit). Every 5 s it prints
 end ``N records sent, X records/sec (Y MB/sec), A ms avg latency, M ms max latency, P50 ms
 50th, P95 ms 95th, P99 ms 99th, P999 ms 99.9th.``, latency being the time from ``send`` to
 the acknowledgement.
+
+With ``--transaction-duration-ms`` above 0 the records are sent in transactions (Kafka
+2.8's rule) under ``--transactional-id`` (default
+``performance-producer-default-transactional-id``): a transaction is committed once it is
+that old, and the last one at the end. Giving ``--transactional-id`` alone also enables
+them, with transactions of 3000 ms (Kafka 3.3's rule).
 """
 
 from __future__ import annotations
@@ -20,12 +27,15 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import TextIO
+from typing import Final, TextIO
 
 from kafkaclone.clients import ConfigException, Producer
 from kafkaclone.clients.producer import RecordMetadata
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.tools.client_options import ToolParser, client_config, flatten
+
+DEFAULT_TRANSACTIONAL_ID: Final = "performance-producer-default-transactional-id"
+DEFAULT_TRANSACTION_DURATION_MS: Final = 3000
 
 
 def build_parser() -> ToolParser:
@@ -41,8 +51,8 @@ def build_parser() -> ToolParser:
     p.add_argument("--producer-props", nargs="+", action="append", metavar="PROP-NAME=VALUE")
     p.add_argument("--producer.config", dest="producer_config", metavar="CONFIG-FILE")
     p.add_argument("--print-metrics", action="store_true")
-    p.add_argument("--transactional-id")
-    p.add_argument("--transaction-duration-ms", type=int)
+    p.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID")
+    p.add_argument("--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION")
     return p
 
 
@@ -147,9 +157,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         parser.error("--record-size should be greater than zero")
     if not opts.producer_props and not opts.producer_config:
         parser.error("Either --producer-props or --producer.config must be specified.")
-    if opts.transactional_id or opts.transaction_duration_ms:
-        err.write("Transactions are not supported by the kafkaclone producer\n")
-        return 1
+    duration_ms = opts.transaction_duration_ms
+    if duration_ms is None:
+        duration_ms = DEFAULT_TRANSACTION_DURATION_MS if opts.transactional_id else 0
+    transactions = duration_ms > 0
     try:
         conf = client_config(opts.producer_config, flatten(opts.producer_props),
                              what="property")
@@ -157,6 +168,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         err.write(f"{exc}\n")
         return 1
     conf.setdefault("client.id", "perf-producer-client")
+    if transactions:
+        conf["transactional.id"] = opts.transactional_id or DEFAULT_TRANSACTIONAL_ID
     payloads: list[bytes] = []
     rng = random.Random(0)
     if opts.payload_file:
@@ -182,10 +195,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     stats = Stats(opts.num_records, 5000, out)
     throttler = Throttler(opts.throughput, time.time())
     failures = 0
+    transaction_size = 0
+    transaction_start = 0.0
     try:
+        if transactions:
+            producer.init_transactions()
         for i in range(opts.num_records):
             value = payloads[rng.randrange(len(payloads))] if payloads else payload
             send_start = time.time()
+            if transactions and transaction_size == 0:
+                producer.begin_transaction()
+                transaction_start = send_start
 
             def on_delivery(error: KafkaError | None, _md: RecordMetadata, i: int = i,
                             start: float = send_start, size: int = len(value)) -> None:
@@ -199,8 +219,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
                         err.write(f"{type(error).__name__}: {error}\n")
 
             producer.send(opts.topic, value, on_delivery=on_delivery)
+            transaction_size += 1
+            if transactions and (send_start - transaction_start) * 1000 >= duration_ms:
+                producer.commit_transaction()
+                transaction_size = 0
             if opts.throughput >= 0:
                 throttler.throttle(i + 1, send_start)
+        if transactions and transaction_size:
+            producer.commit_transaction()
         if opts.print_metrics:
             producer.flush()
             stats.print_total()

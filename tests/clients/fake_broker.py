@@ -5,6 +5,12 @@ sequence and the last five batches; a repeat of one of those is answered with it
 offset, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH, a new
 epoch must start at sequence 0, a producer the partition does not know must start at 0 or
 gets UNKNOWN_PRODUCER_ID). Tests inject faults per partition and read what was appended.
+
+For the transactional producer it is also its own transaction and group coordinator:
+FindCoordinator, InitProducerId with a transactional id (a new epoch each time),
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn are recorded in
+``txn_requests`` (API key, request body) and answered with success or with the codes a test
+queued in ``txn_errors[key]``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records.batch import RecordBatch, iter_batches
 
 NODE_ID = 1
+_TXN_APIS = (ApiKey.FIND_COORDINATOR, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN,
+             ApiKey.TXN_OFFSET_COMMIT, ApiKey.END_TXN)
 _SIZE = struct.Struct(">i")
 
 
@@ -44,6 +52,9 @@ class SeenBatch:
     base_sequence: int
     count: int
     values: tuple[bytes | None, ...]
+    transactional: bool = False
+    transactional_id: str | None = None
+    """The Produce request's."""
 
 
 @dataclass
@@ -75,6 +86,10 @@ class FakeBroker:
         self.init_producer_id_errors: deque[int] = deque()
         self.init_producer_id_requests = 0
         self.next_producer_id = 1000
+        self.txn_requests: list[tuple[ApiKey, Any]] = []
+        self.txn_errors: dict[ApiKey, deque[int]] = {
+            k: deque() for k in (*_TXN_APIS, ApiKey.INIT_PRODUCER_ID)}
+        self.transactional_epochs: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._holding = False
         self._held: list[tuple[socket.socket, bytes]] = []
@@ -205,8 +220,12 @@ class FakeBroker:
             body = self._api_versions()
         elif key == ApiKey.METADATA:
             body = self._metadata()
+        elif key == ApiKey.INIT_PRODUCER_ID and request.body.transactional_id is not None:
+            body = self._transactional(key, request.body)
         elif key == ApiKey.INIT_PRODUCER_ID:
             body = self._init_producer_id()
+        elif key in _TXN_APIS:
+            body = self._transactional(key, request.body)
         elif key == ApiKey.PRODUCE:
             body = self._produce(request.body)
             if body is None:
@@ -222,7 +241,7 @@ class FakeBroker:
 
     def _api_versions(self) -> Any:
         cls = api.APIS[ApiKey.API_VERSIONS].response
-        served = [ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE]
+        served = [ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, *_TXN_APIS]
         if self.supports_init_producer_id:
             served.append(ApiKey.INIT_PRODUCER_ID)
         return cls(error_code=NONE, api_keys=[
@@ -255,6 +274,42 @@ class FakeBroker:
             self.next_producer_id += 1
         return cls(error_code=NONE, producer_id=producer_id, producer_epoch=0)
 
+    def txn_request_keys(self) -> list[ApiKey]:
+        with self._lock:
+            return [k for k, _ in self.txn_requests]
+
+    def _transactional(self, key: ApiKey, body: Any) -> Any:
+        cls = api.APIS[key].response
+        s = cls.structs
+        with self._lock:
+            self.txn_requests.append((key, body))
+            errors = self.txn_errors[key]
+            code = errors.popleft() if errors else NONE
+            if key == ApiKey.INIT_PRODUCER_ID and code == NONE:
+                tid = body.transactional_id
+                pid, epoch = self.transactional_epochs.get(tid, (self.next_producer_id, -1))
+                if tid not in self.transactional_epochs:
+                    self.next_producer_id += 1
+                self.transactional_epochs[tid] = (pid, epoch + 1)
+        if key == ApiKey.FIND_COORDINATOR:
+            return cls(error_code=code, error_message=None, node_id=NODE_ID,
+                       host="127.0.0.1", port=self.port)
+        if key == ApiKey.INIT_PRODUCER_ID:
+            pid, epoch = self.transactional_epochs.get(body.transactional_id, (-1, -1))
+            return cls(error_code=code, producer_id=pid if code == NONE else -1,
+                       producer_epoch=epoch if code == NONE else -1)
+        if key == ApiKey.ADD_PARTITIONS_TO_TXN:
+            return cls(results=[s["AddPartitionsToTxnTopicResult"](
+                name=t.name, results=[s["AddPartitionsToTxnPartitionResult"](
+                    partition_index=p, error_code=code) for p in t.partitions])
+                for t in body.topics])
+        if key == ApiKey.TXN_OFFSET_COMMIT:
+            return cls(topics=[s["TxnOffsetCommitResponseTopic"](
+                name=t.name, partitions=[s["TxnOffsetCommitResponsePartition"](
+                    partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions]) for t in body.topics])
+        return cls(error_code=code)  # AddOffsetsToTxn, EndTxn
+
     def _produce(self, request: Any) -> Any | None:
         cls = api.APIS[ApiKey.PRODUCE].response
         s = cls.structs
@@ -265,7 +320,8 @@ class FakeBroker:
                 partitions = []
                 for data in topic.partition_data:
                     log = self.logs[(topic.name, data.index)]
-                    code, offset = self._append(topic.name, data.index, log, data.records)
+                    code, offset = self._append(topic.name, data.index, log, data.records,
+                                                request.transactional_id)
                     if code == NONE and log.lose_answers:
                         log.lose_answers -= 1
                         lose = True
@@ -280,14 +336,15 @@ class FakeBroker:
         return cls(responses=topics, throttle_time_ms=0)
 
     def _append(self, topic: str, partition: int, log: PartitionLog,
-                records: bytes) -> tuple[int, int]:
+                records: bytes, transactional_id: str | None = None) -> tuple[int, int]:
         (batch,) = list(iter_batches(records, allow_partial_tail=False))
         assert isinstance(batch, RecordBatch)
         batch.ensure_valid()
         values = tuple(r.value for r in batch.records())
         pid, epoch, first = batch.producer_id, batch.producer_epoch, batch.base_sequence
         count = batch.records_count
-        self.seen.append(SeenBatch(topic, partition, pid, epoch, first, count, values))
+        self.seen.append(SeenBatch(topic, partition, pid, epoch, first, count, values,
+                                   batch.is_transactional, transactional_id))
         if log.errors:
             return log.errors.popleft(), -1
         last = batch.last_sequence

@@ -15,7 +15,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from kafkaclone.clients import Consumer
+from kafkaclone.clients import Consumer, Producer
 from kafkaclone.clients.admin import AdminClient, NewTopic
 from kafkaclone.testing.cluster import LocalCluster
 
@@ -164,6 +164,37 @@ def test_perf_tools_print_kafkas_lines(cluster: LocalCluster) -> None:
     fields = row.split(", ")
     assert len(fields) == 10 and fields[4] == "3000"
     assert float(fields[2]) == pytest.approx(3000 * 100 / 1024 / 1024, abs=1e-4)
+
+
+def test_perf_producer_in_transactions_and_console_consumer_isolation_levels(
+        cluster: LocalCluster) -> None:
+    topic = new_topic(cluster)
+    servers = cluster.bootstrap_servers
+    done = run("kafka-producer-perf-test.sh", "--topic", topic, "--num-records", "2000",
+               "--record-size", "50", "--throughput", "4000", "--producer-props",
+               f"bootstrap.servers={servers}", "linger.ms=5", "--transactional-id",
+               "perf-tx", "--transaction-duration-ms", "100")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("2000 records sent, ")
+    # One more transaction, aborted: invisible to read_committed only.
+    producer = Producer({"bootstrap.servers": servers, "transactional.id": "perf-tx"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.send(topic, b"aborted-%d" % i, partition=i % 2)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    producer.close()
+    counts = {}
+    for level in ("read_committed", "read_uncommitted"):
+        done = run("kafka-console-consumer.sh", "--bootstrap-server", servers, "--topic",
+                   topic, "--from-beginning", "--isolation-level", level, "--timeout-ms",
+                   "3000")
+        assert done.returncode == 0, done.stderr
+        counts[level] = done.stdout.splitlines()
+    assert len(counts["read_committed"]) == 2000
+    assert not any(line.startswith("aborted") for line in counts["read_committed"])
+    assert len(counts["read_uncommitted"]) == 2005
 
 
 def test_console_consumer_group_resumes_where_it_left_off(cluster: LocalCluster,

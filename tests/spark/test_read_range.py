@@ -32,6 +32,8 @@ class Fetched:
     high_watermark: int
     log_start_offset: int
     records: memoryview
+    next_offset: int | None
+    """The offset after the last whole batch (RawFetch's)."""
 
 
 class FakeLog:
@@ -93,7 +95,7 @@ class FakeConsumer:
         if next_offset is not None:
             self.position = next_offset
         return [Fetched(self.tp.topic, self.tp.partition, self.log.high_watermark,
-                        self.log.log_start, memoryview(data))]
+                        self.log.log_start, memoryview(data), next_offset)]
 
     def close(self) -> None:
         self.closed = True

@@ -413,3 +413,61 @@ def test_a_broker_killed_during_a_batch_read(spark: SparkSession, cluster: Local
         while leader in cluster.registered_broker_ids() and time.monotonic() < gone:
             time.sleep(0.2)
         cluster.restart_broker(leader)
+
+
+@pytest.mark.timeout(300)
+def test_read_committed_skips_aborted_and_open_transactions(
+    spark: SparkSession, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``kafka.isolation.level=read_committed``, as Spark's Kafka source: batch and stream
+    reads end at the last stable offset and drop aborted transactions' rows."""
+    create_topic(cluster, "txn", 2)
+    tx = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                                   "transactional.id": "spark-txn", "linger.ms": 5,
+                                   # open through both reads, however slow the machine
+                                   "transaction.timeout.ms": 600_000})
+    tx.init_transactions(60)
+    for tag, count, commit in (("c1", 10, True), ("ab", 6, False), ("c2", 4, True)):
+        tx.begin_transaction()
+        for i in range(count):
+            tx.produce("txn", value=f"{tag}-{i}".encode(), partition=i % 2)
+        tx.flush(30)
+        if commit:
+            tx.commit_transaction(60)
+        else:
+            tx.abort_transaction(60)
+    tx.begin_transaction()  # left open while Spark reads
+    for i in range(3):
+        tx.produce("txn", value=f"open-{i}".encode(), partition=i % 2)
+    tx.flush(30)
+    try:
+        committed = sorted([f"c1-{i}".encode() for i in range(10)]
+                           + [f"c2-{i}".encode() for i in range(4)])
+        df = read(spark, cluster, subscribe="txn", **{"kafka.isolation.level": "read_committed"})
+        assert sorted(v for _p, _o, _k, v in rows_of(df)) == committed
+        everything = sorted(v for _p, _o, _k, v in rows_of(read(spark, cluster, subscribe="txn")))
+        assert len(everything) == 23 and b"ab-0" in everything and b"open-0" in everything
+
+        seen: list[bytes] = []
+
+        def collect(batch: Any, _batch_id: int) -> None:
+            seen.extend(bytes(r.value) for r in batch.select("value").collect())
+
+        query = (
+            spark.readStream.format("kafkaclone")
+            .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+            .option("subscribe", "txn")
+            .option("startingOffsets", "earliest")
+            .option("kafka.isolation.level", "read_committed")
+            .option("maxOffsetsPerTrigger", "8")
+            .load()
+            .writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(300)
+        assert query.exception() is None
+        assert sorted(seen) == committed
+    finally:
+        tx.abort_transaction(60)
