@@ -1241,11 +1241,15 @@ class LogCleaner:
                  run_on_owner: RunOnOwner = run_here) -> None:
         self.config = config
         self.manager = LogCleanerManager(log_manager, clock)
+        self._clock = clock
+        self._run_on_owner = run_on_owner
         self._stopped = threading.Event()
-        self.threads = [
-            CleanerThread(i, config, self.manager, clock, run_on_owner, self._stopped)
-            for i in range(config.num_threads)
-        ]
+        self.threads = self._new_threads()
+
+    def _new_threads(self) -> list[CleanerThread]:
+        return [CleanerThread(i, self.config, self.manager, self._clock, self._run_on_owner,
+                              self._stopped)
+                for i in range(self.config.num_threads)]
 
     def startup(self) -> None:
         logger.info("Starting the log cleaner")
@@ -1257,6 +1261,33 @@ class LogCleaner:
         swap, if it reaches the reactor, is refused once the logs are closed)."""
         logger.info("Shutting down the log cleaner.")
         self._stopped.set()
+
+    @staticmethod
+    def validate_reconfiguration(current: CleanerConfig, new: CleanerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration: ValueError with Kafka's message for a
+        thread count that is not at least 1, or not within half to double the current."""
+        if new.num_threads < 1:
+            raise ValueError("Log cleaner threads should be at least 1")
+        if new.num_threads < current.num_threads // 2:
+            raise ValueError("Log cleaner threads cannot be reduced to less than half the "
+                             f"current value {current.num_threads}")
+        if new.num_threads > current.num_threads * 2:
+            raise ValueError("Log cleaner threads cannot be increased to more than double "
+                             f"the current value {current.num_threads}")
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Kafka's LogCleaner.reconfigure: the threads stop and new ones start with the new
+        settings (throttle rate, buffers, backoff, thread count). Runs on the owning
+        thread, so it does not wait for the old threads: each stops at its next step (the
+        log it was cleaning stays in progress until it has let go of it)."""
+        if config.max_io_bytes_per_second != self.config.max_io_bytes_per_second:
+            logger.info("Updating logCleanerIoMaxBytesPerSecond: %s",
+                        config.max_io_bytes_per_second)
+        self.shutdown()
+        self.config = config
+        self._stopped = threading.Event()
+        self.threads = self._new_threads()
+        self.startup()
 
     def abort_cleaning(self, tp: TopicPartition) -> None:
         self.manager.abort_cleaning(tp)

@@ -69,6 +69,7 @@ from kafkaclone.common.endpoint import (
     parse_security_protocol_map,
 )
 from kafkaclone.common.properties import parse_properties
+from kafkaclone.log.cleaner import CleanerConfig
 from kafkaclone.log.config import (
     BROKER_COMPRESSION_TYPES,
     BROKER_CONFIG_VARIANTS,
@@ -1403,3 +1404,18 @@ def _parse_connection_overrides(text: str) -> dict[str, int]:
             raise ValueError(f"entry {entry!r} is not host:count")
         overrides[host.strip()] = number
     return overrides
+
+
+def cleaner_config(config: KafkaConfig) -> CleanerConfig:
+    """Kafka's LogCleaner.cleanerConfig: the log.cleaner.* settings of a broker config."""
+    return CleanerConfig(
+        num_threads=config.log_cleaner_threads,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        dedupe_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+        io_buffer_size=config.log_cleaner_io_buffer_size,
+        max_message_size=config.message_max_bytes,
+        max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        backoff_ms=config.log_cleaner_backoff_ms,
+        enable_cleaner=True,
+        use_process=True,
+    )

@@ -5,8 +5,10 @@ Keyless records to the compacted topic are refused with INVALID_RECORD."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -15,6 +17,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from kafkaclone.testing.cluster import LocalCluster
 from tests.server.test_data_path_clients import create_topic
 
+REPO = Path(__file__).resolve().parents[2]
 TOPIC = "compacted"
 KEYS = 40
 DELETED = [b"key-1", b"key-2", b"key-3"]
@@ -125,3 +128,53 @@ def test_compacted_topic_keeps_the_latest_value_per_live_key(cluster: LocalClust
     assert not set(DELETED) & set(seen)
     log_text = (cluster.base_dir / "broker-1.log").read_text()
     assert "Log cleaner thread 0 cleaned log compacted-0" in log_text
+
+
+def configs_command(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(REPO / "scripts" / "kafka-configs.sh"),
+                           "--bootstrap-server", cluster.bootstrap_servers, *args],
+                          capture_output=True, text=True, timeout=60, cwd="/")
+
+
+def wait_logged(cluster: LocalCluster, since: int, text: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        with cluster.broker(1).log_path.open(errors="replace") as log:
+            log.seek(since)
+            if text in log.read():
+                return
+        assert time.monotonic() < deadline, f"not logged: {text}"
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(120)
+def test_dynamic_cleaner_configs_restart_the_cleaner_and_nonsense_is_refused(
+        cluster: LocalCluster) -> None:
+    since = cluster.broker(1).log_path.stat().st_size
+    done = configs_command(cluster, "--entity-type", "brokers", "--entity-name", "1",
+                           "--alter", "--add-config",
+                           "log.cleaner.threads=2,log.cleaner.io.max.bytes.per.second=1e9,"
+                           "log.cleaner.backoff.ms=300")
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_logged(cluster, since, "Reconfiguring the log cleaner")
+    wait_logged(cluster, since, "Updating logCleanerIoMaxBytesPerSecond: 1000000000.0")
+    # the cluster default, too (/config/brokers/<default>)
+    done = configs_command(cluster, "--entity-type", "brokers", "--entity-default", "--alter",
+                           "--add-config", "log.cleaner.dedupe.buffer.size=67108864")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    for config, message in [
+        ("log.cleaner.threads=0", "Log cleaner threads should be at least 1"),
+        ("log.cleaner.threads=5",
+         "Log cleaner threads cannot be increased to more than double the current value 2"),
+        ("log.cleaner.min.cleanable.ratio=2",
+         "for configuration log.cleaner.min.cleanable.ratio"),
+        ("log.cleaner.backoff.ms=soon", "log.cleaner.backoff.ms"),
+    ]:
+        done = configs_command(cluster, "--entity-type", "brokers", "--entity-name", "1",
+                               "--alter", "--add-config", config)
+        assert done.returncode != 0, config
+        assert message in done.stdout + done.stderr, done.stdout + done.stderr
+    described = configs_command(cluster, "--entity-type", "brokers", "--entity-name", "1",
+                                "--describe")
+    assert "log.cleaner.threads=2" in described.stdout, described.stdout
