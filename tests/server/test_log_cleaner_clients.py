@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
 
 from kafkaclone.testing.cluster import LocalCluster
 from tests.server.test_data_path_clients import create_topic
@@ -128,6 +130,26 @@ def test_compacted_topic_keeps_the_latest_value_per_live_key(cluster: LocalClust
     assert not set(DELETED) & set(seen)
     log_text = (cluster.base_dir / "broker-1.log").read_text()
     assert "Log cleaner thread 0 cleaned log compacted-0" in log_text
+
+    # kafka-python 3 reads the same table: latest value of every live key, no deleted key.
+    seen_kp: dict[bytes, bytes | None] = {}
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=None,
+                             enable_auto_commit=False)
+    try:
+        tp = KpTopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        high = consumer.end_offsets([tp])[tp]
+        deadline = time.monotonic() + 60
+        while consumer.position(tp) < high and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                for record in batch:
+                    seen_kp[record.key] = record.value
+    finally:
+        consumer.close()
+    assert {k: v for k, v in seen_kp.items() if not k.startswith(b"filler-")} == {
+        k: v for k, v in latest.items() if not k.startswith(b"filler-")}
+    assert not set(DELETED) & set(seen_kp)
 
 
 def configs_command(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
