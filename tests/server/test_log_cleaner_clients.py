@@ -200,3 +200,66 @@ def test_dynamic_cleaner_configs_restart_the_cleaner_and_nonsense_is_refused(
     described = configs_command(cluster, "--entity-type", "brokers", "--entity-name", "1",
                                 "--describe")
     assert "log.cleaner.threads=2" in described.stdout, described.stdout
+
+
+def read_all(cluster: LocalCluster, topic: str, isolation: str
+             ) -> list[tuple[int, bytes, bytes | None]]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "group.id": f"txn-reader-{isolation}", "enable.auto.commit": False,
+                         "isolation.level": isolation})
+    try:
+        _, high = consumer.get_watermark_offsets(CkTopicPartition(topic, 0), timeout=10)
+        consumer.assign([CkTopicPartition(topic, 0, 0)])
+        out: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            position = consumer.position([CkTopicPartition(topic, 0)])[0].offset
+            if position >= high:
+                break
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            out.append((msg.offset(), msg.key(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(180)
+def test_cleaning_removes_aborted_transactions(cluster: LocalCluster) -> None:
+    topic = "compacted-txn"
+    create_topic(cluster, topic, partitions=1, configs={
+        "cleanup.policy": "compact", "segment.bytes": "4096",
+        "min.cleanable.dirty.ratio": "0.01"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "transactional.id": "compacted-txn", "batch.size": 2000})
+    producer.init_transactions(60)
+    committed: dict[bytes, bytes] = {}
+    for round_ in range(6):
+        producer.begin_transaction()
+        for k in range(10):
+            value = b"committed-%d-%d" % (k, round_) + b"c" * 40
+            producer.produce(topic, key=b"k%d" % k, value=value, partition=0)
+            committed[b"k%d" % k] = value
+        producer.commit_transaction(30)
+        producer.begin_transaction()
+        for k in range(10):
+            producer.produce(topic, key=b"k%d" % k, value=b"aborted" + b"a" * 40, partition=0)
+        producer.abort_transaction(30)
+    # Later plain writes roll segments so the transactions' segments become cleanable.
+    plain = Producer({"bootstrap.servers": cluster.bootstrap_servers, "batch.size": 2000})
+    for i in range(200):
+        plain.produce(topic, key=b"other-%d" % (i % 3), value=b"o" * 60, partition=0)
+    assert plain.flush(30) == 0
+    deadline = time.monotonic() + 90
+    while True:
+        uncommitted = read_all(cluster, topic, "read_uncommitted")
+        if not [r for r in uncommitted if r[2] is not None and r[2].startswith(b"aborted")]:
+            break
+        assert time.monotonic() < deadline, "aborted records still there"
+        time.sleep(1.0)
+    for isolation in ("read_uncommitted", "read_committed"):
+        records = read_all(cluster, topic, isolation)
+        table = {key: value for _, key, value in records if key.startswith(b"k")}
+        assert table == committed, isolation
+        assert not [r for r in records if r[2] is not None and r[2].startswith(b"aborted")]
