@@ -1,7 +1,9 @@
 """Log compaction end to end: a real broker process, confluent-kafka producing many updates
 over few keys (and deletes) to a compacted topic with small segments; once the cleaner has
-run, reading from offset 0 gives the latest value of every live key and no deleted key.
-Keyless records to the compacted topic are refused with INVALID_RECORD."""
+run, reading from offset 0 (confluent-kafka, then kafka-python 3) gives the latest value of
+every live key and no deleted key. Keyless records to the compacted topic are refused with
+INVALID_RECORD. Dynamic log.cleaner.* configs through kafka-configs.sh; aborted
+transactions removed by the cleaner."""
 
 from __future__ import annotations
 
