@@ -49,13 +49,20 @@ started, or when it was closed; the ``.cleaned`` files are then deleted and the 
 starts over later. Topic-level settings are read from the log's config when a cleaning
 starts, so a dynamic change takes effect at the next cleaning.
 
-Transactions. The first uncleanable offset is at most the log's first unstable offset, so
-an ongoing transaction's records are never cleaned. Control batches (markers) are always
-kept. Records of aborted transactions (the segments' ``.txnindex`` entries) are not put in
-the offset map, so they never hide a committed value; they are kept unless a later value of
-their key exists (Kafka drops them all; keeping them is correct, just less compact), and the
-``.txnindex`` entries of the replaced segments go into the cleaned segment's
-``.txnindex.cleaned``, so a read_committed fetch still filters them after the swap.
+Transactions (Kafka's CleanedTransactionMetadata). The first uncleanable offset is at
+most the log's first unstable offset, so an ongoing transaction's records are never
+cleaned. The log's aborted transactions (its ``.txnindex`` entries, collected when the
+cleaning starts) are left out of the offset map, so they never hide a committed value, and
+their batches are removed. A marker goes once nothing before it needs it and its segment is
+past the delete horizon (as tombstones): an abort marker when no record of its transaction
+is left (a cleaning that removes some keeps the marker and its ``.txnindex`` entry, the
+next one removes it), a commit marker when no batch of its transaction was seen in the
+group. The last data batch of each producer (or its last marker, if it wrote no data) is
+kept, empty if need be.
+
+Test crash points (``log.common.crash_point``): with ``KAFKACLONE_TEST_CRASH_POINT_FILE``
+set, a broker can be made to kill -9 itself while writing ``.cleaned`` files, after the
+``.swap`` rename or between the ``.deleted`` renames of a swap; off otherwise.
 
 Key extraction is columnar (``log.record_scan``): the records of many batches are decoded
 field by field with numpy, and keys are hashed the same way; no Python code runs per record
@@ -83,14 +90,13 @@ from kafkaclone.common.clock import Scheduler, now_ms
 from kafkaclone.common.errors import KafkaError, KafkaStorageError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import OffsetCheckpointFile
-from kafkaclone.log.common import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX
+from kafkaclone.log.common import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, crash_point
 from kafkaclone.log.config import LONG_MAX, LogConfig
 from kafkaclone.log.file_records import FileRecords
 from kafkaclone.log.record_scan import Int64Array, ScannedBatch, UInt64Array, scan_records
 from kafkaclone.log.segment import LogSegment, log_file, offset_index_file, time_index_file
 from kafkaclone.log.transaction_index import (
     AbortedTxn,
-    TransactionIndex,
     transaction_index_file,
 )
 from kafkaclone.protocol.records.batch import (
@@ -106,6 +112,11 @@ from kafkaclone.protocol.records.common import (
     TIMESTAMP_TYPE_MASK,
 )
 from kafkaclone.protocol.records.compression import Codec, compress
+from kafkaclone.protocol.records.record import (
+    ControlRecordType,
+    decode_control_record_key,
+    decode_record,
+)
 
 if TYPE_CHECKING:
     from kafkaclone.log.log import Log
@@ -365,6 +376,9 @@ class CleaningPlan:
     map_load_factor: float
     io_buffer_size: int
     max_io_bytes_per_second: float
+    aborted_txns: tuple[AbortedTxn, ...] = ()
+    """The log's aborted transactions that began below the first uncleanable offset, from
+    every segment's ``.txnindex`` (a marker may sit past the cleanable section)."""
 
 
 @dataclass
@@ -392,6 +406,7 @@ class LogToClean:
     config: LogConfig = field(default_factory=LogConfig)
     segments: dict[int, tuple[LogSegment, SegmentFile]] = field(default_factory=dict)
     truncations: int = 0
+    aborted_txns: tuple[AbortedTxn, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -558,6 +573,10 @@ class LogCleanerManager:
         log = job.log
         job.config = log.config
         job.truncations = log.truncations
+        job.aborted_txns = tuple(sorted(
+            (txn for segment in log.log_segments for txn in segment.txn_index.all_aborted_txns()
+             if txn.first_offset < job.first_uncleanable_offset),
+            key=lambda txn: txn.first_offset))
         for segment in log.log_segments[:-1]:
             if segment.base_offset >= job.first_uncleanable_offset:
                 break
@@ -667,6 +686,97 @@ def group_segments_by_size(segments: Sequence[SegmentFile], max_size: int,
     return groups
 
 
+class ProducerLastOffsets:
+    """Per producer id, the last offset of its last data batch and of its last batch
+    below the uncleanable offset. Such batches are kept (empty if need be) so that the
+    producer's state survives (Kafka's lastRecordsOfActiveProducers): its last data batch
+    (sequence), or, if it wrote only markers there, its last marker (epoch)."""
+
+    def __init__(self) -> None:
+        self.last_data: dict[int, int] = {}
+        self.last_batch: dict[int, int] = {}
+
+    def note(self, h: BatchHeader) -> None:
+        if h.producer_id < 0:
+            return
+        last = h.base_offset + h.last_offset_delta
+        self.last_batch[h.producer_id] = last
+        if not h.attributes & CONTROL_FLAG_MASK:
+            self.last_data[h.producer_id] = last
+
+    def keeps_data(self, h: BatchHeader) -> bool:
+        return h.producer_id >= 0 and self.last_data.get(h.producer_id) == h.last_offset
+
+    def keeps_marker(self, h: BatchHeader) -> bool:
+        return (h.producer_id >= 0 and h.producer_id not in self.last_data
+                and self.last_batch.get(h.producer_id) == h.last_offset)
+
+
+@dataclass
+class _AbortedTxnMetadata:
+    txn: AbortedTxn
+    last_observed_batch_offset: int | None = None
+
+
+class CleanedTransactionMetadata:
+    """What the cleaning of one group knows of transactions, fed the batches in offset
+    order (Kafka's CleanedTransactionMetadata): ``aborted`` are the aborted transactions
+    overlapping the group, from the transaction indexes."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda txn: txn.first_offset, reverse=True)
+        self._ongoing_aborted: dict[int, _AbortedTxnMetadata] = {}
+        self._ongoing_committed: set[int] = set()
+        self.cleaned_index: list[AbortedTxn] = []
+        """The aborted transactions the cleaned segment's ``.txnindex`` must list."""
+
+    def _consume_aborted_txns_up_to(self, offset: int) -> None:
+        while self._pending and self._pending[-1].first_offset <= offset:
+            txn = self._pending.pop()
+            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnMetadata(txn))
+
+    def on_control_batch_read(self, h: BatchHeader, control_type: ControlRecordType | None
+                              ) -> bool:
+        """Whether the marker may go: an abort marker once no record of its transaction is
+        left (it stays, indexed, while this cleaning removes some), a commit marker when
+        no batch of its transaction was seen here. An empty control batch may go."""
+        self._consume_aborted_txns_up_to(h.last_offset)
+        if control_type is None:
+            return True
+        if control_type == ControlRecordType.ABORT:
+            metadata = self._ongoing_aborted.pop(h.producer_id, None)
+            if metadata is not None and metadata.last_observed_batch_offset is not None:
+                self.cleaned_index.append(metadata.txn)
+                return False
+            return True
+        if control_type == ControlRecordType.COMMIT:
+            if h.producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(h.producer_id)
+                return False
+            return True
+        return False
+
+    def on_batch_read(self, h: BatchHeader) -> bool:
+        """Whether the data batch belongs to an aborted transaction (and so goes)."""
+        self._consume_aborted_txns_up_to(h.last_offset)
+        if not h.attributes & TRANSACTIONAL_FLAG_MASK:
+            return False
+        metadata = self._ongoing_aborted.get(h.producer_id)
+        if metadata is not None:
+            metadata.last_observed_batch_offset = h.last_offset
+            return True
+        self._ongoing_committed.add(h.producer_id)
+        return False
+
+
+def _control_type(batch: _ReadBatch) -> ControlRecordType | None:
+    """The type of a control batch's record; None for a batch without records."""
+    if batch.header.records_count == 0:
+        return None
+    record, _ = decode_record(batch.view, RECORD_BATCH_OVERHEAD)
+    return decode_control_record_key(record.key)
+
+
 def _empty_batch_header(h: BatchHeader) -> bytes:
     """Kafka's DefaultRecordBatch.writeEmptyHeader: the batch's offsets, producer fields
     and max timestamp, no records, no compression."""
@@ -723,12 +833,10 @@ class _Rewriter:
         self._io_buffer_size = max(plan.io_buffer_size, RECORD_BATCH_OVERHEAD)
         self._throttler = Throttler(plan.max_io_bytes_per_second)
         self._clock = _WallClock()
-        self._aborted_txns = {s.base_offset: _aborted_txns(s) for s in plan.segments}
         self._aborted: dict[int, list[tuple[int, int]]] = {}
-        for entries in self._aborted_txns.values():
-            for entry in entries:
-                self._aborted.setdefault(entry.producer_id, []).append(
-                    (entry.first_offset, entry.last_offset))
+        for entry in plan.aborted_txns:
+            self._aborted.setdefault(entry.producer_id, []).append(
+                (entry.first_offset, entry.last_offset))
 
     def _is_aborted(self, h: BatchHeader) -> bool:
         """A data batch of an aborted transaction (its records never count as a key's
@@ -825,26 +933,30 @@ class _Rewriter:
         return False
 
     @staticmethod
-    def _producer_last_offsets(readers: Mapping[int, FileRecords]) -> dict[int, int]:
-        """Producer id -> the last offset of its last batch below the uncleanable offset:
-        such a batch is kept (empty if need be) so that the producer's state survives."""
-        last: dict[int, int] = {}
+    def _producer_last_offsets(readers: Mapping[int, FileRecords]) -> ProducerLastOffsets:
+        last = ProducerLastOffsets()
         for base in sorted(readers):
             for _, header in readers[base].iter_headers(0):
-                if header.producer_id >= 0:
-                    last[header.producer_id] = header.base_offset + header.last_offset_delta
+                last.note(header)
         return last
 
     # -- rewriting --
 
     def _clean_segments(self, group: list[SegmentFile], readers: Mapping[int, FileRecords],
-                        delete_horizon_ms: int, producer_last_offsets: Mapping[int, int],
+                        delete_horizon_ms: int, producer_last_offsets: ProducerLastOffsets,
                         stats: CleanerStats) -> None:
         plan = self.plan
         base_offset = group[0].base_offset
         delete_cleaned_files(plan.directory, base_offset)
         cleaned = LogSegment.open(plan.directory, base_offset, plan.config, self._clock,
                                   file_suffix=CLEANED_FILE_SUFFIX)
+        bases = [s.base_offset for s in plan.segments]
+        position = bases.index(group[-1].base_offset)
+        upper_bound = (bases[position + 1] if position + 1 < len(bases)
+                       else plan.first_uncleanable_offset)
+        transactions = CleanedTransactionMetadata(
+            [txn for txn in plan.aborted_txns
+             if txn.first_offset < upper_bound and txn.last_offset >= base_offset])
         try:
             for segment in group:
                 retain_deletes = segment.last_modified_ms > delete_horizon_ms
@@ -852,12 +964,11 @@ class _Rewriter:
                             "%s deletes.", segment.base_offset, plan.log_name, base_offset,
                             delete_horizon_ms, "retaining" if retain_deletes else "discarding")
                 self._clean_into(readers[segment.base_offset], cleaned, retain_deletes,
-                                 producer_last_offsets, stats)
-            # The aborted transactions of the replaced segments stay indexed (Kafka's
-            # cleaner copies those it keeps records of; this one keeps all aborted records).
-            for segment in group:
-                for entry in self._aborted_txns[segment.base_offset]:
-                    cleaned.txn_index.append(entry)
+                                 producer_last_offsets, transactions, stats)
+            # Aborted transactions whose marker is kept, with records in this group, stay
+            # indexed for read_committed fetches (Kafka's cleanedIndex).
+            for entry in transactions.cleaned_index:
+                cleaned.txn_index.append(entry)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.log.set_last_modified_ms(group[-1].last_modified_ms)
@@ -868,7 +979,8 @@ class _Rewriter:
         cleaned.close_handlers()
 
     def _clean_into(self, source: FileRecords, dest: LogSegment, retain_deletes: bool,
-                    producer_last_offsets: Mapping[int, int], stats: CleanerStats) -> None:
+                    producer_last_offsets: ProducerLastOffsets,
+                    transactions: CleanedTransactionMetadata, stats: CleanerStats) -> None:
         latest = self.offset_map.latest_offset
         out = bytearray()
         for chunk in _read_chunks(source):
@@ -876,8 +988,18 @@ class _Rewriter:
             chunk_bytes = sum(len(b.view) for b in chunk)
             stats.bytes_read += chunk_bytes
             self._throttler.maybe_throttle(chunk_bytes)
+            # Kafka's shouldDiscardBatch, batch by batch in offset order: records of aborted
+            # transactions go; a marker goes once nothing before it needs it and the
+            # segment is past the delete horizon.
+            discard = [
+                (transactions.on_control_batch_read(b.header, _control_type(b))
+                 and not retain_deletes)
+                if b.header.attributes & CONTROL_FLAG_MASK
+                else transactions.on_batch_read(b.header)
+                for b in chunk
+            ]
             data_index = [i for i, b in enumerate(chunk)
-                          if not b.header.attributes & CONTROL_FLAG_MASK]
+                          if not b.header.attributes & CONTROL_FLAG_MASK and not discard[i]]
             scan = scan_records([_scanned(chunk[i]) for i in data_index])
             stats.messages_read += scan.count
             offsets = scan.offsets
@@ -894,16 +1016,21 @@ class _Rewriter:
             for i, batch in enumerate(chunk):
                 h = batch.header
                 n = scanned_of.get(i)
-                if n is None:  # a control batch: transaction markers are always kept
-                    out += batch.view
-                    stats.messages_written += h.records_count
+                if h.attributes & CONTROL_FLAG_MASK:
+                    if not discard[i] or producer_last_offsets.keeps_marker(h):
+                        out += batch.view
+                        stats.messages_written += h.records_count
+                    continue
+                if n is None:  # a batch of an aborted transaction
+                    stats.messages_read += h.records_count
+                    if producer_last_offsets.keeps_data(h):
+                        out += _empty_batch_header(h)
                     continue
                 kept = kept_counts[n]
                 if kept == h.records_count:
                     out += batch.view
                 elif kept == 0:
-                    if (h.producer_id >= 0
-                            and producer_last_offsets.get(h.producer_id) == h.last_offset):
+                    if producer_last_offsets.keeps_data(h):
                         out += _empty_batch_header(h)
                 else:
                     lo, hi = int(row_starts[n]), int(row_starts[n + 1])
@@ -923,6 +1050,7 @@ class _Rewriter:
 
     def _append(self, dest: LogSegment, out: bytearray, stats: CleanerStats) -> None:
         dest.append(out)
+        crash_point("cleaner.writing-cleaned")
         stats.bytes_written += len(out)
         self._throttler.maybe_throttle(len(out))
 
@@ -933,13 +1061,6 @@ def delete_cleaned_files(directory: Path, base_offset: int) -> None:
                  time_index_file(directory, base_offset, CLEANED_FILE_SUFFIX),
                  transaction_index_file(directory, base_offset, CLEANED_FILE_SUFFIX)):
         path.unlink(missing_ok=True)
-
-
-def _aborted_txns(segment: SegmentFile) -> list[AbortedTxn]:
-    """The entries of a segment's ``.txnindex`` (none if it has no file)."""
-    path = segment.path.with_name(
-        transaction_index_file(segment.path.parent, segment.base_offset).name)
-    return TransactionIndex(segment.base_offset, path).all_aborted_txns()
 
 
 Rewrite = Callable[[CleaningPlan], RewriteResult]
@@ -984,6 +1105,7 @@ class Cleaner:
             self._config.dedupe_buffer_load_factor,
             self._config.io_buffer_size // threads // 2,
             self._config.max_io_bytes_per_second / threads,
+            job.aborted_txns,
         )
 
     def clean(self, job: LogToClean) -> tuple[int, CleanerStats]:
@@ -1119,11 +1241,15 @@ class LogCleaner:
                  run_on_owner: RunOnOwner = run_here) -> None:
         self.config = config
         self.manager = LogCleanerManager(log_manager, clock)
+        self._clock = clock
+        self._run_on_owner = run_on_owner
         self._stopped = threading.Event()
-        self.threads = [
-            CleanerThread(i, config, self.manager, clock, run_on_owner, self._stopped)
-            for i in range(config.num_threads)
-        ]
+        self.threads = self._new_threads()
+
+    def _new_threads(self) -> list[CleanerThread]:
+        return [CleanerThread(i, self.config, self.manager, self._clock, self._run_on_owner,
+                              self._stopped)
+                for i in range(self.config.num_threads)]
 
     def startup(self) -> None:
         logger.info("Starting the log cleaner")
@@ -1135,6 +1261,33 @@ class LogCleaner:
         swap, if it reaches the reactor, is refused once the logs are closed)."""
         logger.info("Shutting down the log cleaner.")
         self._stopped.set()
+
+    @staticmethod
+    def validate_reconfiguration(current: CleanerConfig, new: CleanerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration: ValueError with Kafka's message for a
+        thread count that is not at least 1, or not within half to double the current."""
+        if new.num_threads < 1:
+            raise ValueError("Log cleaner threads should be at least 1")
+        if new.num_threads < current.num_threads // 2:
+            raise ValueError("Log cleaner threads cannot be reduced to less than half the "
+                             f"current value {current.num_threads}")
+        if new.num_threads > current.num_threads * 2:
+            raise ValueError("Log cleaner threads cannot be increased to more than double "
+                             f"the current value {current.num_threads}")
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Kafka's LogCleaner.reconfigure: the threads stop and new ones start with the new
+        settings (throttle rate, buffers, backoff, thread count). Runs on the owning
+        thread, so it does not wait for the old threads: each stops at its next step (the
+        log it was cleaning stays in progress until it has let go of it)."""
+        if config.max_io_bytes_per_second != self.config.max_io_bytes_per_second:
+            logger.info("Updating logCleanerIoMaxBytesPerSecond: %s",
+                        config.max_io_bytes_per_second)
+        self.shutdown()
+        self.config = config
+        self._stopped = threading.Event()
+        self.threads = self._new_threads()
+        self.startup()
 
     def abort_cleaning(self, tp: TopicPartition) -> None:
         self.manager.abort_cleaning(tp)

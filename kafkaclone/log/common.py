@@ -4,7 +4,11 @@ results. (TopicPartition and the clock live on the common floor.)"""
 from __future__ import annotations
 
 import enum
+import logging
+import multiprocessing
+import os
 import re
+import signal
 import uuid
 from typing import Final, NamedTuple
 
@@ -129,3 +133,40 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int | None = None
+
+
+# -- test-only crash points --------------------------------------------------------------------
+
+CRASH_POINT_ENV: Final = "KAFKACLONE_TEST_CRASH_POINT_FILE"
+"""Test hook, off unless this environment variable is set: the path of a file that names
+one crash point (e.g. ``cleaner.writing-cleaned``). When the broker reaches that point it
+deletes the file (so the crash happens once) and kills itself with SIGKILL, so a test can
+kill -9 a real broker process at a precise step of a cleaning. Unset in production."""
+
+CRASH_POINTS: Final = ("cleaner.writing-cleaned", "cleaner.after-swap-rename",
+                       "cleaner.mid-delete")
+"""While a ``.log.cleaned`` file is being written (in the cleaner process; the broker it
+belongs to dies with it); once the cleaned files were renamed ``.swap``; once the first of
+the replaced segments was renamed ``.deleted``, the others not yet."""
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this broker here if the file named by ``KAFKACLONE_TEST_CRASH_POINT_FILE``
+    holds ``name`` (see CRASH_POINT_ENV). In a cleaner process the broker that started it
+    is killed first, then the cleaner process."""
+    path = os.environ.get(CRASH_POINT_ENV)
+    if not path:
+        return
+    try:
+        with open(path) as file:
+            wanted = file.read().strip()
+    except OSError:
+        return
+    if wanted != name:
+        return
+    os.unlink(path)
+    logging.getLogger(__name__).warning("Test crash point %s reached: kill -9", name)
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.pid is not None:
+        os.kill(parent.pid, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)

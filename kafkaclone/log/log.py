@@ -58,6 +58,7 @@ from kafkaclone.log.common import (
     LogAppendInfo,
     LogOffsetMetadata,
     TimestampAndOffset,
+    crash_point,
     offset_from_filename,
     parse_topic_partition_name,
 )
@@ -1076,21 +1077,26 @@ class Log:
                  renamed_to_swap: bool) -> None:
         if not renamed_to_swap:
             new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            crash_point("cleaner.after-swap-rename")
         self._remove_segments(old_segments)
         self._add_segment(new_segment)
-        self._delete_segment_files(old_segments, async_delete=True)
+        self._delete_segment_files(old_segments, async_delete=True,
+                                   crash_point_name="cleaner.mid-delete")
         new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
 
     # -- deleting files ------------------------------------------------------------------
 
-    def _delete_segment_files(self, segments: Sequence[LogSegment], *, async_delete: bool
-                              ) -> None:
+    def _delete_segment_files(self, segments: Sequence[LogSegment], *, async_delete: bool,
+                              crash_point_name: str | None = None) -> None:
         """Rename the segments' files to ``*.deleted`` now and remove them after
-        file.delete.delay.ms (or now)."""
+        file.delete.delay.ms (or now). ``crash_point_name``: the test crash point after the
+        first rename (see ``log.common.crash_point``)."""
         for segment in segments:
             segment.close_handlers()
             if not segment.has_suffix(DELETED_FILE_SUFFIX):
                 segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            if crash_point_name is not None:
+                crash_point(crash_point_name)
             snapshot = self.producer_state_manager.remove_and_mark_snapshot_for_deletion(
                 segment.base_offset)
             if snapshot is not None:

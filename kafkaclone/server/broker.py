@@ -86,7 +86,7 @@ from kafkaclone.coordinator.transaction.marker_channel import (
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkaclone.coordinator.transaction.state_manager import TransactionStateManager
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
-from kafkaclone.log.cleaner import CleanerConfig, LogCleaner
+from kafkaclone.log.cleaner import LogCleaner
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.network.authenticator import ScramCredentialCache
@@ -99,7 +99,7 @@ from kafkaclone.network.socket_server import (
 )
 from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer, parse_super_users
 from kafkaclone.server.broker_requests import send_controlled_shutdown
-from kafkaclone.server.config import KafkaConfig
+from kafkaclone.server.config import KafkaConfig, cleaner_config
 from kafkaclone.server.delayed.admin import DelayedElectLeader
 from kafkaclone.server.delayed.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkaclone.server.dynamic_config import DynamicConfigManager
@@ -591,21 +591,24 @@ class KafkaBroker(MultiService):
             result: _T = threads.blockingCallFromThread(reactor, function)
             return result
 
-        self.log_cleaner = LogCleaner(
-            CleanerConfig(
-                num_threads=config.log_cleaner_threads,
-                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
-                dedupe_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
-                io_buffer_size=config.log_cleaner_io_buffer_size,
-                max_message_size=config.message_max_bytes,
-                max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
-                backoff_ms=config.log_cleaner_backoff_ms,
-                enable_cleaner=True,
-                use_process=True,
-            ),
-            self.log_manager, reactor, run_on_reactor,
-        )
+        self.log_cleaner = LogCleaner(cleaner_config(config), self.log_manager, reactor,
+                                      run_on_reactor)
         self.log_cleaner.startup()
+
+    def _reconfigure_log_cleaner(self, props: Mapping[str, Any]) -> None:
+        """The dynamic log.cleaner.* configs (Kafka's LogCleaner as a BrokerReconfigurable):
+        new cleaner threads with the new settings, when they changed."""
+        if self.log_cleaner is None:
+            return
+        try:
+            new = cleaner_config(KafkaConfig(props))
+            LogCleaner.validate_reconfiguration(self.log_cleaner.config, new)
+        except (KafkaError, ValueError) as exc:
+            logger.error("Ignoring invalid dynamic log cleaner configs: %s", exc)
+            return
+        if new != self.log_cleaner.config:
+            logger.info("Reconfiguring the log cleaner: %s", new)
+            self.log_cleaner.reconfigure(new)
 
     async def _stop_log_cleaner(self) -> None:
         if self.log_cleaner is not None:
@@ -816,6 +819,7 @@ class KafkaBroker(MultiService):
     def _on_broker_config_change(self, props: Mapping[str, Any]) -> None:
         self._reconfigure_socket_server(props)
         self._reconfigure_replication_quotas(props)
+        self._reconfigure_log_cleaner(props)
 
     def _reconfigure_replication_quotas(self, props: Mapping[str, Any]) -> None:
         """The replication throttle rates (Kafka's DynamicConfig.Broker throttles)."""

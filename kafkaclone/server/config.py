@@ -70,6 +70,7 @@ from kafkaclone.common.endpoint import (
     parse_security_protocol_map,
 )
 from kafkaclone.common.properties import parse_properties
+from kafkaclone.log.cleaner import CleanerConfig
 from kafkaclone.log.config import (
     BROKER_COMPRESSION_TYPES,
     BROKER_CONFIG_VARIANTS,
@@ -495,7 +496,8 @@ BROKER_CONFIG: Final = ConfigDef([
                   "(the offsets topic among them)."),
         ConfigKey("log.cleaner.threads", INT, 1, MEDIUM,
                   "Threads cleaning logs.",
-                  validator=at_least(0)),
+                  validator=at_least(0),
+                  note="Dynamic: a change restarts the cleaner threads."),
         ConfigKey("leader.replication.throttled.rate", LONG, LONG_MAX, MEDIUM,
                   "Dynamic only: the bytes/s this broker serves to followers of the replicas "
                   "a topic's leader.replication.throttled.replicas names (KIP-73)."),
@@ -504,18 +506,23 @@ BROKER_CONFIG: Final = ConfigDef([
                   "replicas a topic's follower.replication.throttled.replicas names "
                   "(KIP-73)."),
         ConfigKey("log.cleaner.io.max.bytes.per.second", DOUBLE, DOUBLE_MAX, MEDIUM,
-                  "Throttle the cleaner's reads and writes to this rate."),
+                  "Throttle the cleaner's reads and writes to this rate.",
+                  note="Dynamic: a change restarts the cleaner threads."),
         ConfigKey("log.cleaner.dedupe.buffer.size", LONG, 128 * 1024 * 1024, MEDIUM,
                   "Memory for the key maps of all cleaner threads; at least 1 MiB per "
-                  "thread."),
+                  "thread.",
+                  note="Dynamic: a change restarts the cleaner threads."),
         ConfigKey("log.cleaner.io.buffer.size", INT, 512 * 1024, MEDIUM,
                   "Memory for the I/O buffers of all cleaner threads.",
-                  validator=at_least(0)),
+                  validator=at_least(0),
+                  note="Dynamic: a change restarts the cleaner threads."),
         ConfigKey("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, MEDIUM,
-                  "How full the key map may get before a cleaning pass stops."),
+                  "How full the key map may get before a cleaning pass stops.",
+                  note="Dynamic: a change restarts the cleaner threads."),
         ConfigKey("log.cleaner.backoff.ms", LONG, 15000, MEDIUM,
                   "How long the cleaner sleeps when no log needs cleaning.",
-                  validator=at_least(0)),
+                  validator=at_least(0),
+                  note="Dynamic: a change restarts the cleaner threads."),
         ConfigKey("log.cleaner.min.cleanable.ratio", DOUBLE,
                   _topic_default("min.cleanable.dirty.ratio"), MEDIUM,
                   "Clean a log once this share of it is dirty (not yet compacted).",
@@ -1428,3 +1435,18 @@ def _parse_connection_overrides(text: str) -> dict[str, int]:
             raise ValueError(f"entry {entry!r} is not host:count")
         overrides[host.strip()] = number
     return overrides
+
+
+def cleaner_config(config: KafkaConfig) -> CleanerConfig:
+    """Kafka's LogCleaner.cleanerConfig: the log.cleaner.* settings of a broker config."""
+    return CleanerConfig(
+        num_threads=config.log_cleaner_threads,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        dedupe_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+        io_buffer_size=config.log_cleaner_io_buffer_size,
+        max_message_size=config.message_max_bytes,
+        max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        backoff_ms=config.log_cleaner_backoff_ms,
+        enable_cleaner=True,
+        use_process=True,
+    )

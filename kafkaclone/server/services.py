@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from kafkaclone.coordinator.group.coordinator import GroupCoordinator
     from kafkaclone.coordinator.transaction.coordinator import TransactionCoordinator
     from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
+    from kafkaclone.log.cleaner import LogCleaner
     from kafkaclone.log.manager import LogManager
     from kafkaclone.server.authorizer.acl_authorizer import AclAuthorizer
     from kafkaclone.server.config import KafkaConfig
@@ -81,6 +82,8 @@ class BrokerServices(Protocol):
     auto_create_topics_enable: bool
     authorizer: AclAuthorizer | None
     """None when no ``authorizer.class.name`` is configured: every request is allowed."""
+    log_cleaner: LogCleaner | None
+    """None when ``log.cleaner.enable=false``."""
 
     @property
     def config(self) -> KafkaConfig: ...

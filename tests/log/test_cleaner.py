@@ -440,6 +440,21 @@ def test_rewriting_in_a_cleaner_process(manager: Callable[[], LogManager], clock
 
 # -- transactions -----------------------------------------------------------------------------
 
+def all_batches(log: Log) -> list[RecordBatch]:
+    """Every v2 batch of the log, segment after segment."""
+    batches: list[RecordBatch] = []
+    offset = 0
+    while offset < log.log_end_offset:
+        records = log.read(offset, 10**8).records
+        read = [b for b in iter_batches(records, allow_partial_tail=False)
+                if isinstance(b, RecordBatch)]
+        if not read:
+            break
+        batches.extend(read)
+        offset = read[-1].last_offset + 1
+    return batches
+
+
 def _txn_batch(pid: int, seq: int, updates: list[tuple[bytes, bytes | None]]) -> bytes:
     return build_record_batch([(k, v, None, NOW_MS) for k, v in updates], producer_id=pid,
                               producer_epoch=0, base_sequence=seq, is_transactional=True)
@@ -452,10 +467,12 @@ def _marker(log: Log, pid: int, commit: bool) -> None:
                leader_epoch=0, origin=AppendOrigin.COORDINATOR)
 
 
-def test_transactions_aborted_records_never_win_markers_and_txnindex_kept(
+def test_transactions_aborted_records_removed_then_markers(
         manager: Callable[[], LogManager], clock: Clock) -> None:
     m = manager()
     log = m.get_or_create_log(TP)
+    m.update_topic_config(TP.topic, LogConfig.from_props({**COMPACT,
+                                                          "delete.retention.ms": "1000"}))
     produce(log, [(b"k", b"committed"), (b"j", b"old")], per_batch=2)          # 0-1
     log.append(_txn_batch(7, 0, [(b"k", b"aborted"), (b"j", b"aborted")]),
                leader_epoch=0)                                                  # 2-3
@@ -466,28 +483,63 @@ def test_transactions_aborted_records_never_win_markers_and_txnindex_kept(
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     assert log.first_unstable_offset == 7
-    index_before = [s.txn_index.all_aborted_txns() for s in log.log_segments]
-    assert cleaner_thread(m, clock).clean_filthiest_log()
+    assert [e for s in log.log_segments for e in s.txn_index.all_aborted_txns()] == [
+        AbortedTxn(7, 2, 4, 5)]
+    thread = cleaner_thread(m, clock)
+    assert thread.clean_filthiest_log()
     after = records_of(log)
-    # The aborted value of k does not hide the committed one (both stay; Kafka would drop
-    # the aborted record), j's old and aborted values go, the open transaction is untouched.
+    # The aborted records go (producer 7's last data batch stays, empty, for its sequence);
+    # they never hid the committed value of k; the open transaction is untouched.
     assert (0, b"k", b"committed") in after
-    assert (2, b"k", b"aborted") in after
+    assert not [r for r in after if r[2] == b"aborted"]
     assert (5, b"j", b"new") in after
     assert (7, b"k", b"ongoing") in after
     assert not [r for r in after if r[1] == b"j" and r[0] != 5]
-    served = list(iter_batches(log.read(0, 10**8).records, allow_partial_tail=False))
-    control_offsets = [b.last_offset for b in served
-                       if isinstance(b, RecordBatch) and b.is_control]
-    assert control_offsets == [4, 6]
-    # The aborted transaction is still indexed, in the cleaned segment's .txnindex.
+    served = all_batches(log)
+    assert [(b.base_offset, b.last_offset, b.records_count) for b in served
+            if b.producer_id == 7 and not b.is_control] == [(2, 3, 0)]
+    # Markers stay while the segment is younger than the delete horizon; the abort marker
+    # keeps its .txnindex entry while a batch of its transaction is left.
+    assert [b.last_offset for b in served if b.is_control] == [4, 6]
     entries = [e for s in log.log_segments for e in s.txn_index.all_aborted_txns()]
-    assert entries == [e for es in index_before for e in es] == [AbortedTxn(7, 2, 4, 5)]
-    assert log.collect_aborted_transactions(0, 8) == [AbortedTransaction(7, 2)]
+    assert entries == [AbortedTxn(7, 2, 4, 5)]
     assert not list(log.dir.glob("*.cleaned")) and not list(log.dir.glob("*.swap"))
+
+    # Producer 7 writes again, the open transaction commits; once the markers' segment is
+    # past delete.retention.ms (older than the clean section's last segment by more), the
+    # next cleaning removes them (nothing needs them).
+    m.update_topic_config(TP.topic, LogConfig.from_props({
+        **COMPACT, "delete.retention.ms": "1000", "segment.bytes": "1024"}))
+    log.append(_txn_batch(7, 2, [(b"p7", b"later")]), leader_epoch=0)           # 8
+    _marker(log, 7, commit=True)                                                # 9
+    _marker(log, 9, commit=True)                                                # 10
+    produce(log, [(b"other-%d" % i, b"x" * 50) for i in range(50)])
+    log.roll()
+    assert thread.clean_filthiest_log()
+    served = all_batches(log)
+    assert [b.last_offset for b in served if b.is_control][:2] == [4, 6]
+    wall_ms = int(time.time() * 1000)
+    non_active = log.log_segments[:-1]
+    assert len(non_active) >= 2
+    non_active[0].log.set_last_modified_ms(wall_ms - 100_000)
+    for segment in non_active[1:]:
+        segment.log.set_last_modified_ms(wall_ms)
+    produce(log, [(b"other-%d" % i, b"y" * 50) for i in range(50)])
+    log.roll()
+    assert thread.clean_filthiest_log()
+    served = all_batches(log)
+    # The abort marker goes with the last batch of its transaction; a commit marker stays
+    # while a record of its transaction does (j's latest value is offset 5).
+    assert [b.last_offset for b in served if b.is_control] == [6, 9, 10]
+    assert not [b for b in served if b.base_offset == 2]
+    assert [e for s in log.log_segments for e in s.txn_index.all_aborted_txns()] == []
+    latest = latest_by_key(records_of(log))
+    assert latest[b"k"] == b"ongoing" and latest[b"j"] == b"new"
+    assert latest[b"p7"] == b"later"
     m.shutdown()
     reopened = manager().get_or_create_log(TP)
-    assert reopened.collect_aborted_transactions(0, 8) == [AbortedTransaction(7, 2)]
+    assert latest_by_key(records_of(reopened)) == latest
+    assert reopened.first_unstable_offset is None
 
 
 def test_swap_completed_on_load_rebuilds_the_aborted_transactions(
@@ -510,5 +562,7 @@ def test_swap_completed_on_load_rebuilds_the_aborted_transactions(
     log2 = manager().get_log(TP)
     assert log2 is not None
     assert not [p for p in os.listdir(directory) if p.endswith((".swap", ".cleaned"))]
-    assert (0, b"only-aborted", b"x") in records_of(log2)
+    # the aborted record is gone, its batch kept empty (producer 7's last), its marker and
+    # .txnindex entry kept (the segment is younger than the delete horizon)
+    assert b"only-aborted" not in {key for _, key, _ in records_of(log2)}
     assert log2.collect_aborted_transactions(0, 2) == [AbortedTransaction(7, 0)]

@@ -32,8 +32,10 @@ from kafkaclone.common.errors import (
     TopicAuthorizationFailedError,
     UnknownServerError,
 )
+from kafkaclone.log.cleaner import CleanerConfig, LogCleaner
 from kafkaclone.log.config import LOG_CONFIG_KEYS, TOPIC_CONFIG_SYNONYMS, LogConfig
-from kafkaclone.server.config import BROKER_CONFIG, broker_config_synonyms
+from kafkaclone.server.config import BROKER_CONFIG, KafkaConfig, broker_config_synonyms
+from kafkaclone.server.config import cleaner_config as cleaner_config_of
 from kafkaclone.server.delayed.admin import DelayedCreatePartitions
 from kafkaclone.server.handlers.registry import RequestContext
 from kafkaclone.server.services import BrokerServices
@@ -303,6 +305,34 @@ def validate_dynamic_broker_configs(props: Mapping[str, str], per_broker: bool) 
             raise BrokerConfigRejectedError(
                 "Cannot update these configs at default cluster level, broker id must be "
                 f"specified: {', '.join(per_broker_only)}")
+
+
+async def new_broker_props(broker: BrokerServices, broker_id: int | None,
+                           props: Mapping[str, str]) -> dict[str, object]:
+    """The props this broker would run with once ``props`` replace the dynamic configs of
+    ``broker_id`` (None: the cluster default), as Kafka's validatedKafkaProps builds them."""
+    layers = await broker_config_layers(broker)
+    merged: dict[str, object] = dict(broker.config.originals)
+    if broker_id is not None:
+        merged.update(layers.dynamic_default)
+        merged.update(props)
+    else:
+        merged.update(props)
+        merged.update(layers.dynamic_broker)
+    return merged
+
+
+def validate_log_cleaner_reconfiguration(current: CleanerConfig,
+                                         props: Mapping[str, object]) -> None:
+    """Kafka's KafkaConfig and LogCleaner.validateReconfiguration over the props the broker
+    would run with; Kafka wraps the failure in "Invalid dynamic configuration"."""
+    try:
+        LogCleaner.validate_reconfiguration(current, cleaner_config_of(KafkaConfig(props)))
+    except (ConfigError, ValueError) as exc:
+        inner = exc.message if isinstance(exc, ConfigError) else str(exc)
+        raise BrokerConfigRejectedError(
+            f"Invalid value org.apache.kafka.common.config.ConfigException: {inner} for "
+            "configuration Invalid dynamic configuration") from exc
 
 
 LISTENER_CHANGE_REFUSED: Final = (
