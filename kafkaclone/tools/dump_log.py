@@ -2,6 +2,7 @@
 
     kafka-dump-log.sh --files 00000000000000000000.log[,00000000000000000000.index,...]
         [--print-data-log] [--deep-iteration] [--index-sanity-check] [--verify-index-only]
+        [--transaction-log-decoder]
 
 ``.log`` files: one line per batch (baseOffset, lastOffset, count, ..., position,
 timestamp, size, magic, compresscodec, crc, isvalid); with ``--deep-iteration`` one ``|``
@@ -9,7 +10,9 @@ line per record, with ``--print-data-log`` its key and payload too. ``.index`` a
 ``.timeindex`` files: their entries, checked against the log; mismatches go to stderr.
 ``.snapshot`` files: one line per producer, as Kafka prints producer state snapshots.
 ``.txnindex`` files: one line per aborted transaction. A control batch's record prints its
-``endTxnMarker: COMMIT coordinatorEpoch: 0``.
+``endTxnMarker: COMMIT coordinatorEpoch: 0``. With ``--transaction-log-decoder`` the records
+of a ``__transaction_state`` segment print as Kafka's TransactionLog formats them
+(``key: transaction_metadata::transactionalId=t payload: producerId:...,state=Ongoing,...``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from pathlib import Path
 from typing import TextIO
 
 from kafkaclone.common.errors import KafkaError
+from kafkaclone.coordinator.transaction.log import (
+    TransactionLogFormatError,
+    read_txn_record_key,
+    read_txn_record_value,
+)
 from kafkaclone.log.common import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
@@ -55,6 +63,8 @@ TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 INT32_MAX = 2**31 - 1
 
 Decoder = Callable[[bytes], str]
+RecordParser = Callable[[Record], tuple[str | None, str | None]]
+"""A record's (key, payload) as text, as Kafka's DumpLogSegments MessageParser."""
 
 
 def _string_decoder(data: bytes) -> str:
@@ -87,6 +97,30 @@ def decoder_for(class_name: str) -> Decoder:
     if simple not in DECODERS:
         raise SystemExit(f"Unsupported decoder class {class_name}; use one of {sorted(DECODERS)}")
     return DECODERS[simple]
+
+
+def transaction_log_parser(record: Record) -> tuple[str | None, str | None]:
+    """A ``__transaction_state`` record as Kafka's TransactionLog.formatRecordKeyAndValue
+    prints it (``<DELETE>`` for a tombstone)."""
+    if record.key is None:
+        return None, None
+    try:
+        transactional_id = read_txn_record_key(record.key)
+    except TransactionLogFormatError:
+        (version,) = struct.unpack_from(">h", record.key) if len(record.key) >= 2 else (-1,)
+        return f"unknown::version={version}", None
+    key = f"transaction_metadata::transactionalId={transactional_id}"
+    if record.value is None:
+        return key, "<DELETE>"
+    try:
+        metadata = read_txn_record_value(record.value)
+    except TransactionLogFormatError as exc:
+        return key, f"<unreadable value: {exc}>"
+    partitions = ",".join(str(tp) for tp in sorted(metadata.topic_partitions))
+    return key, (f"producerId:{metadata.producer_id},producerEpoch:{metadata.producer_epoch},"
+                 f"state={metadata.txn_state.kafka_name},partitions=[{partitions}],"
+                 f"txnLastUpdateTimestamp={metadata.txn_last_update_timestamp},"
+                 f"txnTimeoutMs={metadata.txn_timeout_ms}")
 
 
 class DumpErrors:
@@ -166,6 +200,7 @@ def print_record(
     print_contents: bool,
     key_decoder: Decoder,
     value_decoder: Decoder,
+    parser: RecordParser | None = None,
 ) -> None:
     timestamp_type = TIMESTAMP_TYPES.get(batch.timestamp_type, "NoTimestampType")
     key_size = -1 if record.key is None else len(record.key)
@@ -184,6 +219,12 @@ def print_record(
                      f"coordinatorEpoch: {marker.coordinator_epoch}")
         else:
             line += f" controlType: {control_type.name}({int(control_type)})"
+    elif print_contents and parser is not None:
+        key, payload = parser(record)
+        if key is not None:
+            line += f" key: {key}"
+        if payload is not None:
+            line += f" payload: {payload}"
     elif print_contents and record.value is not None:
         if record.key is not None:
             line += f" key: {key_decoder(record.key)}"
@@ -200,6 +241,7 @@ def dump_log(
     deep_iteration: bool,
     key_decoder: Decoder = _string_decoder,
     value_decoder: Decoder = _string_decoder,
+    parser: RecordParser | None = None,
 ) -> None:
     print(f"Starting offset: {offset_from_filename(path.name)}", file=out)
     records = FileRecords(path, read_only=True)
@@ -219,7 +261,8 @@ def dump_log(
                             )
                         last_offset = offset
                         print_record(batch, record, out, print_contents=print_contents,
-                                     key_decoder=key_decoder, value_decoder=value_decoder)
+                                     key_decoder=key_decoder, value_decoder=value_decoder,
+                                     parser=parser)
                 valid_bytes = position + len(view)
         except KafkaError as exc:
             print(f"Error reading {path.name} at position {valid_bytes}: {exc}", file=out)
@@ -382,6 +425,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--value-decoder-class", nargs="?",
                         const="kafka.serializer.StringDecoder",
                         help="if set, used to deserialize the messages.")
+    parser.add_argument("--transaction-log-decoder", action="store_true",
+                        help="if set, log data will be parsed as transaction metadata from "
+                        "the __transaction_state topic.")
     return parser.parse_args(argv)
 
 
@@ -400,7 +446,8 @@ def _run(argv: Sequence[str] | None, out: TextIO | None, err: TextIO | None) -> 
     out = out or sys.stdout
     err = err or sys.stderr
     print_contents = bool(args.print_data_log or args.key_decoder_class
-                          or args.value_decoder_class)
+                          or args.value_decoder_class or args.transaction_log_decoder)
+    parser = transaction_log_parser if args.transaction_log_decoder else None
     deep_iteration = args.deep_iteration or print_contents
     key_decoder = decoder_for(args.key_decoder_class or "StringDecoder")
     value_decoder = decoder_for(args.value_decoder_class or "StringDecoder")
@@ -413,7 +460,7 @@ def _run(argv: Sequence[str] | None, out: TextIO | None, err: TextIO | None) -> 
             if path.name.endswith(LOG_FILE_SUFFIX):
                 dump_log(path, out, errors, print_contents=print_contents,
                          deep_iteration=deep_iteration, key_decoder=key_decoder,
-                         value_decoder=value_decoder)
+                         value_decoder=value_decoder, parser=parser)
             elif path.name.endswith(INDEX_FILE_SUFFIX):
                 dump_index(path, out, errors, sanity_only=args.index_sanity_check,
                            verify_only=args.verify_index_only)

@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.transaction.log import key_to_bytes, value_to_bytes
+from kafkaclone.coordinator.transaction.metadata import TransactionState, TxnTransitMetadata
 from kafkaclone.log.common import AppendOrigin
 from kafkaclone.log.log import Log
 from kafkaclone.protocol.records import build_record_batch
@@ -134,3 +137,25 @@ def test_dump_control_batches_and_txn_index(open_log: LogFactory, log_dir: Path)
     assert status == 0
     assert out.splitlines()[1] == (
         "version: 0 producerId: 7 firstOffset: 0 lastOffset: 1 lastStableOffset: 2")
+
+
+def test_transaction_log_decoder(open_log: LogFactory, log_dir: Path) -> None:
+    ongoing = TxnTransitMetadata(
+        producer_id=42, last_producer_id=-1, producer_epoch=3, last_producer_epoch=-1,
+        txn_timeout_ms=60000, txn_state=TransactionState.ONGOING,
+        topic_partitions=frozenset({TopicPartition("out", 1), TopicPartition("out", 0)}),
+        txn_start_timestamp=T0, txn_last_update_timestamp=T0 + 5)
+    log = open_log()
+    log.append(build_record_batch([(key_to_bytes("app-1"), value_to_bytes(ongoing), None, T0),
+                                   (key_to_bytes("gone"), None, None, T0)]), leader_epoch=0)
+    log.close()
+    status, out, _ = run("--transaction-log-decoder", "--files",
+                         str(log_dir / "00000000000000000000.log"))
+    assert status == 0
+    records = [line for line in out.splitlines() if line.startswith("|")]
+    assert records[0].endswith(
+        " key: transaction_metadata::transactionalId=app-1 payload: producerId:42,"
+        "producerEpoch:3,state=Ongoing,partitions=[out-0,out-1],"
+        f"txnLastUpdateTimestamp={T0 + 5},txnTimeoutMs=60000")
+    assert records[1].endswith(" key: transaction_metadata::transactionalId=gone "
+                               "payload: <DELETE>")
