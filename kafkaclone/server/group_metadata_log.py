@@ -16,9 +16,43 @@ from __future__ import annotations
 from kafkaclone.common.errors import raise_for_code
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
 from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.coordinator.group.pending_offsets import txn_offsets_in
+from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.log.common import AppendOrigin
-from kafkaclone.protocol.records.batch import RecordBatch, iter_batches
+from kafkaclone.log.log import Log
+from kafkaclone.protocol.records.batch import RecordBatch, iter_batches, unpack_header
+from kafkaclone.protocol.records.common import LOG_OVERHEAD
 from kafkaclone.server.replica_manager import ReplicaManager
+
+
+def open_txn_offsets(log: Log, producer_id: int, producer_epoch: int
+                     ) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+    """The offsets ``producer_id``'s open transaction commits in a __consumer_offsets log,
+    per group (none if it has no open transaction there or the marker's epoch is stale)."""
+    entry = log.producer_state_manager.last_entry(producer_id)
+    if (entry is None or entry.current_txn_first_offset is None
+            or entry.producer_epoch > producer_epoch):
+        return {}
+    found: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+    offset = max(entry.current_txn_first_offset, log.log_start_offset)
+    end = log.log_end_offset
+    while offset < end:
+        data = log.read(offset, 1 << 20)
+        if not data.records:
+            break
+        for group_id, offsets in txn_offsets_in(data.records, producer_id).items():
+            found.setdefault(group_id, {}).update(offsets)
+        offset = _next_offset(data.records)
+    return found
+
+
+def _next_offset(records: memoryview) -> int:
+    position, next_offset = 0, -1
+    while position + LOG_OVERHEAD <= len(records):
+        header = unpack_header(records, position)
+        next_offset = header.last_offset + 1
+        position += header.size_in_bytes
+    return next_offset
 
 
 class ReplicaGroupMetadataLog:
@@ -61,3 +95,19 @@ class ReplicaGroupMetadataLog:
                 records.extend((record.key, record.value) for record in batch.records())
             offset = batches[-1].next_offset
         return records
+
+    def open_txn_offsets(self, partition: int
+                         ) -> dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
+        hosted = self.replica_manager.get_partition(
+            TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
+        log = hosted.log if hosted is not None else None
+        if log is None:
+            return {}
+        found: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        for producer_id, entry in list(log.producer_state_manager.producers.items()):
+            if entry.current_txn_first_offset is None:
+                continue
+            offsets = open_txn_offsets(log, producer_id, entry.producer_epoch)
+            if offsets:
+                found[producer_id] = offsets
+        return found

@@ -13,6 +13,7 @@ from twisted.internet.defer import Deferred
 from kafkaclone.common.errors import KafkaError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from kafkaclone.coordinator.group.pending_offsets import txn_offsets_in
 from kafkaclone.coordinator.group.store import MembershipMirror, OffsetAndMetadata
 from kafkaclone.protocol.messages.consumer_protocol import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
@@ -85,6 +86,24 @@ class MemoryGroupMetadataLog:
 
     async def read(self, partition: int) -> list[tuple[bytes | None, bytes | None]]:
         return self.records(partition)
+
+    def open_txn_offsets(self, partition: int
+                         ) -> dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
+        """The broker's answer, from the batches: a producer's transactional offset
+        commits stay open until a control batch of that producer follows them."""
+        found: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        for data in self.partitions.get(partition, []):
+            for batch in iter_batches(data, allow_partial_tail=False):
+                if not isinstance(batch, RecordBatch) or not batch.is_transactional:
+                    continue
+                if batch.is_control:
+                    found.pop(batch.producer_id, None)
+                    continue
+                for group_id, offsets in txn_offsets_in(memoryview(data),
+                                                        batch.producer_id).items():
+                    found.setdefault(batch.producer_id, {}).setdefault(
+                        group_id, {}).update(offsets)
+        return found
 
     def records(self, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
         """What was appended to ``partition`` so far, as (key, value)."""

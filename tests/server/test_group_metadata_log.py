@@ -110,3 +110,31 @@ def test_group_load_skips_transactional_offset_commits_and_markers(
         assert list(coordinator.groups) == ["g"]
     finally:
         coordinator.shutdown()
+
+
+def test_open_transactions_offsets_come_back_pending_on_load(broker: DataPathBroker) -> None:
+    """The offsets of a transaction with no marker in the partition yet (the producer state
+    of the log knows it is open) are pending for the coordinator that loads the partition;
+    a committed transaction's are not."""
+    broker.host(GROUP_METADATA_TOPIC_NAME, [0])
+    log = metadata_log(broker)
+    committed = {TopicPartition("t", 0): OffsetAndMetadata(offset=5, commit_timestamp_ms=9)}
+    open_ = {TopicPartition("t", 1): OffsetAndMetadata(offset=6, commit_timestamp_ms=9)}
+    for producer_id, offsets in ((7, committed), (8, open_)):
+        settled(Deferred.fromCoroutine(log.append(0, txn_offset_commit_batch(
+            "g", producer_id, 0, offsets, 9))))
+    settled(Deferred.fromCoroutine(log.append(0, build_end_transaction_marker_batch(
+        ControlRecordType.COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
+        timestamp=9))))
+    assert log.open_txn_offsets(0) == {8: {"g": open_}}
+    assert log.open_txn_offsets(1) == {}
+    coordinator = GroupCoordinator(1, make_group_config(offsets_topic_num_partitions=1),
+                                   MemoryGroupStore(), log, broker.clock)
+    coordinator.startup()
+    settled(Deferred.fromCoroutine(coordinator.on_election([0])))
+    try:
+        assert coordinator.groups["g"].state is GroupState.EMPTY
+        assert coordinator.has_pending_txn_offsets("g", TopicPartition("t", 1))
+        assert not coordinator.has_pending_txn_offsets("g", TopicPartition("t", 0))
+    finally:
+        coordinator.shutdown()

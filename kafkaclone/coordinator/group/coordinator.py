@@ -249,6 +249,7 @@ class GroupCoordinator:
                 self.groups[group_id] = group
                 self._on_group_loaded(group)
             now = self._now()
+            self._load_open_txn_offsets(partition, now)
             for group_id in group_ids:
                 if self.partition_for(group_id) == partition and group_id not in self.groups:
                     self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=now)
@@ -256,6 +257,26 @@ class GroupCoordinator:
             self.owned_partitions.add(partition)
             logger.info("Finished loading offsets and group metadata from %s-%d",
                         GROUP_METADATA_TOPIC_NAME, partition)
+
+    def _load_open_txn_offsets(self, partition: int, now: int) -> None:
+        """The transactional offsets of the partition whose transaction has no marker in
+        it yet are pending again, per producer, until the marker comes (Kafka's
+        loadGroupsAndOffsets: pendingOffsets per producer id, handed to the groups; a group
+        with only those is loaded Empty). Without this a new coordinator forgets them, and
+        OffsetFetch with require_stable answers the old offset while they are in doubt."""
+        try:
+            open_offsets = self.metadata_log.open_txn_offsets(partition)
+        except Exception as exc:
+            logger.error("Error loading the pending transactional offsets of %s-%d: %s",
+                         GROUP_METADATA_TOPIC_NAME, partition, exc)
+            return
+        for producer_id, by_group in open_offsets.items():
+            for group_id, offsets in by_group.items():
+                if self.partition_for(group_id) != partition:
+                    continue
+                if group_id not in self.groups:
+                    self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=now)
+                self.pending_txn_offsets.add(group_id, producer_id, offsets)
 
     async def _read_group_metadata(self, partition: int) -> dict[str, bytes]:
         """The last group metadata value of each group in the partition (a tombstone

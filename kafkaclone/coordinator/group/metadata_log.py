@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from kafkaclone.common.errors import DecodeError
 from kafkaclone.coordinator.group.metadata import GroupMetadata, GroupState, MemberMetadata
@@ -28,6 +28,10 @@ from kafkaclone.protocol import types as t
 from kafkaclone.protocol.message_types import GroupMetadataKey, GroupMetadataValue
 from kafkaclone.protocol.messages.group_metadata import GROUP_METADATA_KEY, GROUP_METADATA_VALUE
 from kafkaclone.protocol.schema import Message, compile_message
+
+if TYPE_CHECKING:
+    from kafkaclone.common.topic_partition import TopicPartition
+    from kafkaclone.coordinator.group.store import OffsetAndMetadata
 
 KEY: Final[Message[GroupMetadataKey]] = compile_message(GROUP_METADATA_KEY)
 VALUE: Final[Message[GroupMetadataValue]] = compile_message(GROUP_METADATA_VALUE)
@@ -52,6 +56,14 @@ class GroupMetadataLog(Protocol):
         """(key, value) of every record of ``partition`` from its log start offset to its
         log end offset, in offset order, control records left out; [] when this broker has
         no log for it."""
+        ...
+
+    def open_txn_offsets(self, partition: int
+                         ) -> dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
+        """The offsets of the transactional offset commits in ``partition`` whose producer
+        has no COMMIT or ABORT marker after them yet, per producer id and group (Kafka's
+        loadGroupsAndOffsets keeps them pending); {} when this broker has no log for it.
+        Synchronous: nothing can come between this read and the caller's use of it."""
         ...
 
 

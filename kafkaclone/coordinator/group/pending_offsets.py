@@ -9,6 +9,8 @@ producer's open transaction holds in the partition's log are written under ``/co
 (one ZooKeeper multi-op per group, through the group store) before the marker is
 appended; an ABORT marker drops them. While a partition
 has a pending offset, OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT.
+A coordinator that loads the partition rebuilds them from the transactions still open in
+its log (GroupMetadataLog.open_txn_offsets; Kafka's loadGroupsAndOffsets).
 """
 
 from __future__ import annotations

@@ -38,15 +38,12 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.coordinator.group.pending_offsets import txn_offsets_in
-from kafkaclone.coordinator.group.store import OffsetAndMetadata
 from kafkaclone.log.common import AppendOrigin
-from kafkaclone.log.log import Log
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from kafkaclone.protocol.records.batch import build_end_transaction_marker_batch, unpack_header
-from kafkaclone.protocol.records.common import LOG_OVERHEAD
+from kafkaclone.protocol.records.batch import build_end_transaction_marker_batch
 from kafkaclone.protocol.records.record import ControlRecordType
+from kafkaclone.server.group_metadata_log import open_txn_offsets
 from kafkaclone.server.handlers.registry import RequestContext, handler
 from kafkaclone.server.services import BrokerServices
 
@@ -58,36 +55,6 @@ _PartitionResult = (
     WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
     .WritableTxnMarkerPartitionResult)
 _Marker = WriteTxnMarkersRequest.WritableTxnMarker
-
-
-def open_txn_offsets(log: Log, producer_id: int, producer_epoch: int
-                     ) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
-    """The offsets ``producer_id``'s open transaction commits in a __consumer_offsets log,
-    per group (none if it has no open transaction there or the marker's epoch is stale)."""
-    entry = log.producer_state_manager.last_entry(producer_id)
-    if (entry is None or entry.current_txn_first_offset is None
-            or entry.producer_epoch > producer_epoch):
-        return {}
-    found: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-    offset = max(entry.current_txn_first_offset, log.log_start_offset)
-    end = log.log_end_offset
-    while offset < end:
-        data = log.read(offset, 1 << 20)
-        if not data.records:
-            break
-        for group_id, offsets in txn_offsets_in(data.records, producer_id).items():
-            found.setdefault(group_id, {}).update(offsets)
-        offset = _next_offset(data.records)
-    return found
-
-
-def _next_offset(records: memoryview) -> int:
-    position, next_offset = 0, -1
-    while position + LOG_OVERHEAD <= len(records):
-        header = unpack_header(records, position)
-        next_offset = header.last_offset + 1
-        position += header.size_in_bytes
-    return next_offset
 
 
 async def commit_txn_offsets(broker: BrokerServices, marker: _Marker, tp: TopicPartition
