@@ -2,13 +2,16 @@
 # Builds the image the container tests run ZooKeeper and the brokers in, locally (no image
 # registry is reachable): a Debian root filesystem made with debootstrap from this machine's
 # own apt mirror, with the JRE, ZooKeeper and Python, imported into the local Docker engine;
-# then the project, installed from wheels built from this checkout, as a layer on top.
+# then pyspark (the spark extra) in a venv, and the project, installed into that venv from
+# wheels built from this checkout, as layers on top.
 #
 #   bash scripts/build-test-image.sh        prints the image tag (kafkaclone-test:<hash>)
 #
-# Two caches, so an unchanged tree builds nothing and a code change only re-layers the project:
+# Three caches, so an unchanged tree builds nothing and a code change only re-layers the project:
 #   kafkaclone-test-base:<hash of the Debian suite, mirror and package list>
-#   kafkaclone-test:<hash of the base tag, the code, the dependency list and the scripts>
+#   kafkaclone-test-spark:<hash of the base tag and the spark extra's requirements>: a venv
+#       with pyspark, pyarrow and pandas (hundreds of MB, so kept out of the per-change layer)
+#   kafkaclone-test:<hash of the spark tag, the code, the dependency list and the scripts>
 # The base root filesystem is also kept as a tarball in $KAFKACLONE_TEST_CACHE (default
 # /var/cache/kafkaclone-test), so a pruned engine re-imports it without debootstrap.
 # Progress goes to stderr; stdout carries only the tag. Needs root (debootstrap, chroot).
@@ -105,6 +108,47 @@ build_base() {
     echo "$tag"
 }
 
+# The spark extra's requirements, one a line, as setup.cfg lists them.
+spark_requirements() {
+    awk '/^spark =/ { found = 1; next } found && /^[ \t]+[^ \t]/ { sub(/^[ \t]+/, ""); print; next }
+         found { exit }' "$repo_root/setup.cfg"
+}
+
+build_spark() {
+    local base=$1 key tag context requirements
+    requirements=$(spark_requirements)
+    [ -n "$requirements" ] || { log "no spark extra in setup.cfg"; return 1; }
+    key=$(printf '%s\n' "v1 $base" "$requirements" | sha256sum | cut -c1-16)
+    tag="kafkaclone-test-spark:$key"
+    if image_exists "$tag"; then
+        log "spark layer $tag is cached"
+        echo "$tag"
+        return 0
+    fi
+    context=$(mktemp -d /tmp/kafkaclone-test-spark.XXXXXX)
+    trap 'rm -rf "$context"; trap - RETURN' RETURN
+    mkdir -p "$context/wheels"
+    printf '%s\n' "$requirements" >"$context/requirements.txt"
+    log "building wheels of the spark extra ($(echo "$requirements" | tr '\n' ' '))"
+    "$python" -m pip wheel -q --wheel-dir "$context/wheels" -r "$context/requirements.txt" \
+        >"$context/pip.log" 2>&1 || { tail -n 30 "$context/pip.log" >&2; return 1; }
+    cat >"$context/Dockerfile" <<EOF
+FROM $base
+COPY wheels /tmp/wheels
+COPY requirements.txt /tmp/requirements.txt
+RUN python3 -m venv /opt/kafkaclone/.venv \\
+ && /opt/kafkaclone/.venv/bin/pip install -q --no-index --no-cache-dir \\
+      --find-links /tmp/wheels -r /tmp/requirements.txt \\
+ && rm -rf /tmp/wheels /tmp/requirements.txt
+EOF
+    log "layering the spark extra onto $base as $tag"
+    docker build -q -t "$tag" "$context" >"$context/build.log" 2>&1 \
+        || { tail -n 30 "$context/build.log" >&2; return 1; }
+    docker image ls --format '{{.Repository}}:{{.Tag}}' kafkaclone-test-spark | grep -vx "$tag" |
+        xargs -r docker rmi >/dev/null 2>&1 || true
+    echo "$tag"
+}
+
 # The files that make up the project layer, relative to the checkout (working tree as it is).
 project_files() {
     cd "$repo_root"
@@ -133,8 +177,7 @@ build_project() {
     cat >"$context/Dockerfile" <<EOF
 FROM $base
 COPY wheels /tmp/wheels
-RUN python3 -m venv /opt/kafkaclone/.venv \\
- && /opt/kafkaclone/.venv/bin/pip install -q --no-index --no-cache-dir \\
+RUN /opt/kafkaclone/.venv/bin/pip install -q --no-index --no-cache-dir \\
       --find-links /tmp/wheels kafkaclone \\
  && rm -rf /tmp/wheels
 COPY src/scripts /opt/kafkaclone/scripts
@@ -152,4 +195,5 @@ EOF
 }
 
 base=$(build_base)
-build_project "$base"
+spark=$(build_spark "$base")
+build_project "$spark"

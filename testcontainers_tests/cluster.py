@@ -161,7 +161,8 @@ class Node:
     """One container: a ZooKeeper server or a broker, with the fault helpers."""
 
     def __init__(self, image: str, alias: str, network: SuiteNetwork, command: list[str],
-                 published: dict[int, int] | None = None, *, net_admin: bool = False) -> None:
+                 published: dict[int, int] | None = None, *, net_admin: bool = False,
+                 env: dict[str, str] | None = None, hostname: str | None = None) -> None:
         self.alias = alias
         self.network = network
         self.container_name = f"kc-{RUN_ID}-{alias}-{uuid.uuid4().hex[:4]}"
@@ -169,8 +170,12 @@ class Node:
                                  "stop_signal": "SIGTERM"}
         if net_admin:
             extra["cap_add"] = ["NET_ADMIN"]
+        if hostname is not None:
+            extra["hostname"] = hostname
         self._container = DockerContainer(image, name=self.container_name, **extra)
         self._container.with_command(command)
+        for key, value in (env or {}).items():
+            self._container.with_env(key, value)
         self._container.with_network(network._network).with_network_aliases(alias)
         for inside, outside in (published or {}).items():
             self._container.ports[f"{inside}/tcp"] = ("127.0.0.1", outside)  # type: ignore[assignment]
@@ -398,10 +403,15 @@ class BrokerNode(Node):
 
 
 class ContainerCluster:
-    """A ZooKeeper ensemble and N brokers on their own network. ``close()`` removes all."""
+    """A ZooKeeper ensemble and N brokers on their own network. ``close()`` removes all.
+
+    ``overrides`` go to every broker, ``broker_overrides[n]`` to broker n only (its
+    ``broker.rack``, say)."""
 
     def __init__(self, image: str, num_brokers: int = 3, *, zk_nodes: int = 1,
-                 overrides: dict[str, str] | None = None, session_timeout_ms: int = 6000) -> None:
+                 overrides: dict[str, str] | None = None,
+                 broker_overrides: dict[int, dict[str, str]] | None = None,
+                 session_timeout_ms: int = 6000) -> None:
         self.image = image
         self.session_timeout_s = session_timeout_ms / 1000
         self.network = SuiteNetwork()
@@ -417,8 +427,12 @@ class ContainerCluster:
             "replica.lag.time.max.ms": "10000",
             **(overrides or {}),
         }
-        self.brokers = {n: BrokerNode(image, self.network, n, zk_connect, settings)
-                        for n in range(1, num_brokers + 1)}
+        self.brokers = {
+            n: BrokerNode(image, self.network, n, zk_connect,
+                          {**settings, **(broker_overrides or {}).get(n, {})})
+            for n in range(1, num_brokers + 1)}
+        # Other containers on the cluster's network (Spark's, say), removed with it.
+        self.extra_nodes: list[Node] = []
         self._zk: KazooClient | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -448,7 +462,7 @@ class ContainerCluster:
                 self._zk.stop()
                 self._zk.close()
             self._zk = None
-        for node in [*self.brokers.values(), *self.zookeepers]:
+        for node in [*self.extra_nodes, *self.brokers.values(), *self.zookeepers]:
             try:
                 node.close()
             except Exception:
@@ -462,7 +476,7 @@ class ContainerCluster:
         self.close()
 
     def dump_logs(self, tail: int = 40) -> None:
-        for node in [*self.zookeepers, *self.brokers.values()]:
+        for node in [*self.zookeepers, *self.brokers.values(), *self.extra_nodes]:
             if node.started:
                 progress(f"--- last log lines of {node.alias} ---\n{node.logs(tail)}")
 
@@ -531,6 +545,11 @@ class ContainerCluster:
         state: dict[str, Any] = json.loads(data)
         state["zk_version"] = stat.version
         return state
+
+    def replica_assignment(self, topic: str) -> dict[int, list[int]]:
+        """The replicas of each partition of ``topic``, as /brokers/topics/<topic> holds."""
+        data = json.loads(self.zk.get(f"/brokers/topics/{topic}")[0])
+        return {int(p): list(replicas) for p, replicas in data["partitions"].items()}
 
     def leader(self, topic: str, partition: int) -> int:
         return int(self.partition_state(topic, partition)["leader"])

@@ -8,6 +8,7 @@ scenarios then ask ``History.check()`` what went wrong.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from kafkaclone.testing.history import History
 
+from .checks import Transaction, TransactionHistory
 from .cluster import ContainerCluster, progress, wait_until
 
 # librdkafka logs every connection a fault breaks; the test only wants the outcomes.
@@ -243,3 +245,248 @@ def drain(cluster: ContainerCluster, topic: str, partitions: int, history: Histo
         consumer.close()
     progress(f"drained {read} records from {topic}")
     return read
+
+
+# --- transactions ---------------------------------------------------------------------------
+
+
+class TransactionalWriter:
+    """A transactional producer thread (``transactional.id`` = ``name``): transactions of
+    ``per_transaction`` values (``<name>-<n>``) round robin over the partitions, every
+    ``abort_every``-th one aborted on purpose, the others committed; each recorded in a
+    ``TransactionHistory`` with its outcome.
+
+    The error handling is librdkafka's documented one: a retriable error from commit or abort
+    is retried, an abortable one aborts the transaction, a fatal one (fenced, say) ends the
+    producer, whose transaction is then of unknown outcome, and a new producer with the same
+    transactional id takes over (its InitProducerId fences the old epoch). Bounded by
+    ``seconds`` and by ``stop()``."""
+
+    def __init__(self, cluster: ContainerCluster, topic: str, partitions: int,
+                 history: TransactionHistory, *, name: str, per_transaction: int = 20,
+                 abort_every: int = 4, seconds: float = 240.0, rate: float = 8.0) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history
+        self.name = name
+        self.per_transaction = per_transaction
+        self.abort_every = abort_every
+        self.seconds = seconds
+        self.rate = rate
+        self.config: dict[str, Any] = {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "transactional.id": name,
+            # A send outlives a leader's or a coordinator's failover (ZooKeeper session
+            # timeout, election, metadata refresh) before it times out; a transaction the
+            # broker times out fences the producer.
+            "transaction.timeout.ms": 60_000,
+            "linger.ms": 5,
+            "message.timeout.ms": 45_000,
+            "request.timeout.ms": 10_000,
+            "retry.backoff.ms": 200,
+            **QUIET,
+        }
+        self.producers = 0
+        self.fatal_errors: list[str] = []
+        self.retried: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"txn-{name}", daemon=True)
+        self._failure: BaseException | None = None
+
+    def start(self) -> TransactionalWriter:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float = 180.0) -> None:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"transactional writer {self.name} did not finish "
+                               f"within {timeout:.0f}s")
+        if self._failure is not None:
+            raise RuntimeError(f"transactional writer {self.name} failed") from self._failure
+
+    def committed(self) -> int:
+        return sum(1 for txn in self.history.transactions
+                   if txn.producer == self.name and txn.outcome == "committed")
+
+    def wait_for_commits(self, more_than: int, timeout: float) -> None:
+        wait_until(lambda: self.committed() > more_than or not self._thread.is_alive(),
+                   timeout, f"{self.name} to commit more than {more_than} transactions")
+        if self.committed() <= more_than:
+            raise AssertionError(f"transactional writer {self.name} ended "
+                                 f"after {self.committed()} commits")
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            raw, partition, offset = message.value(), message.partition(), message.offset()
+            assert raw is not None and partition is not None and offset is not None
+            self.history.acked(raw.decode(), partition, offset)
+
+    def _end(self, producer: Producer, txn: Transaction, commit: bool, deadline: float) -> str:
+        """Commit (or abort) ``txn``; its outcome. Raises the fatal KafkaException."""
+        self.history.ending(txn)
+        while True:
+            try:
+                if commit:
+                    producer.commit_transaction(30)
+                    return "committed"
+                producer.abort_transaction(30)
+                return "aborted"
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal() or time.monotonic() > deadline:
+                    raise
+                if commit and error.txn_requires_abort():
+                    commit = False
+                elif not error.retriable():
+                    raise
+                if len(self.retried) < 1000:
+                    self.retried.append(error.name())
+
+    def _run(self) -> None:
+        try:
+            deadline = time.monotonic() + self.seconds
+            started = time.monotonic()
+            number = sent = 0
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                producer = Producer(self.config)
+                self.producers += 1
+                try:
+                    producer.init_transactions(60)
+                except KafkaException as exc:
+                    if len(self.fatal_errors) < 100:
+                        self.fatal_errors.append(f"init: {exc.args[0].name()}")
+                    continue
+                txn: Transaction | None = None
+                try:
+                    while not self._stop.is_set() and time.monotonic() < deadline:
+                        pause = started + number / self.rate - time.monotonic()
+                        if pause > 0:
+                            time.sleep(min(pause, 0.5))
+                            continue
+                        producer.begin_transaction()
+                        txn = self.history.begin(self.name, number)
+                        for _ in range(self.per_transaction):
+                            value = f"{self.name}-{sent}"
+                            self.history.sent(txn, value)
+                            producer.produce(self.topic, value.encode(),
+                                             partition=sent % self.partitions,
+                                             on_delivery=self._delivered)
+                            sent += 1
+                        producer.poll(0)
+                        commit = (number + 1) % self.abort_every != 0
+                        outcome = self._end(producer, txn, commit, deadline + 60)
+                        self.history.ended(txn, outcome)
+                        txn = None
+                        number += 1
+                except KafkaException as exc:
+                    # Fatal: this producer is done; what its open transaction became is
+                    # unknown. The next producer's InitProducerId fences it.
+                    if txn is not None:
+                        self.history.ended(txn, "unknown")
+                        number += 1
+                    if len(self.fatal_errors) < 100:
+                        self.fatal_errors.append(exc.args[0].name())
+                finally:
+                    with contextlib.suppress(KafkaException):  # a fatal producer raises here
+                        producer.flush(5)
+        except BaseException as exc:
+            self._failure = exc
+
+
+class ReadCommittedReader:
+    """A read_committed consumer thread reading every partition from the start, recording
+    each poll (with the moment it returned) in a ``TransactionHistory``; errors that are not
+    fatal (a broker gone) are counted and polling goes on. ``drain_to`` reads on until each
+    partition's position reaches a given offset."""
+
+    def __init__(self, cluster: ContainerCluster, topic: str, partitions: int,
+                 history: TransactionHistory, *, name: str) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history
+        self.name = name
+        self.read = 0
+        self.errors: list[str] = []
+        self._consumer = Consumer({
+            "bootstrap.servers": cluster.bootstrap_servers, "group.id": name,
+            "isolation.level": "read_committed", "enable.auto.commit": False,
+            "enable.partition.eof": False, "fetch.wait.max.ms": 100, **QUIET,
+        })
+        self._consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING)
+                               for p in range(partitions)])
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+    def poll_once(self) -> None:
+        by_partition: dict[int, list[tuple[int, str]]] = {}
+        for message in self._consumer.consume(1000, timeout=0.5):
+            error = message.error()
+            if error is not None:
+                if error.fatal():
+                    raise KafkaException(error)
+                if len(self.errors) < 1000:
+                    self.errors.append(error.name())
+                continue
+            partition, offset, value = message.partition(), message.offset(), message.value()
+            assert partition is not None and offset is not None and value is not None
+            by_partition.setdefault(partition, []).append((offset, value.decode()))
+        for partition, records in by_partition.items():
+            self.history.poll(self.name, partition, records)
+            self.read += len(records)
+
+    def start(self) -> ReadCommittedReader:
+        def run() -> None:
+            try:
+                while not self._stop.is_set():
+                    self.poll_once()
+            except BaseException as exc:
+                self._failure = exc
+        self._thread = threading.Thread(target=run, name=f"reader-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            if self._thread.is_alive():
+                raise TimeoutError(f"reader {self.name} did not stop")
+        if self._failure is not None:
+            raise RuntimeError(f"reader {self.name} failed") from self._failure
+
+    def drain_to(self, targets: Mapping[int, int], timeout: float = 120) -> None:
+        """Poll (in this thread) until every partition's position reaches its target."""
+        deadline = time.monotonic() + timeout
+        while True:
+            positions = {tp.partition: tp.offset for tp in self._consumer.position(
+                [CkTopicPartition(self.topic, p) for p in range(self.partitions)])}
+            if all(positions[p] >= targets[p] for p in targets):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} stuck at {positions} (targets {targets})")
+            self.poll_once()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def stable_ends(cluster: ContainerCluster, topic: str, partitions: int,
+                timeout: float = 90) -> dict[int, int]:
+    """Each partition's end once no transaction is open in it: the last stable offset (what a
+    read_committed consumer's ListOffsets answers) equals the high watermark."""
+    committed = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "lso",
+                          "isolation.level": "read_committed", **QUIET})
+    try:
+        def settled() -> dict[int, int] | None:
+            lso = {p: committed.get_watermark_offsets(CkTopicPartition(topic, p), timeout=5)[1]
+                   for p in range(partitions)}
+            hwm = high_watermarks(cluster, topic, partitions, timeout=10)
+            return hwm if lso == hwm else None
+        return wait_until(settled, timeout, f"no open transaction in {topic}", interval=1.0)
+    finally:
+        committed.close()
