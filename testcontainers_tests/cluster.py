@@ -13,6 +13,7 @@ before the container starts, so it survives restarts and is what the broker adve
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -29,6 +30,11 @@ import docker
 from kazoo.client import KazooClient
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
+
+from kafkaclone.clients.connection import BrokerConnection
+from kafkaclone.common.errors import KafkaError
+from kafkaclone.protocol.api import APIS
+from kafkaclone.protocol.api_keys import ApiKey
 
 from . import zktxn
 
@@ -448,6 +454,11 @@ class ContainerCluster:
             for broker in self.brokers.values():
                 broker.start()
             self.wait_for_brokers(list(self.brokers), timeout=120)
+            wanted = sorted(self.brokers)
+            for broker in self.brokers.values():
+                wait_until(functools.partial(self._serves_metadata, broker, wanted), 120,
+                           f"broker {broker.broker_id} to answer Metadata with the controller "
+                           "and every broker")
             progress("cluster up: brokers " + ", ".join(
                 f"{b.broker_id}@{b.bootstrap}" for b in self.brokers.values()))
         except BaseException:
@@ -509,6 +520,27 @@ class ContainerCluster:
         wanted = sorted(broker_ids)
         wait_until(lambda: all(n in self.registered_brokers() for n in wanted), timeout,
                    f"brokers {wanted} to register in ZooKeeper")
+
+    @staticmethod
+    def _serves_metadata(broker: BrokerNode, registered: list[int]) -> bool:
+        """Whether the broker's metadata cache knows the controller and every broker yet.
+        Between its registration and the controller's first UpdateMetadata a broker
+        answers Metadata with controller id -1 (Kafka 2.8 too), and librdkafka's admin
+        client, having asked once, waits for a connection state change before asking
+        again: its CreateTopics then gives up "waiting for controller" after 30 s. A
+        started cluster is one whose brokers answer Metadata fully (as LocalCluster's)."""
+        request_cls = APIS[ApiKey.METADATA].request
+        body = request_cls(topics=[], allow_auto_topic_creation=False,
+                           include_cluster_authorized_operations=False,
+                           include_topic_authorized_operations=False)
+        host, port = broker.bootstrap.rsplit(":", 1)
+        try:
+            with BrokerConnection(host, int(port), request_timeout_ms=5_000) as conn:
+                _, response = conn.request(ApiKey.METADATA, body, max_version=9)
+        except (OSError, KafkaError):
+            return False
+        known = {b.node_id for b in response.brokers}
+        return bool(response.controller_id >= 0 and all(b in known for b in registered))
 
     def broker_registration(self, broker_id: int) -> dict[str, Any]:
         data, stat = self.zk.get(f"/brokers/ids/{broker_id}")

@@ -51,9 +51,11 @@ def create_topic(cluster: ContainerCluster, topic: str, partitions: int,
         admin.create_topics([new_topic], request_timeout=30)[topic].result(timeout=40)
     except KafkaException as exc:
         # Seen once in 22 fresh clusters (2026-11-25): librdkafka's admin client gave up
-        # "waiting for controller" 30 s after start although the controller was elected in
-        # 0.1 s (an open question, see the session note). One more try, said out loud; a
-        # topic the first try created is fine.
+        # "waiting for controller" 30 s after start. Likely cause: one Metadata answer with
+        # controller id -1 (a broker before the controller's first UpdateMetadata), after
+        # which librdkafka asks again only on a connection state change; ContainerCluster
+        # now starts only once every broker names the controller. One more try, said out
+        # loud, in case; a topic the first try created is fine.
         if exc.args[0].code() != KafkaError._TIMED_OUT:
             raise
         progress(f"CreateTopics {topic} timed out ({exc}); trying once more")
