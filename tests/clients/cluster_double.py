@@ -63,6 +63,7 @@ class AdminBroker:
     broker_epoch: int = -1
     auto_create_topics_enable: bool = False
     authorizer: Any = None
+    log_cleaner: Any = None
     log_manager: Any = None
     replica_manager: Any = None
     controller: FakeController = field(default_factory=FakeController)
