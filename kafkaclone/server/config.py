@@ -498,13 +498,6 @@ BROKER_CONFIG: Final = ConfigDef([
                   "Threads cleaning logs.",
                   validator=at_least(0),
                   note="Dynamic: a change restarts the cleaner threads."),
-        ConfigKey("leader.replication.throttled.rate", LONG, LONG_MAX, MEDIUM,
-                  "Dynamic only: the bytes/s this broker serves to followers of the replicas "
-                  "a topic's leader.replication.throttled.replicas names (KIP-73)."),
-        ConfigKey("follower.replication.throttled.rate", LONG, LONG_MAX, MEDIUM,
-                  "Dynamic only: the bytes/s this broker's replica fetchers read for the "
-                  "replicas a topic's follower.replication.throttled.replicas names "
-                  "(KIP-73)."),
         ConfigKey("log.cleaner.io.max.bytes.per.second", DOUBLE, DOUBLE_MAX, MEDIUM,
                   "Throttle the cleaner's reads and writes to this rate.",
                   note="Dynamic: a change restarts the cleaner threads."),
@@ -546,6 +539,13 @@ BROKER_CONFIG: Final = ConfigDef([
                   _topic_default("unclean.leader.election.enable"), HIGH,
                   "When no in-sync replica is alive, elect a live out-of-sync replica as "
                   "leader, accepting the loss of the records it lacks."),
+        ConfigKey("leader.replication.throttled.rate", LONG, LONG_MAX, MEDIUM,
+                  "Dynamic only: the bytes/s this broker serves to followers of the replicas "
+                  "a topic's leader.replication.throttled.replicas names (KIP-73)."),
+        ConfigKey("follower.replication.throttled.rate", LONG, LONG_MAX, MEDIUM,
+                  "Dynamic only: the bytes/s this broker's replica fetchers read for the "
+                  "replicas a topic's follower.replication.throttled.replicas names "
+                  "(KIP-73)."),
         ConfigKey("replica.lag.time.max.ms", LONG, 30000, HIGH,
                   "A follower that has not fetched, or not caught up to the leader's log "
                   "end, for this long is removed from the ISR."),
