@@ -24,7 +24,7 @@ import sqlite3
 import urllib.parse
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -37,6 +37,11 @@ TIME_NAME: Final = "org.apache.kafka.connect.data.Time"
 EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 EPOCH_DATE: Final = datetime.date(1970, 1, 1)
 _COMPOSITE: Final = frozenset({SchemaType.STRUCT, SchemaType.ARRAY, SchemaType.MAP})
+
+
+LOGICAL_SQL_TYPES: Final[Mapping[str, str]] = {
+    TIMESTAMP_NAME: "TIMESTAMP", DATE_NAME: "DATE", TIME_NAME: "TIME"}
+"""The column type of Kafka Connect's logical types, the same in every dialect."""
 
 
 class Cursor(Protocol):
@@ -202,9 +207,16 @@ class Dialect(ABC):
             raise ConnectException(f"Unsupported source data type: {schema.type.name}")
         return value
 
-    @abstractmethod
+    SQL_TYPES: Mapping[SchemaType, str]
+    """The column type of each primitive schema type (TEXT for any other)."""
+
     def sql_type(self, schema: Schema) -> str:
-        """The column type ``auto.create`` / ``auto.evolve`` give a field."""
+        """The column type ``auto.create`` / ``auto.evolve`` give a field: the logical
+        types by name, the primitive ones from the dialect's ``SQL_TYPES``."""
+        logical = LOGICAL_SQL_TYPES.get(schema.name or "")
+        if logical is not None:
+            return logical
+        return self.SQL_TYPES.get(schema.type, "TEXT")
 
     def create_table(self, table: str, fields: Sequence[tuple[str, Schema]],
                      key_fields: Sequence[str]) -> str:
@@ -243,6 +255,11 @@ class Dialect(ABC):
 
 
 class SqliteDialect(Dialect):
+    SQL_TYPES = {SchemaType.INT8: "INTEGER", SchemaType.INT16: "INTEGER",
+                 SchemaType.INT32: "INTEGER", SchemaType.INT64: "INTEGER",
+                 SchemaType.FLOAT32: "REAL", SchemaType.FLOAT64: "REAL",
+                 SchemaType.BOOLEAN: "INTEGER", SchemaType.STRING: "TEXT",
+                 SchemaType.BYTES: "BLOB"}
     """Confluent's ``SqliteDatabaseDialect``."""
 
     name = "Sqlite"
@@ -275,21 +292,14 @@ class SqliteDialect(Dialect):
     def timestamp_param(self, value: datetime.datetime) -> object:
         return format_sqlite_timestamp(value)
 
-    def sql_type(self, schema: Schema) -> str:
-        if schema.name == TIMESTAMP_NAME:
-            return "TIMESTAMP"
-        if schema.name == DATE_NAME:
-            return "DATE"
-        if schema.name == TIME_NAME:
-            return "TIME"
-        return {SchemaType.INT8: "INTEGER", SchemaType.INT16: "INTEGER",
-                SchemaType.INT32: "INTEGER", SchemaType.INT64: "INTEGER",
-                SchemaType.FLOAT32: "REAL", SchemaType.FLOAT64: "REAL",
-                SchemaType.BOOLEAN: "INTEGER", SchemaType.STRING: "TEXT",
-                SchemaType.BYTES: "BLOB"}.get(schema.type, "TEXT")
 
 
 class PostgresDialect(Dialect):
+    SQL_TYPES = {SchemaType.INT8: "SMALLINT", SchemaType.INT16: "SMALLINT",
+                 SchemaType.INT32: "INT", SchemaType.INT64: "BIGINT",
+                 SchemaType.FLOAT32: "REAL", SchemaType.FLOAT64: "DOUBLE PRECISION",
+                 SchemaType.BOOLEAN: "BOOLEAN", SchemaType.STRING: "TEXT",
+                 SchemaType.BYTES: "BYTEA"}
     """Confluent's ``PostgreSqlDatabaseDialect``."""
 
     name = "PostgreSql"
@@ -350,18 +360,6 @@ class PostgresDialect(Dialect):
     def timestamp_param(self, value: datetime.datetime) -> object:
         return value
 
-    def sql_type(self, schema: Schema) -> str:
-        if schema.name == TIMESTAMP_NAME:
-            return "TIMESTAMP"
-        if schema.name == DATE_NAME:
-            return "DATE"
-        if schema.name == TIME_NAME:
-            return "TIME"
-        return {SchemaType.INT8: "SMALLINT", SchemaType.INT16: "SMALLINT",
-                SchemaType.INT32: "INT", SchemaType.INT64: "BIGINT",
-                SchemaType.FLOAT32: "REAL", SchemaType.FLOAT64: "DOUBLE PRECISION",
-                SchemaType.BOOLEAN: "BOOLEAN", SchemaType.STRING: "TEXT",
-                SchemaType.BYTES: "BYTEA"}.get(schema.type, "TEXT")
 
 
 def dialect_for(url: str, user: str | None = None, password: str | None = None) -> Dialect:
