@@ -105,16 +105,19 @@ def produce(bootstrap: dict[str, Any], topic: str, records: int, acks: str,
     return records / elapsed
 
 
-def consume(bootstrap: dict[str, Any], topic: str, records: int) -> float:
+def consume(bootstrap: dict[str, Any], topic: str, records: int,
+            extra: dict[str, Any] | None = None, timeout_s: float = 120) -> float:
+    """Records/s reading ``topic`` from offset 0 by assignment; ``extra`` adds consumer
+    settings (an ``isolation.level``, say)."""
     consumer = Consumer({**bootstrap, "group.id": "bench", "enable.auto.commit": False,
                          "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 10 << 20,
                          "queued.max.messages.kbytes": 1_000_000,
-                         "auto.offset.reset": "earliest"})
+                         "auto.offset.reset": "earliest", **(extra or {})})
     consumer.assign([CkTopicPartition(topic, p, 0)
                      for p in range(_partition_count(consumer, topic))])
     count = 0
     start = None
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + timeout_s
     while count < records and time.monotonic() < deadline:
         messages = consumer.consume(10_000, 1.0)
         if messages and start is None:

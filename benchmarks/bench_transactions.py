@@ -27,9 +27,8 @@ import sys
 import time
 from typing import Any
 
-from bench_broker import PRODUCER_CONFIG, VALUE, create_topic, produce
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CkTopicPartition
+from bench_broker import PRODUCER_CONFIG, VALUE, consume, create_topic, produce
+from confluent_kafka import Producer
 
 from kafkaclone.testing.cluster import LocalCluster
 
@@ -86,27 +85,6 @@ def produce_transactional(bootstrap: dict[str, Any], topic: str, records: int,
     return records / elapsed, transactions
 
 
-def consume(bootstrap: dict[str, Any], topic: str, records: int, isolation: str) -> float:
-    consumer = Consumer({**bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "isolation.level": isolation, "fetch.max.bytes": 50 << 20,
-                         "max.partition.fetch.bytes": 10 << 20,
-                         "queued.max.messages.kbytes": 1_000_000})
-    consumer.assign([CkTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    count = 0
-    start = None
-    deadline = time.monotonic() + 300
-    while count < records and time.monotonic() < deadline:
-        messages = consumer.consume(10_000, 1.0)
-        if messages and start is None:
-            start = time.perf_counter()
-        count += sum(1 for m in messages if m.error() is None)
-    elapsed = time.perf_counter() - (start or time.perf_counter())
-    consumer.close()
-    if count < records:
-        print(f"    (only {count} of {records} records consumed)")
-    return count / elapsed if elapsed > 0 else 0.0
-
-
 def rates(values: list[float]) -> str:
     return ", ".join(f"{r:,.0f}" for r in values)
 
@@ -149,8 +127,10 @@ def main() -> None:
         uncommitted: list[float] = []
         total = args.records + PARTITIONS  # the warm-up transaction's records too
         for _ in range(args.rounds):
-            uncommitted.append(consume(bootstrap, "txn-0", total, "read_uncommitted"))
-            committed.append(consume(bootstrap, "txn-0", total, "read_committed"))
+            uncommitted.append(consume(bootstrap, "txn-0", total,
+                                        {"isolation.level": "read_uncommitted"}, 300))
+            committed.append(consume(bootstrap, "txn-0", total,
+                                      {"isolation.level": "read_committed"}, 300))
         print(f"consumer of the transactional topic: read_uncommitted "
               f"{max(uncommitted):>10,.0f} rec/s   read_committed {max(committed):>10,.0f} "
               f"rec/s   ratio {max(committed) / max(uncommitted):5.2f}   goal >= 0.9   "
