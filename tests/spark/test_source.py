@@ -85,15 +85,21 @@ def produce(
     assert producer.flush(60) == 0
     assert not errors
     deadline = time.monotonic() + 60
-    while sum(high_watermarks(cluster, topic, len(partitions))) < sum(before) + len(rows):
-        assert time.monotonic() < deadline, "the followers did not catch up"
+    while sum(now := high_watermarks(cluster, topic, len(partitions))) < sum(before) + len(rows):
+        assert time.monotonic() < deadline, (
+            f"the followers did not catch up: high watermarks {now} (before the produce "
+            f"{before}, {len(rows)} rows produced), last stable offsets "
+            f"{high_watermarks(cluster, topic, len(partitions), 'read_committed')}")
         time.sleep(0.2)
 
 
-def high_watermarks(cluster: LocalCluster, topic: str, partitions: int) -> list[int]:
+def high_watermarks(cluster: LocalCluster, topic: str, partitions: int,
+                    isolation: str = "read_uncommitted") -> list[int]:
+    """The partitions' high watermarks (their last stable offsets for read_committed;
+    librdkafka's own default is read_committed)."""
     consumer = confluent_kafka.Consumer(
         {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "watermarks",
-         "log_level": 0}
+         "isolation.level": isolation, "log_level": 0}
     )
     try:
         return [
