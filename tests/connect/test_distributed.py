@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(240)
 
 
 class DistributedWorker(Worker):
-    def __init__(self, tmp: Path, bootstrap: str, index: int) -> None:
+    def __init__(self, tmp: Path, bootstrap: str, index: int, extra: str = "") -> None:
         tmp = tmp / f"worker{index}"
         tmp.mkdir()
         super().__init__(tmp, bootstrap, [])
@@ -38,7 +38,8 @@ class DistributedWorker(Worker):
             "offset.storage.partitions=3\n"
             "session.timeout.ms=6000\nheartbeat.interval.ms=500\n"
             "offset.flush.interval.ms=300\n"
-            f"listeners=http://127.0.0.1:{self.port}\n")
+            "scheduled.rebalance.max.delay.ms=3000\n"
+            f"listeners=http://127.0.0.1:{self.port}\n" + extra)
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO))
