@@ -75,3 +75,55 @@ def test_protocols_offered_in_kafkas_order() -> None:
     assert names("compatible") == ["compatible", "default"]
     assert names("eager") == ["default"]
     assert [p.version for p in ConnectProtocolCompatibility.SESSIONED.offered()] == [2, 1, 0]
+
+
+@pytest.mark.parametrize(("modes", "chosen"), [
+    (["sessioned", "sessioned"], "sessioned"),
+    (["sessioned", "compatible", "sessioned"], "compatible"),
+    (["sessioned", "eager"], "default"),
+    (["compatible", "eager", "sessioned"], "default"),
+    (["eager"], "default"),
+])
+def test_the_broker_picks_the_common_protocol(modes: list[str], chosen: str) -> None:
+    """The group coordinator's vote over what each worker's mode offers."""
+    from kafkaclone.coordinator.group.metadata import GroupMetadata, MemberMetadata
+
+    group = GroupMetadata("connect-cluster")
+    for i, mode in enumerate(modes):
+        offered = ConnectProtocolCompatibility.from_config(mode).offered()
+        group.add(MemberMetadata(
+            f"m{i}", None, "c", "h", 60000, 10000, "connect",
+            [(p.protocol, encode_metadata(WorkerState(f"http://w{i}/", 0), p.version))
+             for p in offered]))
+    assert group.select_protocol() == chosen
+
+
+def test_session_key_signatures() -> None:
+    from kafkaclone.connect.signature import (
+        SessionKey,
+        SignatureError,
+        generate_key,
+        sign,
+        verify,
+    )
+
+    key = generate_key("HmacSHA256", None, 1000)
+    assert len(key.key) == 32 and key.creation_timestamp == 1000
+    assert len(generate_key("HmacSHA512", 1024, 0).key) == 128
+    assert SessionKey.from_json(key.to_json()) == key
+    assert set(key.to_json()) == {"key", "algorithm", "creation-timestamp"}
+    body = b'[{"task.class":"x"}]'
+    headers = {k.lower(): v for k, v in sign(key, "HmacSHA256", body).items()}
+    assert set(headers) == {"x-connect-authorization", "x-connect-request-signature-algorithm"}
+    verify(key, ("HmacSHA256",), body, headers)
+    cases = [
+        (key, ("HmacSHA256",), body + b" ", headers, 403),
+        (generate_key("HmacSHA256", None, 0), ("HmacSHA256",), body, headers, 403),
+        (key, ("HmacSHA512",), body, headers, 400),
+        (key, ("HmacSHA256",), body, {}, 400),
+        (None, ("HmacSHA256",), body, headers, 403),
+    ]
+    for session_key, allowed, signed, given, status in cases:
+        with pytest.raises(SignatureError) as refused:
+            verify(session_key, allowed, signed, given)
+        assert refused.value.status == status
