@@ -1,7 +1,8 @@
 """Incremental cooperative rebalancing with real distributed worker processes: three
-workers (``connect.protocol`` left at its default, ``sessioned``), a worker killed with
-SIGKILL, its tasks held for ``scheduled.rebalance.max.delay.ms`` and then moved to the
-others, while the others' tasks keep running (never restarted). Also: the leader refuses
+workers (``connect.protocol`` left at its default, ``sessioned``); a worker killed with
+SIGKILL and restarted within ``scheduled.rebalance.max.delay.ms`` gets its tasks back;
+killed again and not restarted, its tasks move to the others once the delay is over;
+throughout, the others' tasks keep running (never restarted). Also: the leader refuses
 unsigned and wrongly signed task configs, and a bad protocol setting stops a worker at
 start with one line."""
 
@@ -24,7 +25,7 @@ from kafkaclone.testing.cluster import LocalCluster
 from tests.connect.test_distributed import DistributedWorker
 from tests.connect.test_standalone import REPO
 
-DELAY_MS = 5000
+DELAY_MS = 15000
 CONNECTORS = [f"file-{i}" for i in range(4)]
 
 
@@ -138,32 +139,49 @@ def test_killed_workers_tasks_move_after_the_delay_others_keep_running(tmp_path:
 
             victim = next(w for w in workers if w is not leader)
             survivors = [w for w in workers if w is not victim]
+            survivor_ids = {worker_id(w) for w in survivors}
             moved = sorted(n for n, owner in owners.items() if owner == worker_id(victim))
             kept = {n: owner for n, owner in owners.items() if owner != worker_id(victim)}
             started_before = {n: starts(next(w for w in survivors if worker_id(w) == owner), n)
                               for n, owner in kept.items()}
-            assert all(count == 1 for count in started_before.values()), started_before
+            assert moved and all(count >= 1 for count in started_before.values())
 
+            # 1. Killed and back within the delay: the work waits for it and returns to it.
+            victim.kill()
+            victim.start()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                owners = task_owners(leader)
+                if all(owners.get(n) == worker_id(victim) for n in moved) and \
+                        all(starts(victim, n) == 2 for n in moved):
+                    break
+                time.sleep(0.3)
+            assert all(owners.get(n) == worker_id(victim) for n in moved), owners
+            assert all(starts(victim, n) == 2 for n in moved)  # once per process
+            assert all(starts(w, n) == 0 for w in survivors for n in moved)
+            assert re.search(r"delay [1-9][0-9]* ms", leader.log.read_text())
+
+            # 2. Killed for good: after the delay its work moves to the others.
             killed_at = time.monotonic()
             victim.kill()
             deadline = killed_at + 120
             while time.monotonic() < deadline:
                 owners = task_owners(leader)
-                if all(owners.get(n) in {worker_id(w) for w in survivors} for n in moved):
+                if all(owners.get(n) in survivor_ids for n in moved):
                     break
                 time.sleep(0.3)
             took = time.monotonic() - killed_at
-            assert all(owners.get(n) in {worker_id(w) for w in survivors} for n in moved), owners
+            assert all(owners.get(n) in survivor_ids for n in moved), owners
             # Held for the delay: the group notices after session.timeout.ms, then waits.
             assert took >= DELAY_MS / 1000, took
-            assert re.search(rf"delay {DELAY_MS} ms", leader.log.read_text())
+            for name in moved:
+                runner = next(w for w in survivors if worker_id(w) == owners[name])
+                assert starts(runner, name) == 1
+
             for name, owner in kept.items():
                 assert owners[name] == owner  # never moved ...
                 runner = next(w for w in survivors if worker_id(w) == owner)
                 assert starts(runner, name) == started_before[name]  # ... nor restarted
-            for name in moved:
-                runner = next(w for w in survivors if worker_id(w) == owners[name])
-                assert starts(runner, name) == 1
         finally:
             for worker in workers:
                 worker.stop()
