@@ -7,13 +7,18 @@ from __future__ import annotations
 from typing import Final
 
 from kafkaclone.common.config_def import (
+    AbstractConfig,
     ConfigDef,
+    ConfigError,
     ConfigKey,
     ConfigType,
     Importance,
     at_least,
+    between,
+    each_one_of,
     one_of,
 )
+from kafkaclone.connect.signature import HMAC_DIGESTS
 
 JSON_CONVERTER: Final = "org.apache.kafka.connect.json.JsonConverter"
 
@@ -70,7 +75,45 @@ WORKER_CONFIG: Final = ConfigDef([
     ConfigKey("rebalance.timeout.ms", ConfigType.INT, 60000, Importance.HIGH,
               "The maximum allowed time for each worker to join the group once a rebalance "
               "has begun."),
+    ConfigKey("connect.protocol", ConfigType.STRING, "sessioned", Importance.LOW,
+              "Compatibility mode for Kafka Connect Protocol",
+              one_of("eager", "compatible", "sessioned")),
+    ConfigKey("scheduled.rebalance.max.delay.ms", ConfigType.INT, 300000, Importance.LOW,
+              "The maximum delay that is scheduled in order to wait for the return of one or "
+              "more departed workers before rebalancing and reassigning their connectors and "
+              "tasks to the group. During this period the connectors and tasks of the "
+              "departed workers remain unassigned", between(0, 2147483647)),
+    ConfigKey("inter.worker.key.generation.algorithm", ConfigType.STRING, "HmacSHA256",
+              Importance.LOW, "The algorithm to use for generating internal request keys",
+              one_of(*HMAC_DIGESTS)),
+    ConfigKey("inter.worker.key.size", ConfigType.INT, None, Importance.LOW,
+              "The size of the key to use for signing internal requests, in bits. If null, "
+              "the default key size for the key generation algorithm will be used.",
+              at_least(8)),
+    ConfigKey("inter.worker.key.ttl.ms", ConfigType.INT, 3600000, Importance.LOW,
+              "The TTL of generated session keys used for internal request validation (in "
+              "milliseconds)", between(0, 2147483647)),
+    ConfigKey("inter.worker.signature.algorithm", ConfigType.STRING, "HmacSHA256",
+              Importance.LOW, "The algorithm used to sign internal requests",
+              one_of(*HMAC_DIGESTS)),
+    ConfigKey("inter.worker.verification.algorithms", ConfigType.LIST, ("HmacSHA256",),
+              Importance.LOW, "A list of permitted algorithms for verifying internal "
+              "requests", each_one_of(*HMAC_DIGESTS)),
 ])
+
+
+def check_distributed_config(config: AbstractConfig) -> None:
+    """The checks across keys of Kafka's ``DistributedConfig``; ConfigError on the first
+    problem."""
+    verification = config.get_list("inter.worker.verification.algorithms")
+    if not verification:
+        raise ConfigError("inter.worker.verification.algorithms", "",
+                          "At least one algorithm must be provided")
+    signature = config.get_str("inter.worker.signature.algorithm")
+    if signature not in verification:
+        raise ConfigError("inter.worker.signature.algorithm", signature,
+                          "Signature algorithm must be present in "
+                          "inter.worker.verification.algorithms list")
 
 ERRORS_GROUP: Final = "Error Handling"
 

@@ -2,23 +2,29 @@
 ``DistributedHerder``, in small.
 
 Workers with one ``group.id`` form a group through the broker's group protocol
-(:mod:`kafkaclone.connect.group_member`, eager). Connector configs live in
-``config.storage.topic`` (1 partition), source offsets in ``offset.storage.topic`` and
-statuses in ``status.storage.topic``, all compacted and created with Kafka's defaults
-(partitions 1 / 25 / 5, replication factor 3, lowered by the ``*.replication.factor``
-keys). Record keys are Kafka's (``connector-<name>``, ``target-state-<name>``,
-``status-connector-<name>``, ``status-task-<name>-<id>``; offsets keyed by the JSON
-``["<connector>", {<source partition>}]`` with the JSON offset as value, as Kafka writes
-them); task configs are one record ``tasks-<name>`` (Kafka writes ``task-<name>-<id>`` and
-``commit-<name>``).
+(:mod:`kafkaclone.connect.group_member`) with Kafka's Connect subprotocols
+(:mod:`kafkaclone.connect.connect_protocol`): ``connect.protocol=sessioned`` (the default)
+or ``compatible`` rebalance incrementally and cooperatively (a worker keeps running what
+is not revoked; the leader's :class:`~kafkaclone.connect.assignor.IncrementalCooperativeAssignor`
+holds a departed worker's connectors and tasks for ``scheduled.rebalance.max.delay.ms``),
+``eager`` stops everything at each rebalance. Connectors and tasks are assigned
+separately, as Kafka's.
 
-Differences from Kafka, beyond the eager protocol: the leader assigns whole connectors
-(a connector with all its tasks, round robin over the workers), where Kafka assigns tasks
-separately; the worker running a connector computes its task configs itself.
+Connector configs live in ``config.storage.topic`` (1 partition), source offsets in
+``offset.storage.topic`` and statuses in ``status.storage.topic``, all compacted and created
+with Kafka's defaults (partitions 1 / 25 / 5, replication factor 3, lowered by the
+``*.replication.factor`` keys). Record keys are Kafka's (``connector-<name>``,
+``target-state-<name>``, ``session-key``, ``status-connector-<name>``,
+``status-task-<name>-<id>``; offsets keyed by the JSON ``["<connector>", {<source
+partition>}]`` with the JSON offset as value, as Kafka writes them); task configs are one
+record ``tasks-<name>`` (Kafka writes ``task-<name>-<id>`` and ``commit-<name>``).
 
-Writes (creating, changing, deleting a connector) go to the leader: a follower forwards
-the REST call to the leader's URL, as Kafka's. Pause and resume write the target state;
-restarts go to the worker running the connector.
+The worker running a connector computes its task configs; the leader writes them, others
+send them to the leader (``POST /connectors/{name}/tasks``, signed with the session key in
+a sessioned group, see :mod:`kafkaclone.connect.signature`). Writes from the REST API
+(creating, changing, deleting a connector) go to the leader: a follower forwards the REST
+call to the leader's URL, as Kafka's. Pause and resume write the target state; restarts go
+to the worker running the connector or task.
 """
 
 from __future__ import annotations
@@ -27,26 +33,53 @@ import json
 import logging
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from kafkaclone.clients import ConsumerRecord
 from kafkaclone.clients.admin import AdminClient
-from kafkaclone.common.config_def import AbstractConfig
+from kafkaclone.common.config_def import AbstractConfig, ConfigError
 from kafkaclone.common.properties import parse_properties
 from kafkaclone.connect.api import SourceConnector, SourceOffset, SourcePartition
-from kafkaclone.connect.config import WORKER_CONFIG
+from kafkaclone.connect.assignor import (
+    IncrementalCooperativeAssignor,
+    config_mismatch,
+    eager_assign,
+)
+from kafkaclone.connect.config import WORKER_CONFIG, check_distributed_config
+from kafkaclone.connect.connect_protocol import (
+    CONNECT_PROTOCOL_V0,
+    CONNECT_PROTOCOL_V1,
+    NO_ERROR,
+    ConnectAssignment,
+    ConnectProtocolCompatibility,
+    TaskId,
+    WorkerState,
+    decode_assignment,
+    decode_metadata,
+    encode_assignment,
+    encode_metadata,
+)
 from kafkaclone.connect.group_member import WorkerGroupMember
-from kafkaclone.connect.herder import RestError, StandaloneHerder, not_found
+from kafkaclone.connect.herder import ConnectorRuntime, RestError, StandaloneHerder, not_found
 from kafkaclone.connect.kafka_log import KafkaBasedLog, ensure_topic
 from kafkaclone.connect.offsets import PartitionKey, partition_key
 from kafkaclone.connect.plugins import Plugins
 from kafkaclone.connect.rest import ConnectRestResource
+from kafkaclone.connect.signature import (
+    SESSION_KEY_RECORD,
+    SessionKey,
+    SignatureError,
+    generate_key,
+    sign,
+    verify,
+)
 from kafkaclone.connect.standalone import listen_address, worker_settings
-from kafkaclone.connect.worker import State, WorkerSettings
+from kafkaclone.connect.worker import State, Status, WorkerSettings, WorkerTask
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +135,9 @@ class DistributedHerder(StandaloneHerder):
         self.target_states: dict[str, str] = {}
         self.task_sets: dict[str, list[dict[str, str]]] = {}
         self.statuses: dict[str, dict[str, Any]] = {}
+        self.config_offset = -1
+        """The offset after the last config record read (Kafka's config state offset)."""
+        self.session_key: SessionKey | None = None
         self.config_log = KafkaBasedLog(bootstrap, config.get_str("config.storage.topic"),
                                         f"{client_id}-configs", self._apply_config)
         self.status_log = KafkaBasedLog(bootstrap, config.get_str("status.storage.topic"),
@@ -111,8 +147,24 @@ class DistributedHerder(StandaloneHerder):
             session_timeout_ms=config.get_int("session.timeout.ms"),
             heartbeat_interval_ms=config.get_int("heartbeat.interval.ms"),
             rebalance_timeout_ms=config.get_int("rebalance.timeout.ms"))
+        self.mode = ConnectProtocolCompatibility.from_config(config.get_str("connect.protocol"))
+        self.assignor = IncrementalCooperativeAssignor(
+            config.get_int("scheduled.rebalance.max.delay.ms"),
+            lambda: int(time.time() * 1000))
+        self.key_algorithm = config.get_str("inter.worker.key.generation.algorithm")
+        key_size = config.get("inter.worker.key.size")
+        self.key_size = key_size if isinstance(key_size, int) else None
+        self.key_ttl_ms = config.get_int("inter.worker.key.ttl.ms")
+        self.signature_algorithm = config.get_str("inter.worker.signature.algorithm")
+        self.verification_algorithms = tuple(
+            config.get_list("inter.worker.verification.algorithms"))
         self.leader_url: str | None = None
-        self.assigned: list[str] = []
+        self.assigned_connectors: set[str] = set()
+        self.assigned_tasks: set[TaskId] = set()
+        self._tasks: dict[TaskId, tuple[dict[str, str], WorkerTask]] = {}
+        """The tasks running here, with the config each started with."""
+        self._task_configs_sent: dict[str, list[dict[str, str]]] = {}
+        self._rejoin_at: float | None = None
         self._published: dict[str, dict[str, Any]] = {}
         self.joined = threading.Event()
         """Set while this worker holds an assignment (cleared during a rebalance)."""
@@ -126,6 +178,7 @@ class DistributedHerder(StandaloneHerder):
         key = record.key.decode() if isinstance(record.key, bytes) else ""
         value = None if record.value is None else json.loads(record.value)
         with self._lock:
+            self.config_offset = record.offset + 1
             if key.startswith("connector-"):
                 name = key[len("connector-"):]
                 known = name in self.configs
@@ -140,7 +193,13 @@ class DistributedHerder(StandaloneHerder):
                 self.target_states[key[len("target-state-"):]] = \
                     "STARTED" if value is None else str(value["state"])
             elif key.startswith("tasks-") and value is not None:
-                self.task_sets[key[len("tasks-"):]] = [dict(t) for t in value["tasks"]]
+                name = key[len("tasks-"):]
+                before = len(self.task_sets.get(name, []))
+                self.task_sets[name] = [dict(t) for t in value["tasks"]]
+                if len(self.task_sets[name]) != before:
+                    self.member.need_rejoin.set()  # tasks to assign or to revoke
+            elif key == SESSION_KEY_RECORD and value is not None:
+                self.session_key = SessionKey.from_json(value)
 
     def _apply_status(self, record: ConsumerRecord) -> None:
         key = record.key.decode() if isinstance(record.key, bytes) else ""
@@ -163,26 +222,16 @@ class DistributedHerder(StandaloneHerder):
         self.status_log.start()
         self._thread.start()
 
-    def _assign(self, leader: str, members: dict[str, dict[str, Any]]
-                ) -> dict[str, dict[str, Any]]:
-        """The leader's round robin of connectors over workers."""
-        self.config_log.read_to_end()
-        ids = sorted(members)
-        with self._lock:
-            names = sorted(self.configs)
-        leader_url = members[leader]["url"]
-        out: dict[str, dict[str, Any]] = {m: {"leader": leader,
-                                             "leader_url": leader_url, "connectors": []}
-                                          for m in ids}
-        for i, name in enumerate(names):
-            out[ids[i % len(ids)]]["connectors"].append(name)
-        return out
-
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
+                if self._rejoin_at is not None and time.monotonic() >= self._rejoin_at:
+                    logger.info("The scheduled rebalance delay has expired; rejoining")
+                    self._rejoin_at = None
+                    self.member.need_rejoin.set()
                 if self.member.need_rejoin.is_set():
                     self._rebalance()
+                self._rotate_session_key()
                 self._reconcile()
                 self._publish_status()
             except Exception:
@@ -190,43 +239,223 @@ class DistributedHerder(StandaloneHerder):
                 self.member.need_rejoin.set()
             self._stopping.wait(0.25)
 
+    def _cooperative(self) -> bool:
+        """Whether the group runs an incremental cooperative protocol (chosen by the
+        coordinator at the last join; a worker in eager mode never does)."""
+        return self.mode is not ConnectProtocolCompatibility.EAGER and \
+            self.member.protocol in ("compatible", "sessioned")
+
+    def _offered(self) -> list[tuple[str, bytes]]:
+        """Kafka's ``WorkerCoordinator.metadata``: every protocol of this worker's mode."""
+        with self._lock:
+            current = ConnectAssignment(
+                CONNECT_PROTOCOL_V1, NO_ERROR, self.member.leader_id, self.leader_url or "",
+                self.config_offset, sorted(self.assigned_connectors),
+                sorted(self.assigned_tasks))
+            offset = self.config_offset
+        out = []
+        for protocol in self.mode.offered():
+            current.version = protocol.version
+            state = WorkerState(self.url, offset,
+                                current if protocol.version > CONNECT_PROTOCOL_V0 else None)
+            out.append((protocol.protocol, encode_metadata(state, protocol.version)))
+        return out
+
+    def _assign(self, protocol: str, leader: str, members: dict[str, bytes], generation: int
+                ) -> dict[str, bytes]:
+        """The leader's part of the join: the assignor of the chosen protocol."""
+        states = {member: decode_metadata(data) for member, data in members.items()}
+        chosen = ConnectProtocolCompatibility.from_protocol(protocol)
+        max_offset = max(state.config_offset for state in states.values())
+        self.config_log.read_to_end()
+        with self._lock:
+            offset = self.config_offset
+            task_counts = {name: len(self.task_sets.get(name, [])) for name in self.configs}
+        if offset < max_offset:
+            logger.info("Was selected to perform assignments, but do not have latest config "
+                        "found in sync request (%d < %d)", offset, max_offset)
+            out = config_mismatch(states, leader, chosen.version, max_offset)
+        elif chosen is ConnectProtocolCompatibility.EAGER:
+            out = eager_assign(states, leader, offset, task_counts)
+        else:
+            out = self.assignor.assign(
+                states, leader, offset, task_counts, version=chosen.version,
+                generation=generation,
+                last_completed_generation=self.member.last_completed_generation)
+        return {member: encode_assignment(a) for member, a in out.items()}
+
+    def _stop_task(self, task_id: TaskId) -> None:
+        _, task = self._tasks.pop(task_id)
+        task.stop(self.settings.offset_flush_timeout_s + 5)
+
+    def _revoke(self, connectors: Iterable[str], tasks: Iterable[TaskId]) -> None:
+        with self._lock:
+            for task_id in tasks:
+                self.assigned_tasks.discard(task_id)
+                if task_id in self._tasks:
+                    self._stop_task(task_id)
+            for name in connectors:
+                self.assigned_connectors.discard(name)
+                runtime = self._connectors.get(name)
+                if runtime is not None:
+                    self._stop_connector(name, runtime)
+
     def _rebalance(self) -> None:
         self.joined.clear()
-        with self._lock:
-            for name, runtime in list(self._connectors.items()):
-                self._stop_connector(name, runtime)
+        if not self._cooperative() or not self.member.member_id:
+            # Eager, or this worker lost its membership (the group may have handed its
+            # work out already): stop everything before joining.
+            self._revoke(list(self.assigned_connectors), list(self.assigned_tasks))
         self.config_log.read_to_end()
-        assignment = self.member.join({"url": self.url}, self._assign)
-        self.leader_url = assignment["leader_url"]
+        protocol, data = self.member.join(self._offered, self._assign)
+        assignment = decode_assignment(data)
+        if assignment.failed:
+            logger.info("Assignment failed (config offset %d); reading configs and rejoining",
+                        assignment.config_offset)
+            self.config_log.read_to_end()
+            self.member.need_rejoin.set()
+            return
+        self.leader_url = assignment.leader_url
         self.offset_store.log.read_to_end()
-        with self._lock:
-            self.assigned = list(assignment["connectors"])
+        if protocol == ConnectProtocolCompatibility.EAGER.protocol:
+            with self._lock:
+                keep_connectors = set(assignment.connectors)
+                keep_tasks = set(assignment.tasks)
+            self._revoke(self.assigned_connectors - keep_connectors,
+                         self.assigned_tasks - keep_tasks)
+            with self._lock:
+                self.assigned_connectors = keep_connectors
+                self.assigned_tasks = keep_tasks
+        else:
+            self._revoke(assignment.revoked_connectors, assignment.revoked_tasks)
+            with self._lock:
+                self.assigned_connectors.update(assignment.connectors)
+                self.assigned_tasks.update(assignment.tasks)
+            if assignment.revoked_connectors or assignment.revoked_tasks:
+                self.member.need_rejoin.set()  # the second round hands the revoked work out
+        self._rejoin_at = (time.monotonic() + assignment.delay / 1000.0
+                           if assignment.delay > 0 else None)
+        logger.info("Assignment at generation %d (%s): connectors %s, tasks %s; revoked "
+                    "connectors %s, tasks %s; delay %d ms", self.member.generation, protocol,
+                    assignment.connectors, assignment.tasks, assignment.revoked_connectors,
+                    assignment.revoked_tasks, assignment.delay)
         self.joined.set()
+
+    def _rotate_session_key(self) -> None:
+        """Kafka's leader writes a session key when the group is sessioned and it has none
+        or the one it has is older than ``inter.worker.key.ttl.ms``."""
+        if self.member.protocol != ConnectProtocolCompatibility.SESSIONED.protocol or \
+                not self.joined.is_set() or self.leader_url != self.url:
+            return
+        now = int(time.time() * 1000)
+        key = self.session_key
+        if key is not None and now < key.creation_timestamp + self.key_ttl_ms:
+            return
+        logger.info("Writing a new session key to the config topic")
+        self._write_config(SESSION_KEY_RECORD,
+                           generate_key(self.key_algorithm, self.key_size, now).to_json())
 
     def _reconcile(self) -> None:
         """Run what is assigned here with its latest config and target state."""
-        new_tasks: dict[str, list[dict[str, str]]] = {}
+        to_send: dict[str, list[dict[str, str]]] = {}
         with self._lock:
-            for name in self.assigned:
+            for name, stale in list(self._connectors.items()):
+                if name not in self.assigned_connectors or name not in self.configs:
+                    self._stop_connector(name, stale)
+            for name in sorted(self.assigned_connectors):
                 config = self.configs.get(name)
-                runtime = self._connectors.get(name)
-                paused = self.target_states.get(name) == "PAUSED"
                 if config is None:
-                    if runtime is not None:
-                        self._stop_connector(name, runtime)
                     continue
+                runtime: ConnectorRuntime | None = self._connectors.get(name)
+                paused = self.target_states.get(name) == "PAUSED"
                 if runtime is not None and runtime.config != config:
                     self._stop_connector(name, runtime)
                     runtime = None
                 if runtime is None:
-                    self._start_connector(name, dict(config), paused)
-                    started = self._connectors[name]
-                    if self.task_sets.get(name) != started.task_configs:
-                        new_tasks[name] = started.task_configs
+                    self._start_connector(name, dict(config), paused, start_tasks=False)
+                    self._task_configs_sent.pop(name, None)
+                    runtime = self._connectors[name]
                 elif paused != runtime.target_paused:
-                    (super().pause if paused else super().resume)(name)
-        for name, tasks in new_tasks.items():
-            self._write_config(f"tasks-{name}", {"tasks": tasks})
+                    runtime.target_paused = paused
+                    if runtime.status.state in (State.RUNNING, State.PAUSED):
+                        runtime.status = Status(State.PAUSED if paused else State.RUNNING)
+                if runtime.status.state is not State.FAILED and \
+                        self.task_sets.get(name) != runtime.task_configs and \
+                        self._task_configs_sent.get(name) != runtime.task_configs:
+                    to_send[name] = runtime.task_configs
+            for task_id, (started_with, _) in list(self._tasks.items()):
+                name, number = task_id
+                tasks = self.task_sets.get(name, [])
+                if task_id not in self.assigned_tasks or name not in self.configs or \
+                        number >= len(tasks) or tasks[number] != started_with:
+                    self._stop_task(task_id)
+            for task_id in sorted(self.assigned_tasks):
+                name, number = task_id
+                config = self.configs.get(name)
+                tasks = self.task_sets.get(name, [])
+                paused = self.target_states.get(name) == "PAUSED"
+                running = self._tasks.get(task_id)
+                if running is not None:
+                    task = running[1]
+                    if paused != task.paused.is_set():
+                        (task.pause if paused else task.resume)()
+                elif config is not None and number < len(tasks):
+                    self._start_assigned_task(name, number, config, tasks, paused)
+        for name, task_configs in to_send.items():
+            self._put_task_configs_to_leader(name, task_configs)
+
+    def _start_assigned_task(self, name: str, number: int, config: dict[str, str],
+                             tasks: list[dict[str, str]], paused: bool) -> None:
+        runtime = ConnectorRuntime(dict(config),
+                                   self.plugins.connector_class(config["connector.class"])(),
+                                   Status(State.UNASSIGNED), task_configs=list(tasks),
+                                   target_paused=paused)
+        self._tasks[(name, number)] = (tasks[number], self._start_task(name, runtime, number))
+
+    def _put_task_configs_to_leader(self, name: str, task_configs: list[dict[str, str]]
+                                    ) -> None:
+        """Kafka's ``DistributedHerder.reconfigureConnector``: the leader writes task
+        configs; another worker sends them to it, signed in a sessioned group."""
+        self._task_configs_sent[name] = task_configs
+        try:
+            if self.leader_url == self.url:
+                self._write_config(f"tasks-{name}", {"tasks": task_configs})
+                return
+            body = json.dumps(task_configs).encode()
+            headers: dict[str, str] = {}
+            if self.member.protocol == ConnectProtocolCompatibility.SESSIONED.protocol:
+                key = self.session_key
+                if key is None:
+                    raise RestError(409, "no session key has been read yet")
+                headers = sign(key, self.signature_algorithm, body)
+            self._forward(self.leader_url, "POST", f"/connectors/{name}/tasks", raw=body,
+                          headers=headers)
+        except (RestError, TimeoutError) as exc:
+            logger.warning("Failed to hand the task configs of %s to the leader, will retry: "
+                           "%s", name, exc)
+            self._task_configs_sent.pop(name, None)
+
+    def put_task_configs(self, name: str, body: bytes, headers: Mapping[str, str]) -> None:
+        # No waiting for a rebalance here: the sender's herder thread is blocked on this
+        # call, and the rebalance may be waiting for that worker to join.
+        if not self.joined.is_set() or self.leader_url != self.url:
+            raise RestError(409, "Cannot complete request because of a conflicting operation "
+                            "(e.g. worker rebalance)")
+        if self.member.protocol == ConnectProtocolCompatibility.SESSIONED.protocol:
+            try:
+                verify(self.session_key, self.verification_algorithms, body, headers)
+            except SignatureError as exc:
+                raise RestError(exc.status, exc.message) from None
+        try:
+            tasks = json.loads(body)
+        except ValueError as exc:
+            raise RestError(400, f"Unrecognized token in request body: {exc}") from None
+        if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
+            raise RestError(400, "A list of task configs is expected")
+        with self._lock:
+            self._known(name)
+        self._write_config(f"tasks-{name}", {"tasks": [
+            {str(k): str(v) for k, v in t.items()} for t in tasks]})
 
     def _publish_status(self) -> None:
         current: dict[str, dict[str, Any]] = {}
@@ -236,10 +465,10 @@ class DistributedHerder(StandaloneHerder):
                 current[f"status-connector-{name}"] = {
                     "state": runtime.status.state.value, "trace": runtime.status.trace,
                     "worker_id": self.settings.worker_id, "generation": generation}
-                for task in runtime.tasks:
-                    current[f"status-task-{name}-{task.task_id}"] = {
-                        "state": task.status.state.value, "trace": task.status.trace,
-                        "worker_id": self.settings.worker_id, "generation": generation}
+            for (name, number), (_, task) in self._tasks.items():
+                current[f"status-task-{name}-{number}"] = {
+                    "state": task.status.state.value, "trace": task.status.trace,
+                    "worker_id": self.settings.worker_id, "generation": generation}
         for key, value in current.items():
             if self._published.get(key) != value:
                 self.status_log.send(key.encode(), json.dumps(value).encode())
@@ -253,15 +482,17 @@ class DistributedHerder(StandaloneHerder):
         self.joined.wait(REBALANCE_WAIT_S)
         return self.leader_url is not None and self.leader_url == self.url
 
-    def _forward(self, base: str | None, method: str, path: str, body: object = None
+    def _forward(self, base: str | None, method: str, path: str, body: object = None, *,
+                 raw: bytes | None = None, headers: Mapping[str, str] | None = None
                  ) -> object:
         """Kafka's ``RestClient.httpRequest`` to another worker; its errors as RestError."""
         if base is None:
             raise RestError(409, "Cannot complete request because of a conflicting operation "
                             "(e.g. worker rebalance)")
-        data = None if body is None else json.dumps(body).encode()
+        data = raw if raw is not None else None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(base.rstrip("/") + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json",
+                                                  **(headers or {})})
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 raw = response.read()
@@ -339,28 +570,34 @@ class DistributedHerder(StandaloneHerder):
             self._known(name)
         self._write_config(f"target-state-{name}", {"state": "STARTED"})
 
-    def _owner_url(self, name: str) -> str | None:
-        status = self.statuses.get(f"status-connector-{name}")
+    def _owner_url(self, key: str) -> str | None:
+        status = self.statuses.get(key)
         return None if status is None else f"http://{status['worker_id']}"
 
     def restart_connector(self, name: str) -> None:
         with self._lock:
             self._known(name)
-            local = name in self._connectors
-        if local:
-            super().restart_connector(name)
-        else:
-            self._forward(self._owner_url(name), "POST", f"/connectors/{name}/restart")
+            runtime = self._connectors.get(name)
+            if runtime is not None:
+                self._stop_connector(name, runtime)
+                self._start_connector(name, runtime.config, runtime.target_paused,
+                                      start_tasks=False)
+                return
+        self._forward(self._owner_url(f"status-connector-{name}"), "POST",
+                      f"/connectors/{name}/restart")
 
     def restart_task(self, name: str, task_id: int) -> None:
         with self._lock:
             self._known(name)
-            local = name in self._connectors
-        if local:
-            super().restart_task(name, task_id)
-        else:
-            self._forward(self._owner_url(name), "POST",
-                          f"/connectors/{name}/tasks/{task_id}/restart")
+            running = self._tasks.get((name, task_id))
+            if running is not None:
+                self._stop_task((name, task_id))
+                config = self.configs[name]
+                self._start_assigned_task(name, task_id, config, self.task_sets.get(name, []),
+                                          self.target_states.get(name) == "PAUSED")
+                return
+        self._forward(self._owner_url(f"status-task-{name}-{task_id}"), "POST",
+                      f"/connectors/{name}/tasks/{task_id}/restart")
 
     def _status_json(self, key: str, **extra: object) -> dict[str, object]:
         found = self.statuses.get(key)
@@ -399,6 +636,9 @@ class DistributedHerder(StandaloneHerder):
     def stop(self) -> None:
         self._stopping.set()
         self._thread.join(30)
+        with self._lock:
+            for task_id in list(self._tasks):
+                self._stop_task(task_id)
         super().stop()
         self.member.close()
         for log in (self.config_log, self.status_log, self.offset_store.log):
@@ -413,8 +653,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     props = parse_properties(Path(args[0]).read_text(encoding="utf-8"))
-    config = AbstractConfig(WORKER_CONFIG, {k: v for k, v in props.items()
-                                            if k in WORKER_CONFIG})
+    try:
+        config = AbstractConfig(WORKER_CONFIG, {k: v for k, v in props.items()
+                                                if k in WORKER_CONFIG})
+        check_distributed_config(config)
+    except ConfigError as exc:
+        print(f"Invalid worker configuration: {exc}", file=sys.stderr)
+        return 1
     for required in ("group.id", "config.storage.topic", "offset.storage.topic",
                      "status.storage.topic"):
         if config.get(required) is None:

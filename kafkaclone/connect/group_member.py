@@ -1,22 +1,18 @@
 """A Connect worker's membership in its ``group.id`` (Kafka's ``WorkerGroupMember`` and
-``WorkerCoordinator``): JoinGroup with protocol type ``connect``, the leader computes the
-assignment, SyncGroup hands it out, a thread heartbeats.
-
-This is Kafka's eager protocol (``connect.protocol=eager``): on every rebalance each
-worker stops everything it runs before rejoining. Kafka 2.8's default, incremental
-cooperative rebalancing (``compatible`` / ``sessioned``, with
-``scheduled.rebalance.max.delay.ms``), is not built. The member metadata and the
-assignment are JSON, not Kafka's ConnectProtocol structs, so kafkaclone and Kafka workers
-cannot share a group.
+the group half of ``WorkerCoordinator``): JoinGroup with protocol type ``connect`` and
+the protocols the worker's ``connect.protocol`` offers (most preferred first, each with
+its metadata bytes, see :mod:`kafkaclone.connect.connect_protocol`), the leader computes
+the assignment for the protocol the coordinator chose, SyncGroup hands it out, a thread
+heartbeats. What a member does with its assignment (stop everything first under the
+eager protocol, keep running unrevoked work under the cooperative ones) is the herder's.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from kafkaclone.clients.config import ConsumerConfig
@@ -39,11 +35,12 @@ from kafkaclone.protocol.api_keys import ApiKey
 logger = logging.getLogger(__name__)
 
 PROTOCOL_TYPE: Final = "connect"
-PROTOCOL: Final = "eager"
 
-Assignor = Callable[[str, dict[str, dict[str, Any]]], dict[str, dict[str, Any]]]
-"""The leader's part: (the leader's member id, every member's metadata by member id) ->
-each member's assignment."""
+Protocols = Sequence[tuple[str, bytes]]
+"""What a member offers: (protocol name, metadata), most preferred first."""
+Assignor = Callable[[str, str, dict[str, bytes], int], dict[str, bytes]]
+"""The leader's part: (the chosen protocol, the leader's member id, every member's metadata
+for that protocol by member id, the new generation) -> each member's assignment."""
 
 
 class WorkerGroupMember:
@@ -59,6 +56,12 @@ class WorkerGroupMember:
                                  client_id=client_id)
         self.member_id = ""
         self.generation = -1
+        self.last_completed_generation = -1
+        """The generation of the last join that ended with an assignment (Kafka's
+        ``lastCompletedGenerationId``): the leader trusts its memory of the previous
+        assignment only if that is the generation it assigned."""
+        self.protocol = ""
+        """The protocol the coordinator chose at the last join."""
         self.leader_id = ""
         self.need_rejoin = threading.Event()
         self.need_rejoin.set()
@@ -90,11 +93,13 @@ class WorkerGroupMember:
                 raise
             return response
 
-    def join(self, metadata: dict[str, Any], assignor: Assignor) -> dict[str, Any]:
-        """Join and sync (retrying until it works); this member's assignment."""
+    def join(self, protocols: Callable[[], Protocols], assignor: Assignor) -> tuple[str, bytes]:
+        """Join and sync (retrying until it works): the chosen protocol and this member's
+        assignment. ``protocols`` is asked again at each attempt (the metadata carries the
+        config offset, which moves)."""
         while not self._closed.is_set():
             try:
-                return self._join_once(metadata, assignor)
+                return self._join_once(protocols(), assignor)
             except KafkaError as exc:
                 if isinstance(exc, NotCoordinatorError | CoordinatorNotAvailableError):
                     with self._lock:
@@ -107,7 +112,7 @@ class WorkerGroupMember:
                 time.sleep(0.2)
         raise KafkaError("the worker is stopping")
 
-    def _join_once(self, metadata: dict[str, Any], assignor: Assignor) -> dict[str, Any]:
+    def _join_once(self, protocols: Protocols, assignor: Assignor) -> tuple[str, bytes]:
         self.need_rejoin.clear()
         self.generation = -1  # no heartbeats while joining
         join_cls = api.APIS[ApiKey.JOIN_GROUP].request
@@ -115,8 +120,8 @@ class WorkerGroupMember:
             group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
             group_instance_id=None, protocol_type=PROTOCOL_TYPE,
-            protocols=[join_cls.structs["JoinGroupRequestProtocol"](
-                name=PROTOCOL, metadata=json.dumps(metadata).encode())])
+            protocols=[join_cls.structs["JoinGroupRequestProtocol"](name=name, metadata=data)
+                       for name, data in protocols])
         response = self._request(ApiKey.JOIN_GROUP, body,
                                  broker_wait_ms=self.rebalance_timeout_ms)
         if response.error_code == MemberIdRequiredError.code:
@@ -126,26 +131,29 @@ class WorkerGroupMember:
             raise error_for_code(response.error_code)(f"JoinGroup of group {self.group_id}")
         self.member_id = response.member_id
         self.leader_id = response.leader
+        protocol = str(response.protocol_name)
         sync_cls = api.APIS[ApiKey.SYNC_GROUP].request
         assignments = []
         if self.member_id == self.leader_id:
-            members = {m.member_id: json.loads(m.metadata) for m in response.members}
+            members = {m.member_id: bytes(m.metadata) for m in response.members}
             assignments = [sync_cls.structs["SyncGroupRequestAssignment"](
-                member_id=member, assignment=json.dumps(a).encode())
-                for member, a in assignor(self.leader_id, members).items()]
+                member_id=member, assignment=data)
+                for member, data in assignor(protocol, self.leader_id, members,
+                                             response.generation_id).items()]
         sync = sync_cls(group_id=self.group_id, generation_id=response.generation_id,
                         member_id=self.member_id, group_instance_id=None,
-                        protocol_type=PROTOCOL_TYPE, protocol_name=PROTOCOL,
+                        protocol_type=PROTOCOL_TYPE, protocol_name=protocol,
                         assignments=assignments)
         answer = self._request(ApiKey.SYNC_GROUP, sync, broker_wait_ms=self.rebalance_timeout_ms)
         if answer.error_code != NONE:
             raise error_for_code(answer.error_code)(f"SyncGroup of group {self.group_id}: "
                                                     f"{error_for_code(answer.error_code).name}")
         self.generation = response.generation_id
-        assignment: dict[str, Any] = json.loads(answer.assignment)
-        logger.info("Joined group %s at generation %d as %s: %s", self.group_id,
-                    self.generation, self.member_id, assignment)
-        return assignment
+        self.last_completed_generation = response.generation_id
+        self.protocol = protocol
+        logger.info("Joined group %s at generation %d as %s (leader %s) with protocol %s",
+                    self.group_id, self.generation, self.member_id, self.leader_id, protocol)
+        return protocol, bytes(answer.assignment)
 
     def _heartbeat_loop(self) -> None:
         request_cls = api.APIS[ApiKey.HEARTBEAT].request

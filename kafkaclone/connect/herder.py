@@ -209,7 +209,10 @@ class StandaloneHerder:
             self._start_connector(name, config, paused)
             return existing is None, self.connector_info(name)
 
-    def _start_connector(self, name: str, config: dict[str, str], paused: bool) -> None:
+    def _start_connector(self, name: str, config: dict[str, str], paused: bool, *,
+                         start_tasks: bool = True) -> None:
+        """Start the connector, compute its task configs and (``start_tasks``) its tasks;
+        the distributed herder runs tasks apart from their connector."""
         connector = self.plugins.connector_class(config["connector.class"])()
         runtime = ConnectorRuntime(config, connector, Status(State.UNASSIGNED),
                                    target_paused=paused)
@@ -224,6 +227,8 @@ class StandaloneHerder:
         except Exception as exc:
             logger.exception("Failed to start connector %s", name)
             runtime.status = Status(State.FAILED, _trace(exc))
+            return
+        if not start_tasks:
             return
         for task_id in range(len(runtime.task_configs)):
             runtime.tasks.append(self._start_task(name, runtime, task_id))
@@ -244,6 +249,7 @@ class StandaloneHerder:
     def _start_task(self, name: str, runtime: ConnectorRuntime, task_id: int) -> WorkerTask:
         task_props = runtime.task_configs[task_id]
         connector = runtime.connector
+        logger.info("Starting task %s-%d", name, task_id)
         worker_task: WorkerTask
         if isinstance(connector, SourceConnector):
             worker_task = WorkerSourceTask(name, task_id, self.settings,
@@ -350,6 +356,12 @@ class StandaloneHerder:
             runtime = self._runtime(name)
             return [{"id": {"connector": name, "task": i}, "config": dict(c)}
                     for i, c in enumerate(runtime.task_configs)]
+
+    def put_task_configs(self, name: str, body: bytes, headers: Mapping[str, str]) -> None:
+        """``POST /connectors/{name}/tasks``: the internal call a distributed worker makes
+        to hand its connector's task configs to the leader."""
+        raise RestError(500, "Kafka Connect in standalone mode does not support externally "
+                        "setting task configurations.")
 
     def workers(self, name: str) -> list[WorkerTask]:
         with self._lock:

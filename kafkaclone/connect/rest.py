@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final
 from urllib.parse import unquote
 
@@ -46,9 +46,11 @@ class ConnectRestResource(Resource):
         path = [unquote(p.decode("utf-8")) for p in (request.postpath or []) if p]
         body = request.content.read() if request.content is not None else b""
         expand = [v.decode() for v in (request.args or {}).get(b"expand", [])]
+        headers = {name.decode("latin-1").lower(): values[-1].decode("latin-1")
+                   for name, values in request.requestHeaders.getAllRawHeaders()}
 
         def handle() -> tuple[int, object]:
-            return self.route(method, path, body, expand)
+            return self.route(method, path, body, expand, headers)
 
         def write(result: tuple[int, object]) -> None:
             status, document = result
@@ -70,8 +72,8 @@ class ConnectRestResource(Resource):
         self.run_blocking(handle).addCallbacks(write, failed)
         return NOT_DONE_YET
 
-    def route(self, method: str, path: list[str], body: bytes, expand: list[str] | None = None
-              ) -> tuple[int, object]:
+    def route(self, method: str, path: list[str], body: bytes, expand: list[str] | None = None,
+              headers: Mapping[str, str] | None = None) -> tuple[int, object]:
         h = self.herder
         match (method, path):
             case ("GET", []):
@@ -120,6 +122,9 @@ class ConnectRestResource(Resource):
                 return 200, h.status(name)
             case ("GET", ["connectors", name, "tasks"]):
                 return 200, h.task_configs(name)
+            case ("POST", ["connectors", name, "tasks"]):
+                h.put_task_configs(name, body, headers or {})
+                return 204, None
             case ("GET", ["connectors", name, "tasks", task, "status"]):
                 return 200, h.task_status(name, _task_id(task))
             case ("POST", ["connectors", name, "restart"]):

@@ -1,6 +1,8 @@
 """Two distributed workers in one group on a local 1-broker cluster: a connector created
 through a follower (forwarded to the leader), file -> topic -> file, one worker killed
-with SIGKILL, its connectors resumed by the other from the stored offsets."""
+with SIGKILL, its connectors resumed by the other from the stored offsets. The second
+worker runs ``connect.protocol=eager``, so the group falls back to Kafka's eager protocol
+(``default``) as a group with one eager worker does."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ pytestmark = pytest.mark.timeout(240)
 
 
 class DistributedWorker(Worker):
-    def __init__(self, tmp: Path, bootstrap: str, index: int) -> None:
+    def __init__(self, tmp: Path, bootstrap: str, index: int, extra: str = "") -> None:
         tmp = tmp / f"worker{index}"
         tmp.mkdir()
         super().__init__(tmp, bootstrap, [])
@@ -38,7 +40,8 @@ class DistributedWorker(Worker):
             "offset.storage.partitions=3\n"
             "session.timeout.ms=6000\nheartbeat.interval.ms=500\n"
             "offset.flush.interval.ms=300\n"
-            f"listeners=http://127.0.0.1:{self.port}\n")
+            "scheduled.rebalance.max.delay.ms=3000\n"
+            f"listeners=http://127.0.0.1:{self.port}\n" + extra)
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -83,7 +86,9 @@ def test_two_workers_failover(tmp_path: Path) -> None:
     sink_file = tmp_path / "out.txt"
     source_file.write_text("".join(f"line {i}\n" for i in range(300)))
     with LocalCluster(1, overrides={"group.initial.rebalance.delay.ms": "0"}) as cluster:
-        workers = [DistributedWorker(tmp_path, cluster.bootstrap_servers, i) for i in (1, 2)]
+        workers = [DistributedWorker(tmp_path, cluster.bootstrap_servers, 1),
+                   DistributedWorker(tmp_path, cluster.bootstrap_servers, 2,
+                                     "connect.protocol=eager\n")]
         try:
             for worker in workers:
                 worker.start()
@@ -106,7 +111,14 @@ def test_two_workers_failover(tmp_path: Path) -> None:
             assert tasks == [{"id": {"connector": "source", "task": 0}, "config": {
                 "task.class": "kafkaclone.connect.file.FileStreamSourceTask",
                 "file": str(source_file), "topic": "dist", "batch.size": "2000"}}]
+            joins = [line for line in first.log.read_text().splitlines()
+                     if "Joined group connect-cluster" in line]
+            assert joins[-1].endswith("with protocol default (kafkaclone.connect.group_member)")
+            # Kafka's EagerAssignor: round robin over sink, sink-0, source, source-0
             owners = {owner_of(first, "source"), owner_of(first, "sink")}
+            for name in ("source", "sink"):
+                owners.add(str(first.call("GET", f"/connectors/{name}/status")[1]["connector"]  # type: ignore[index]
+                               ["worker_id"]))
             assert owners == {f"127.0.0.1:{w.port}" for w in workers}
             victim = next(w for w in workers if f"127.0.0.1:{w.port}" == owner_of(
                 first, "source"))
