@@ -1,39 +1,135 @@
 """The idempotent producer against the plain one (issue 14): prints numbers, asserts nothing.
 
     .venv/bin/python benchmarks/bench_idempotence.py [--records 500000] [--rounds 2]
+        [--profile DIR] [--stats]
 
 confluent-kafka (librdkafka) sends ``--records`` 100-byte records with acks=all, once with
 ``enable.idempotence=false`` and once with ``true``, alternating for ``--rounds`` rounds in
 the same run (so both see the same machine load), on two clusters: 1 broker, and 3 brokers
 with a 6-partition RF 3 topic and min.insync.replicas=2. The ratio is the best idempotent
-rate over the best plain rate; the goal is >= 0.95.
+rate over the best plain rate; the goal is >= 0.95. Rounds alternate which mode goes
+first; the ratio of the medians is printed too (single rounds vary by 30 % and more on a
+shared machine).
+
+In the same run the same two producers (same settings, same record count, alternating the
+same way) write to librdkafka's mock cluster with as many brokers (``test.mock.num.brokers``;
+it auto-creates the topic with 4 partitions, RF = its broker count). The mock has no broker
+cost, so its ratio is what the client itself loses with idempotence on (librdkafka then
+allows at most 5 requests in flight per broker and needs a producer id first): the floor
+our broker's ratio can reach.
+
+``--profile DIR`` runs py-spy on broker 1 during the first plain and the first idempotent
+round of each cluster (raw stacks and a summary in DIR, as bench_broker.py's). ``--stats``
+prints, per round, librdkafka's statistics of the broker connections: Produce requests,
+bytes per request, mean round trip, and the mean batch (bytes, records).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import sys
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
 
-from bench_broker import create_topic, produce
+from bench_broker import cpu_seconds, create_topic, produce, profiled
 
 from kafkaclone.testing.cluster import LocalCluster
 
 NO_FLUSH = {"log.flush.interval.messages": "9223372036854775807"}
+MODES = {"plain": {"enable.idempotence": False}, "idempotent": {"enable.idempotence": True}}
 
 
-def compare(cluster: LocalCluster, topic: str, records: int, rounds: int, label: str) -> None:
-    bootstrap = {"bootstrap.servers": cluster.bootstrap_servers}
-    plain: list[float] = []
-    idempotent: list[float] = []
-    for _ in range(rounds):
-        plain.append(produce(bootstrap, topic, records, "all", {"enable.idempotence": False}))
-        idempotent.append(produce(bootstrap, topic, records, "all",
-                                  {"enable.idempotence": True}))
-    print(f"{label:<34} plain {max(plain):>10,.0f} rec/s   idempotent "
+class Statistics:
+    """librdkafka's last statistics of one producer (``--stats``)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Any] = {}
+        # Round trips and batches are per statistics window: summed over the windows.
+        self.rtt_us = self.rtt_count = self.batches = self.batch_bytes = self.batch_records = 0
+
+    def config(self) -> dict[str, Any]:
+        return {"statistics.interval.ms": 100, "stats_cb": self.receive}
+
+    def receive(self, text: str) -> None:
+        self.last = json.loads(text)
+        for broker in self.last["brokers"].values():
+            if broker["nodeid"] >= 0:
+                self.rtt_us += broker["rtt"]["sum"]
+                self.rtt_count += broker["rtt"]["cnt"]
+        for topic in self.last["topics"].values():
+            self.batches += topic["batchsize"]["cnt"]
+            self.batch_bytes += topic["batchsize"]["sum"]
+            self.batch_records += topic["batchcnt"]["sum"]
+
+    def summary(self) -> str:
+        brokers = [b for b in self.last.get("brokers", {}).values() if b["nodeid"] >= 0]
+        requests = sum(b["tx"] for b in brokers)
+        sent = sum(b["txbytes"] for b in brokers)
+        batches = max(self.batches, 1)
+        return (f"{requests} requests, {sent // max(requests, 1):,} bytes/request, mean rtt "
+                f"{self.rtt_us / max(self.rtt_count, 1) / 1000:.2f} ms, mean batch "
+                f"{self.batch_bytes // batches:,} bytes {self.batch_records // batches:,} "
+                f"records")
+
+
+def rounds(bootstrap: Callable[[], dict[str, Any]], topic: str, records: int, count: int,
+           cluster: LocalCluster | None, label: str, profile: Path | None, stats: bool
+           ) -> dict[str, list[float]]:
+    """Alternating plain and idempotent rounds; the rates per mode. With a cluster, also
+    its brokers' CPU time per mode."""
+    rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    cpu = dict.fromkeys(MODES, 0.0)
+    pids = [] if cluster is None else [b.pid for b in cluster.brokers.values()
+                                       if b.pid is not None]
+    for number in range(count):
+        # Plain first in odd rounds, idempotent first in even ones: neither always runs on
+        # the other's warm page cache and fresh segment.
+        order = list(MODES) if number % 2 == 0 else list(reversed(MODES))
+        for mode in order:
+            settings = MODES[mode]
+            librdkafka = Statistics()
+            extra = {**settings, **(librdkafka.config() if stats else {})}
+            name = f"{label}-{mode}"
+            watch = (profiled(cluster, name, profile) if cluster is not None and number == 0
+                     else nullcontext())
+            before = cpu_seconds(pids)
+            with watch:
+                rates[mode].append(produce(bootstrap(), topic, records, "all", extra))
+            cpu[mode] += cpu_seconds(pids) - before
+            if stats:
+                print(f"    {name} round {number + 1}: {rates[mode][-1]:,.0f} rec/s, "
+                      f"{librdkafka.summary()}", flush=True)
+    if cluster is not None:
+        print(f"    ({label}: brokers used {cpu['plain']:.1f} CPU s plain, "
+              f"{cpu['idempotent']:.1f} CPU s idempotent over {count} rounds each)", flush=True)
+    return rates
+
+
+def report(title: str, rates: dict[str, list[float]], goal: str) -> None:
+    plain, idempotent = rates["plain"], rates["idempotent"]
+    median_ratio = statistics.median(idempotent) / statistics.median(plain)
+    print(f"{title:<34} plain {max(plain):>10,.0f} rec/s   idempotent "
           f"{max(idempotent):>10,.0f} rec/s   ratio {max(idempotent) / max(plain):5.2f}   "
-          f"goal >= 0.95   (all rounds: plain {', '.join(f'{r:,.0f}' for r in plain)}; "
-          f"idempotent {', '.join(f'{r:,.0f}' for r in idempotent)})", flush=True)
+          f"{goal}   (medians: ratio {median_ratio:.2f}; all rounds: plain "
+          f"{', '.join(f'{r:,.0f}' for r in plain)}; idempotent "
+          f"{', '.join(f'{r:,.0f}' for r in idempotent)})", flush=True)
+
+
+def compare(cluster: LocalCluster, topic: str, args: argparse.Namespace, label: str,
+            brokers: int) -> None:
+    ours = rounds(lambda: {"bootstrap.servers": cluster.bootstrap_servers}, topic,
+                  args.records, args.rounds, cluster, topic, args.profile, args.stats)
+    # A new mock cluster per producer (it lives as long as the client that made it).
+    mock = rounds(lambda: {"test.mock.num.brokers": brokers}, topic, args.records,
+                  args.rounds, None, f"{topic}-mock", None, args.stats)
+    report(label, ours, "goal >= 0.95")
+    report(f"  librdkafka mock, {brokers} broker{'s' if brokers > 1 else ''}", mock,
+           "(the client's own ratio)")
 
 
 def main() -> None:
@@ -41,16 +137,23 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--stats", action="store_true")
+    parser.add_argument("--only", default="1,3", help="clusters to run: 1, 3 or 1,3")
     args = parser.parse_args()
+    only = set(args.only.split(","))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load "
           f"{os.getloadavg()[0]:.1f}, records {args.records:,} x {args.rounds} rounds",
           flush=True)
-    with LocalCluster(1, overrides=NO_FLUSH) as cluster:
-        create_topic(cluster, "idem1", 1)
-        compare(cluster, "idem1", args.records, args.rounds, "1 broker, acks=all")
-    with LocalCluster(3, overrides=NO_FLUSH) as cluster:
-        create_topic(cluster, "idem3", 3, {"min.insync.replicas": "2"})
-        compare(cluster, "idem3", args.records, args.rounds, "3 brokers, RF 3, acks=all")
+    if "1" in only:
+        with LocalCluster(1, overrides=NO_FLUSH) as cluster:
+            create_topic(cluster, "idem1", 1)
+            compare(cluster, "idem1", args, "1 broker, acks=all", 1)
+    if "3" in only:
+        with LocalCluster(3, overrides=NO_FLUSH) as cluster:
+            create_topic(cluster, "idem3", 3, {"min.insync.replicas": "2"})
+            compare(cluster, "idem3", args, "3 brokers, RF 3, acks=all", 3)
+    print(f"load at the end {os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

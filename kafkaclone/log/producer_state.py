@@ -294,8 +294,10 @@ class ProducerStateEntry:
         if batch.producer_epoch != self.producer_epoch:
             return None
         first_seq, last_seq = batch.base_sequence, batch.last_sequence
+        # last_seq is a stored field, first_seq is computed: compare the stored one first
+        # (every batch of a producer in order is checked against all 5, none matching).
         for metadata in self.batch_metadata:
-            if metadata.first_seq == first_seq and metadata.last_seq == last_seq:
+            if metadata.last_seq == last_seq and metadata.first_seq == first_seq:
                 return metadata
         return None
 

@@ -99,6 +99,21 @@ def test_last_five_batches_are_remembered(tmp_path: Path) -> None:
         manager.analyze_and_validate([batch(1, 99)], AppendOrigin.CLIENT)
 
 
+
+
+@pytest.mark.timeout(10)
+def test_duplicate_needs_the_same_first_and_last_sequence(tmp_path: Path) -> None:
+    manager = ProducerStateManager(TP, tmp_path)
+    updates, _ = manager.analyze_and_validate([batch(0, 0, 3)], AppendOrigin.CLIENT)
+    manager.update(updates[PID])  # sequences 0-2 at offsets 0-2
+    # Same last sequence, another first one: not the batch written, and out of order.
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        manager.analyze_and_validate([batch(1, 9, 2)], AppendOrigin.CLIENT)
+    # Same first sequence, another last one: the same.
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        manager.analyze_and_validate([batch(0, 9, 2)], AppendOrigin.CLIENT)
+    assert manager.analyze_and_validate([batch(0, 9, 3)], AppendOrigin.CLIENT)[1] == (
+        BatchMetadata(2, 2, 2, T0))
 def test_sequence_wraps_in_the_log(tmp_path: Path) -> None:
     manager = ProducerStateManager(TP, tmp_path)
     manager.load_batches([batch(INT32_MAX - 1, 0, 2)])
