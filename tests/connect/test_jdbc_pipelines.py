@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkaclone.clients.admin import AdminClient, NewTopic
 from kafkaclone.testing.cluster import LocalCluster
 from kafkaclone.testing.postgres import PostgresServer
 from tests.connect.test_distributed import DistributedWorker, owner_of
@@ -282,3 +283,66 @@ def test_postgres_distributed_failover(tmp_path: Path, postgres: PostgresServer)
                 writer.join(60)
             for worker in workers:
                 worker.stop()
+
+
+def prices(postgres: PostgresServer, database: str) -> list[tuple[object, ...]]:
+    exists = postgres.execute(database, "SELECT to_regclass('prices') IS NOT NULL")
+    if not exists[0][0]:
+        return []
+    return [(i, None if p is None else str(p)) for i, p in postgres.execute(
+        database, "SELECT id, price FROM prices ORDER BY id")]
+
+
+def test_postgres_standalone_new_table_and_exact_decimals(tmp_path: Path,
+                                                          postgres: PostgresServer) -> None:
+    """A standalone source over every table of a PostgreSQL database, its table monitor
+    every 500 ms: a table created while it runs joins its task (a reconfiguration), its
+    NUMERIC(12,2) rows go through the topic as Decimal (JsonConverter's bytes) and the
+    sink writes them into the DECIMAL(12,2) table auto.create made, values exact."""
+    postgres.create_database("catalog")
+    postgres.create_database("mirror")
+    postgres.execute("catalog", "CREATE TABLE seed (id SERIAL PRIMARY KEY, note TEXT)")
+    postgres.execute("catalog", "INSERT INTO seed (note) VALUES ('first')")
+    source = properties(tmp_path / "source.properties", {
+        "name": "pg-source", "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+        "connection.url": postgres.jdbc_url("catalog"), "mode": "incrementing",
+        "incrementing.column.name": "id", "topic.prefix": "pg2-", "poll.interval.ms": "200",
+        "table.poll.interval.ms": "500"})
+    sink = properties(tmp_path / "sink.properties", {
+        "name": "pg-sink", "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+        "connection.url": postgres.jdbc_url("mirror"), "topics": "pg2-prices",
+        "insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id",
+        "auto.create": "true", "table.name.format": "prices"})
+    with LocalCluster(1) as cluster:
+        with AdminClient(cluster.bootstrap_servers) as admin:
+            assert admin.create_topics([NewTopic("pg2-prices", 1, 1)]) == {"pg2-prices": None}
+        worker = Worker(tmp_path, cluster.bootstrap_servers, [source, sink])
+        use_json(worker)
+        try:
+            worker.start()
+            deadline = time.monotonic() + 60
+            while True:  # the source runs its task over the one table there is
+                status, tasks = worker.call("GET", "/connectors/pg-source/tasks")
+                if status == 200 and tasks:
+                    assert isinstance(tasks, list) and tasks[0]["config"]["tables"] == "seed"
+                    break
+                assert time.monotonic() < deadline, (status, tasks)
+                time.sleep(0.3)
+            postgres.execute("catalog", "CREATE TABLE prices (id SERIAL PRIMARY KEY, "
+                             "price NUMERIC(12,2))")
+            for text in ("0.10", "12345678.99", "-1.50", None, "42"):
+                postgres.execute("catalog", "INSERT INTO prices (price) VALUES (%s::numeric)",
+                                 (text,))
+            wait_until_equal(lambda: prices(postgres, "catalog"),
+                             lambda: prices(postgres, "mirror"), 60)
+            assert prices(postgres, "mirror") == [
+                (1, "0.10"), (2, "12345678.99"), (3, "-1.50"), (4, None), (5, "42.00")]
+            assert postgres.execute(
+                "mirror", "SELECT numeric_precision, numeric_scale FROM "
+                "information_schema.columns WHERE table_name = 'prices' AND "
+                "column_name = 'price'") == [(12, 2)]
+            status, tasks = worker.call("GET", "/connectors/pg-source/tasks")
+            assert isinstance(tasks, list) and [t["config"]["tables"] for t in tasks] == [
+                "prices,seed"]
+        finally:
+            worker.stop()
