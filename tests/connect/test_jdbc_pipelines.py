@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 
 from kafkaclone.clients.admin import AdminClient, NewTopic
 from kafkaclone.testing.cluster import LocalCluster
@@ -345,4 +346,68 @@ def test_postgres_standalone_new_table_and_exact_decimals(tmp_path: Path,
             assert isinstance(tasks, list) and [t["config"]["tables"] for t in tasks] == [
                 "prices,seed"]
         finally:
+            worker.stop()
+
+
+def task_tables(worker: Worker, name: str) -> list[str]:
+    status, tasks = worker.call("GET", f"/connectors/{name}/tasks")
+    if status != 200 or not isinstance(tasks, list):
+        return []
+    return [str(t["config"]["tables"]) for t in tasks]
+
+
+def wait_for_tables(worker: Worker, name: str, expected: list[str], timeout: float = 60
+                    ) -> None:
+    deadline = time.monotonic() + timeout
+    while (found := task_tables(worker, name)) != expected:
+        assert time.monotonic() < deadline, f"task tables {found}, expected {expected}"
+        time.sleep(0.3)
+
+
+def test_sqlite_distributed_table_monitor(tmp_path: Path) -> None:
+    """One distributed worker, a SQLite source with tasks.max=2 and a 300 ms table monitor:
+    a table created later gets a second task (new task configs through the leader and the
+    config topic, a rebalance for the new task) whose rows reach the topic (read with
+    confluent-kafka); a dropped table leaves the task configs."""
+    database = tmp_path / "lite.db"
+    sqlite_write(database, "CREATE TABLE a (id INTEGER PRIMARY KEY, name TEXT)")
+    sqlite_write(database, "INSERT INTO a (name) VALUES ('a1')")
+    with LocalCluster(1, overrides={"group.initial.rebalance.delay.ms": "0"}) as cluster:
+        worker = DistributedWorker(tmp_path, cluster.bootstrap_servers, 1)
+        use_json(worker)
+        consumer: Consumer | None = None
+        try:
+            worker.start()
+            created = worker.call("POST", "/connectors", {"name": "lite", "config": {
+                "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+                "connection.url": f"jdbc:sqlite:{database}", "mode": "incrementing",
+                "incrementing.column.name": "id", "topic.prefix": "lite-",
+                "poll.interval.ms": "200", "table.poll.interval.ms": "300",
+                "tasks.max": "2"}})
+            assert created[0] == 201, created
+            wait_for_tables(worker, "lite", ["a"])
+            sqlite_write(database, "CREATE TABLE b (id INTEGER PRIMARY KEY, name TEXT)")
+            for i in range(3):
+                sqlite_write(database, "INSERT INTO b (name) VALUES (?)", (f"b{i}",))
+            wait_for_tables(worker, "lite", ["a", "b"])
+            owner_of(worker, "lite")
+            consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "group.id": "monitor-check", "auto.offset.reset": "earliest"})
+            consumer.subscribe(["lite-b"])
+            names: list[str] = []
+            deadline = time.monotonic() + 60
+            while len(names) < 3:
+                assert time.monotonic() < deadline, names
+                message = consumer.poll(0.5)
+                if message is None or message.error() is not None:
+                    continue
+                value = message.value()
+                assert value is not None
+                names.append(json.loads(value)["payload"]["name"])
+            assert names == ["b0", "b1", "b2"]
+            sqlite_write(database, "DROP TABLE a")
+            wait_for_tables(worker, "lite", ["b"])
+        finally:
+            if consumer is not None:
+                consumer.close()
             worker.stop()
