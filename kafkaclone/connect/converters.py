@@ -5,7 +5,9 @@ name, as in Kafka) and the keys under the same prefix (``value.converter.schemas
 
 - ``org.apache.kafka.connect.json.JsonConverter``: JSON bytes. With ``schemas.enable=true``
   (Kafka's default) every message is Kafka's envelope ``{"schema": ..., "payload": ...}``;
-  bytes values are base64 in JSON, as in Kafka.
+  bytes values are base64 in JSON, as in Kafka; a ``Decimal`` value too, as its unscaled
+  bytes (Kafka's default ``decimal.format=BASE64``; NUMERIC is not built, but a number is
+  read back as a Decimal, as Kafka's reader accepts).
 - ``org.apache.kafka.connect.storage.StringConverter``: UTF-8 text (``converter.encoding``).
 - ``org.apache.kafka.connect.converters.ByteArrayConverter``: bytes as they are.
 """
@@ -13,6 +15,7 @@ name, as in Kafka) and the keys under the same prefix (``value.converter.schemas
 from __future__ import annotations
 
 import base64
+import decimal
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -26,6 +29,7 @@ from kafkaclone.common.config_def import (
 )
 from kafkaclone.connect.api import DataException
 from kafkaclone.connect.data import (
+    DECIMAL_NAME,
     NULL,
     OPTIONAL_BYTES_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
@@ -34,6 +38,8 @@ from kafkaclone.connect.data import (
     Schema,
     SchemaAndValue,
     SchemaType,
+    decimal_from_bytes,
+    decimal_to_bytes,
 )
 
 
@@ -254,6 +260,14 @@ def payload_to_json(schema: Schema | None, value: ConnectValue) -> object:
             raise DataException("Conversion error: null value for field that is required and "
                                 "has no default value")
         return None
+    if isinstance(value, decimal.Decimal):
+        if schema is None or schema.name != DECIMAL_NAME:
+            raise DataException(f"Couldn't convert {value!r} to JSON: a Decimal value needs "
+                                "the Decimal schema.")
+        try:
+            value = decimal_to_bytes(schema, value)
+        except ValueError as exc:
+            raise DataException(str(exc)) from exc
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("ascii")
     if schema is not None and schema.type is SchemaType.STRUCT:
@@ -275,9 +289,18 @@ def payload_from_json(schema: Schema, value: object) -> ConnectValue:
     if value is None:
         return None
     if schema.type is SchemaType.BYTES:
+        if schema.name == DECIMAL_NAME and isinstance(value, int | float) and \
+                not isinstance(value, bool):
+            return decimal.Decimal(str(value))
         if not isinstance(value, str):
             raise DataException("Invalid bytes field")
-        return base64.b64decode(value)
+        raw = base64.b64decode(value)
+        if schema.name == DECIMAL_NAME:
+            try:
+                return decimal_from_bytes(schema, raw)
+            except ValueError as exc:
+                raise DataException(str(exc)) from exc
+        return raw
     if schema.type is SchemaType.STRUCT:
         if not isinstance(value, dict):
             raise DataException("Structs should be encoded as JSON objects")

@@ -574,6 +574,14 @@ class DistributedHerder(StandaloneHerder):
         status = self.statuses.get(key)
         return None if status is None else f"http://{status['worker_id']}"
 
+    def reconfigure(self, name: str) -> None:
+        """Kafka's ``DistributedHerder.requestTaskReconfiguration``: the connector's new
+        task configs; the herder's loop hands them to the leader, which writes them to the
+        config topic, and every worker restarts the tasks whose config changed."""
+        with self._lock:
+            if name in self.assigned_connectors:
+                self._new_task_configs(name)
+
     def restart_connector(self, name: str) -> None:
         with self._lock:
             self._known(name)

@@ -287,10 +287,39 @@ class StandaloneHerder:
             self._start_connector(name, runtime.config, runtime.target_paused)
 
     def reconfigure(self, name: str) -> None:
+        """Kafka's ``StandaloneHerder.updateConnectorTasks`` (a connector's
+        ``request_task_reconfiguration``): the running connector's task configs again;
+        when they changed, its tasks are stopped and the new ones started."""
+        with self._lock:
+            runtime = self._new_task_configs(name)
+            if runtime is None:
+                return
+            timeout = self.settings.offset_flush_timeout_s + 5
+            for task in runtime.tasks:
+                task.stop(timeout)
+            runtime.tasks = [self._start_task(name, runtime, task_id)
+                             for task_id in range(len(runtime.task_configs))]
+
+    def _new_task_configs(self, name: str) -> ConnectorRuntime | None:
+        """Ask a running connector for its task configs; its runtime with them when they
+        differ from the ones it had, else None. Called with the lock held."""
+        runtime = self._connectors.get(name)
+        if runtime is None or runtime.status.state not in (State.RUNNING, State.PAUSED):
+            return None
         try:
-            self.restart_connector(name)
-        except RestError:
-            pass
+            max_tasks = int(runtime.config.get("tasks.max", "1"))
+            configs = [self._task_config(runtime.connector, runtime.config, task)
+                       for task in runtime.connector.task_configs(max_tasks)]
+        except Exception as exc:
+            logger.exception("Failed to reconfigure the tasks of connector %s", name)
+            runtime.status = Status(State.FAILED, _trace(exc))
+            return None
+        if configs == runtime.task_configs:
+            return None
+        logger.info("Reconfiguring the tasks of connector %s: %d task config(s)", name,
+                    len(configs))
+        runtime.task_configs = configs
+        return runtime
 
     def fail_connector(self, name: str, error: Exception) -> None:
         with self._lock:

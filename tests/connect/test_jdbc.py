@@ -4,21 +4,34 @@ sink's insert / upsert, auto.create, auto.evolve, deletes; the connectors' valid
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from kafkaclone.clients import TopicPartition
-from kafkaclone.connect.api import Config, ConnectException, SinkRecord, SourceRecord
+from kafkaclone.connect.api import (
+    Config,
+    ConnectException,
+    DataException,
+    SinkRecord,
+    SourceRecord,
+)
+from kafkaclone.connect.converters import JsonConverter
 from kafkaclone.connect.data import (
+    DECIMAL_NAME,
     INT64_SCHEMA,
     Schema,
     SchemaType,
+    decimal_from_bytes,
+    decimal_schema,
+    decimal_to_bytes,
     struct_schema,
 )
 from kafkaclone.connect.jdbc.dialect import TIMESTAMP_NAME
@@ -89,11 +102,28 @@ class SourceContext:
         return self.reader
 
 
+class ConnectorContext:
+    """Counts the connector's requests for new task configs."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def request_task_reconfiguration(self) -> None:
+        self.requests += 1
+
+    def raise_error(self, error: Exception) -> None:
+        raise AssertionError(f"the connector failed: {error}")
+
+
 def start_source(props: dict[str, str], offsets: Offsets) -> JdbcSourceTask:
     connector = JdbcSourceConnector()
     assert connector.validate(props).config_values  # parses
+    connector.initialize(ConnectorContext())
     connector.start(props)
-    [task_props] = connector.task_configs(4)
+    try:
+        [task_props] = connector.task_configs(4)
+    finally:
+        connector.stop()
     task = JdbcSourceTask()
     task.initialize(SourceContext(task_props, offsets))
     task.start(task_props)
@@ -333,3 +363,179 @@ def test_source_follows_a_table_that_changes_shape(database: Database) -> None:
     finally:
         task.stop()
         task.poll()
+
+
+def test_decimal_bytes_and_the_json_converter() -> None:
+    """Kafka's Decimal: the unscaled value in as few two's complement bytes as Java's
+    BigInteger.toByteArray; in JsonConverter the schema with its scale, the value base64."""
+    schema = decimal_schema(2)
+    cases = {"0.10": "0a", "-1.50": "ff6a", "12345678.99": "499602db", "0.00": "00",
+             "1.28": "0080", "-1.28": "80", "-1.29": "ff7f"}
+    for text, raw in cases.items():
+        assert decimal_to_bytes(schema, Decimal(text)).hex() == raw
+        assert str(decimal_from_bytes(schema, bytes.fromhex(raw))) == text
+    converter = JsonConverter()
+    converter.configure({}, False)
+    value_schema = struct_schema([("price", decimal_schema(2, optional=True))], name="prices")
+    data = converter.from_connect_data("t", value_schema, {"price": Decimal("-1.50")})
+    assert data is not None
+    assert json.loads(data) == {
+        "schema": {"type": "struct", "optional": False, "name": "prices", "fields": [
+            {"type": "bytes", "optional": True, "name": DECIMAL_NAME, "version": 1,
+             "parameters": {"scale": "2"}, "field": "price"}]},
+        "payload": {"price": "/2o="}}
+    back = converter.to_connect_data("t", data)
+    assert isinstance(back.value, dict) and str(back.value["price"]) == "-1.50"
+    assert back.schema is not None and back.schema.fields[0].schema.parameters == {
+        "scale": "2"}
+    with pytest.raises(DataException, match="mismatching scale"):
+        converter.from_connect_data("t", schema, Decimal("1.5"))
+
+
+NUMERIC_TABLE = ("CREATE TABLE amounts (id INTEGER PRIMARY KEY, n2 NUMERIC(2,0), "
+                 "n4 NUMERIC(4,0), n9 NUMERIC(9,0), n18 NUMERIC(18,0), n20 NUMERIC(20,0), "
+                 "money NUMERIC(12,2) NOT NULL, wide NUMERIC(20,4), d DECIMAL(10,3), "
+                 "bare NUMERIC)")
+NUMERIC_ROW = (1, 12, 1234, 123456789, 123456789012345678, 1234567890123456789,
+               "12345678.99", "12345.6789", "1234567.891", 2.5)
+
+
+def test_numeric_mapping(database: Database) -> None:
+    """Confluent's four numeric.mapping rules on declared precision and scale; a SQLite
+    DECIMAL column is JDBC's DECIMAL (always Decimal), PostgreSQL's decimal is numeric."""
+    database.execute(NUMERIC_TABLE)
+    database.execute("INSERT INTO amounts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     NUMERIC_ROW)
+    i8, i16, i32, i64 = (SchemaType.INT8, SchemaType.INT16, SchemaType.INT32,
+                         SchemaType.INT64)
+    f64 = SchemaType.FLOAT64
+    d_fit = 3 if database.postgres is None else f64  # SQLite's DECIMAL stays a Decimal
+    expected: dict[str, list[object]] = {
+        # n2, n4, n9, n18, n20, money, wide, d, bare (an int: a Decimal of that scale)
+        "none": [0, 0, 0, 0, 0, 2, 4, 3, f64],
+        "precision_only": [i8, i16, i32, i64, 0, 2, 4, 3, f64],
+        "best_fit": [i8, i16, i32, i64, 0, f64, 4, d_fit, f64],
+        "best_fit_eager_double": [i8, i16, i32, i64, 0, f64, f64, d_fit, f64],
+    }
+    names = ["n2", "n4", "n9", "n18", "n20", "money", "wide", "d", "bare"]
+    for mapping, kinds in expected.items():
+        props = {"name": "src", "connection.url": database.url, "mode": "bulk",
+                 "table.whitelist": "amounts", "topic.prefix": "db-",
+                 "poll.interval.ms": "50", "numeric.mapping": mapping}
+        task = start_source(props, Offsets())
+        try:
+            [record] = poll_until(task, 1)
+        finally:
+            task.stop()
+            task.poll()
+        assert record.value_schema is not None and isinstance(record.value, dict)
+        for name, kind in zip(names, kinds, strict=True):
+            schema = record.value_schema.fields[names.index(name) + 1].schema
+            value = record.value[name]
+            if isinstance(kind, int):
+                assert (schema.type, schema.name, schema.parameters["scale"]) == (
+                    SchemaType.BYTES, DECIMAL_NAME, str(kind)), (mapping, name)
+                assert isinstance(value, Decimal) and value.as_tuple().exponent == -kind
+            else:
+                assert (schema.type, schema.name) == (kind, None), (mapping, name)
+                assert isinstance(value, float if kind is f64 else int), (mapping, name)
+        assert Decimal(str(record.value["money"])) == Decimal("12345678.99")
+        assert Decimal(str(record.value["wide"])) == Decimal("12345.6789")
+        assert Decimal(str(record.value["n18"])) == 123456789012345678
+        assert Decimal(str(record.value["n20"])) == 1234567890123456789
+    # the deprecated switch: precision_only when numeric.mapping is not set
+    props["numeric.precision.mapping"] = "true"
+    del props["numeric.mapping"]
+    task = start_source(props, Offsets())
+    try:
+        [record] = poll_until(task, 1)
+    finally:
+        task.stop()
+        task.poll()
+    assert record.value_schema is not None
+    assert record.value_schema.fields[1].schema.type is SchemaType.INT8
+    refused = errors(JdbcSourceConnector().validate({**props, "numeric.mapping": "exact"}))
+    assert refused["numeric.mapping"]
+
+
+def test_decimal_round_trip_through_the_json_converter(database: Database) -> None:
+    """NUMERIC(12,2) read as Decimal, through JsonConverter's bytes, written by the sink
+    into the table auto.create made: the same values exactly."""
+    database.execute("CREATE TABLE prices (id INTEGER PRIMARY KEY, price NUMERIC(12,2))")
+    texts = ["0.10", "12345678.99", "-1.50", None, "7"]
+    for i, text in enumerate(texts, 1):
+        database.execute("INSERT INTO prices (id, price) VALUES (?, ?)", (i, text))
+    task = start_source({"name": "src", "connection.url": database.url,
+                         "mode": "incrementing", "incrementing.column.name": "id",
+                         "table.whitelist": "prices", "topic.prefix": "db-",
+                         "poll.interval.ms": "50"}, Offsets())
+    try:
+        records = poll_until(task, len(texts))
+    finally:
+        task.stop()
+        task.poll()
+    read = [r.value["price"] for r in records]  # type: ignore[index]
+    assert [None if v is None else str(v) for v in read] == [
+        "0.10", "12345678.99", "-1.50", None, "7.00"]
+    converter = JsonConverter()
+    converter.configure({}, False)
+    sink_records = []
+    for offset, record in enumerate(records):
+        back = converter.to_connect_data("prices", converter.from_connect_data(
+            "prices", record.value_schema, record.value))
+        sink_records.append(SinkRecord(topic="prices", kafka_partition=0, key_schema=None,
+                                       key=None, value_schema=back.schema, value=back.value,
+                                       kafka_offset=offset))
+    sink = start_sink({"connection.url": database.url, "insert.mode": "insert",
+                       "pk.mode": "record_value", "pk.fields": "id", "auto.create": "true",
+                       "table.name.format": "${topic}_copy"})
+    try:
+        sink.put(sink_records)
+    finally:
+        sink.stop()
+    rows = database.execute("SELECT id, price FROM prices_copy ORDER BY id")
+    if database.postgres is not None:
+        assert [None if p is None else str(p) for _, p in rows] == [
+            "0.10", "12345678.99", "-1.50", None, "7.00"]
+        assert database.execute(
+            "SELECT numeric_precision, numeric_scale FROM information_schema.columns "
+            "WHERE table_name = 'prices_copy' AND column_name = 'price'") == [(12, 2)]
+    else:  # SQLite keeps a NUMERIC as a REAL or an INTEGER: the same numbers
+        assert rows == [(1, 0.1), (2, 12345678.99), (3, -1.5), (4, None), (5, 7)]
+        assert database.execute("SELECT type FROM pragma_table_info('prices_copy') "
+                                "WHERE name = 'price'") == [("NUMERIC",)]
+
+
+def test_source_connector_follows_created_and_dropped_tables(database: Database) -> None:
+    """The table monitor: a whitelisted table created later joins the task configs, a
+    dropped one leaves them, each change one request for a reconfiguration."""
+    database.execute("CREATE TABLE a (id INTEGER PRIMARY KEY)")
+    connector = JdbcSourceConnector()
+    context = ConnectorContext()
+    connector.initialize(context)
+    connector.start({"name": "src", "connection.url": database.url, "mode": "bulk",
+                     "table.whitelist": "a,b", "topic.prefix": "p.",
+                     "table.poll.interval.ms": "100"})
+
+    def wait_for_requests(count: int) -> None:
+        deadline = time.monotonic() + 30
+        while context.requests < count:
+            assert time.monotonic() < deadline, f"{context.requests} requests"
+            time.sleep(0.05)
+
+    try:
+        assert [c["tables"] for c in connector.task_configs(2)] == ["a"]
+        database.execute("CREATE TABLE b (id INTEGER PRIMARY KEY)")
+        wait_for_requests(1)
+        assert [c["tables"] for c in connector.task_configs(2)] == ["a", "b"]
+        assert [c["tables"] for c in connector.task_configs(1)] == ["a,b"]
+        database.execute("CREATE TABLE c (id INTEGER PRIMARY KEY)")  # not whitelisted
+        database.execute("DROP TABLE a")
+        wait_for_requests(2)
+        assert [c["tables"] for c in connector.task_configs(2)] == ["b"]
+        database.execute("DROP TABLE b")
+        wait_for_requests(3)
+        assert connector.task_configs(2) == []
+    finally:
+        connector.stop()
+    assert context.requests == 3

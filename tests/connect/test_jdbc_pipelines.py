@@ -20,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 
+from kafkaclone.clients.admin import AdminClient, NewTopic
 from kafkaclone.testing.cluster import LocalCluster
 from kafkaclone.testing.postgres import PostgresServer
 from tests.connect.test_distributed import DistributedWorker, owner_of
@@ -282,3 +284,130 @@ def test_postgres_distributed_failover(tmp_path: Path, postgres: PostgresServer)
                 writer.join(60)
             for worker in workers:
                 worker.stop()
+
+
+def prices(postgres: PostgresServer, database: str) -> list[tuple[object, ...]]:
+    exists = postgres.execute(database, "SELECT to_regclass('prices') IS NOT NULL")
+    if not exists[0][0]:
+        return []
+    return [(i, None if p is None else str(p)) for i, p in postgres.execute(
+        database, "SELECT id, price FROM prices ORDER BY id")]
+
+
+def test_postgres_standalone_new_table_and_exact_decimals(tmp_path: Path,
+                                                          postgres: PostgresServer) -> None:
+    """A standalone source over every table of a PostgreSQL database, its table monitor
+    every 500 ms: a table created while it runs joins its task (a reconfiguration), its
+    NUMERIC(12,2) rows go through the topic as Decimal (JsonConverter's bytes) and the
+    sink writes them into the DECIMAL(12,2) table auto.create made, values exact."""
+    postgres.create_database("catalog")
+    postgres.create_database("mirror")
+    postgres.execute("catalog", "CREATE TABLE seed (id SERIAL PRIMARY KEY, note TEXT)")
+    postgres.execute("catalog", "INSERT INTO seed (note) VALUES ('first')")
+    source = properties(tmp_path / "source.properties", {
+        "name": "pg-source", "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+        "connection.url": postgres.jdbc_url("catalog"), "mode": "incrementing",
+        "incrementing.column.name": "id", "topic.prefix": "pg2-", "poll.interval.ms": "200",
+        "table.poll.interval.ms": "500"})
+    sink = properties(tmp_path / "sink.properties", {
+        "name": "pg-sink", "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector",
+        "connection.url": postgres.jdbc_url("mirror"), "topics": "pg2-prices",
+        "insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id",
+        "auto.create": "true", "table.name.format": "prices"})
+    with LocalCluster(1) as cluster:
+        with AdminClient(cluster.bootstrap_servers) as admin:
+            assert admin.create_topics([NewTopic("pg2-prices", 1, 1)]) == {"pg2-prices": None}
+        worker = Worker(tmp_path, cluster.bootstrap_servers, [source, sink])
+        use_json(worker)
+        try:
+            worker.start()
+            deadline = time.monotonic() + 60
+            while True:  # the source runs its task over the one table there is
+                status, tasks = worker.call("GET", "/connectors/pg-source/tasks")
+                if status == 200 and tasks:
+                    assert isinstance(tasks, list) and tasks[0]["config"]["tables"] == "seed"
+                    break
+                assert time.monotonic() < deadline, (status, tasks)
+                time.sleep(0.3)
+            postgres.execute("catalog", "CREATE TABLE prices (id SERIAL PRIMARY KEY, "
+                             "price NUMERIC(12,2))")
+            for text in ("0.10", "12345678.99", "-1.50", None, "42"):
+                postgres.execute("catalog", "INSERT INTO prices (price) VALUES (%s::numeric)",
+                                 (text,))
+            wait_until_equal(lambda: prices(postgres, "catalog"),
+                             lambda: prices(postgres, "mirror"), 60)
+            assert prices(postgres, "mirror") == [
+                (1, "0.10"), (2, "12345678.99"), (3, "-1.50"), (4, None), (5, "42.00")]
+            assert postgres.execute(
+                "mirror", "SELECT numeric_precision, numeric_scale FROM "
+                "information_schema.columns WHERE table_name = 'prices' AND "
+                "column_name = 'price'") == [(12, 2)]
+            status, tasks = worker.call("GET", "/connectors/pg-source/tasks")
+            assert isinstance(tasks, list) and [t["config"]["tables"] for t in tasks] == [
+                "prices,seed"]
+        finally:
+            worker.stop()
+
+
+def task_tables(worker: Worker, name: str) -> list[str]:
+    status, tasks = worker.call("GET", f"/connectors/{name}/tasks")
+    if status != 200 or not isinstance(tasks, list):
+        return []
+    return [str(t["config"]["tables"]) for t in tasks]
+
+
+def wait_for_tables(worker: Worker, name: str, expected: list[str], timeout: float = 60
+                    ) -> None:
+    deadline = time.monotonic() + timeout
+    while (found := task_tables(worker, name)) != expected:
+        assert time.monotonic() < deadline, f"task tables {found}, expected {expected}"
+        time.sleep(0.3)
+
+
+def test_sqlite_distributed_table_monitor(tmp_path: Path) -> None:
+    """One distributed worker, a SQLite source with tasks.max=2 and a 300 ms table monitor:
+    a table created later gets a second task (new task configs through the leader and the
+    config topic, a rebalance for the new task) whose rows reach the topic (read with
+    confluent-kafka); a dropped table leaves the task configs."""
+    database = tmp_path / "lite.db"
+    sqlite_write(database, "CREATE TABLE a (id INTEGER PRIMARY KEY, name TEXT)")
+    sqlite_write(database, "INSERT INTO a (name) VALUES ('a1')")
+    with LocalCluster(1, overrides={"group.initial.rebalance.delay.ms": "0"}) as cluster:
+        worker = DistributedWorker(tmp_path, cluster.bootstrap_servers, 1)
+        use_json(worker)
+        consumer: Consumer | None = None
+        try:
+            worker.start()
+            created = worker.call("POST", "/connectors", {"name": "lite", "config": {
+                "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+                "connection.url": f"jdbc:sqlite:{database}", "mode": "incrementing",
+                "incrementing.column.name": "id", "topic.prefix": "lite-",
+                "poll.interval.ms": "200", "table.poll.interval.ms": "300",
+                "tasks.max": "2"}})
+            assert created[0] == 201, created
+            wait_for_tables(worker, "lite", ["a"])
+            sqlite_write(database, "CREATE TABLE b (id INTEGER PRIMARY KEY, name TEXT)")
+            for i in range(3):
+                sqlite_write(database, "INSERT INTO b (name) VALUES (?)", (f"b{i}",))
+            wait_for_tables(worker, "lite", ["a", "b"])
+            owner_of(worker, "lite")
+            consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "group.id": "monitor-check", "auto.offset.reset": "earliest"})
+            consumer.subscribe(["lite-b"])
+            names: list[str] = []
+            deadline = time.monotonic() + 60
+            while len(names) < 3:
+                assert time.monotonic() < deadline, names
+                message = consumer.poll(0.5)
+                if message is None or message.error() is not None:
+                    continue
+                value = message.value()
+                assert value is not None
+                names.append(json.loads(value)["payload"]["name"])
+            assert names == ["b0", "b1", "b2"]
+            sqlite_write(database, "DROP TABLE a")
+            wait_for_tables(worker, "lite", ["b"])
+        finally:
+            if consumer is not None:
+                consumer.close()
+            worker.stop()

@@ -11,8 +11,25 @@ to Connect schemas and back, and the SQL each database speaks.
 
 Connect values of the logical types are Kafka's: ``Timestamp`` milliseconds since the
 epoch (INT64), ``Date`` days since the epoch (INT32), ``Time`` milliseconds of the day
-(INT32). NUMERIC / DECIMAL columns are read as FLOAT64 (Confluent's
-``numeric.mapping=best_fit``), not as the ``Decimal`` logical type.
+(INT32), ``Decimal`` a ``decimal.Decimal`` of the column's scale.
+
+NUMERIC / DECIMAL columns follow the source's ``numeric.mapping``, Confluent's rules
+(``GenericDatabaseDialect.addFieldToSchema``) on the declared precision and scale:
+
+- ``none`` (the default): ``Decimal`` with the column's scale (and Confluent's
+  ``connect.decimal.precision`` parameter);
+- ``precision_only``: scale 0 and precision <= 18: INT8 / INT16 / INT32 / INT64 for
+  precision <= 2 / 4 / 9 / 18; else ``Decimal``;
+- ``best_fit``: precision <= 18 and scale in [-84, 0]: those integers; precision <= 18
+  and scale > 0: FLOAT64; else ``Decimal``;
+- ``best_fit_eager_double``: scale > 0: FLOAT64; precision <= 18 and scale in [-84, 0]:
+  the integers; else ``Decimal``.
+
+The mapping applies to NUMERIC columns (PostgreSQL's ``decimal`` is ``numeric``); a
+SQLite column declared DECIMAL is always ``Decimal``, as JDBC's ``Types.DECIMAL``. A
+column without a declared precision and scale (PostgreSQL's bare ``numeric``, SQLite's
+bare ``NUMERIC``) has no fixed scale for a Decimal schema; it is read as FLOAT64 (where
+Confluent's result depends on the JDBC driver: PostgreSQL's reports scale 0 and rounds).
 """
 
 from __future__ import annotations
@@ -20,6 +37,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import re
 import sqlite3
 import urllib.parse
 import uuid
@@ -29,7 +47,15 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from kafkaclone.connect.api import ConnectException
-from kafkaclone.connect.data import Schema, SchemaType
+from kafkaclone.connect.data import (
+    DECIMAL_NAME,
+    DECIMAL_PRECISION,
+    Schema,
+    SchemaType,
+    decimal_from_bytes,
+    decimal_scale,
+    decimal_schema,
+)
 
 TIMESTAMP_NAME: Final = "org.apache.kafka.connect.data.Timestamp"
 DATE_NAME: Final = "org.apache.kafka.connect.data.Date"
@@ -37,6 +63,13 @@ TIME_NAME: Final = "org.apache.kafka.connect.data.Time"
 EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 EPOCH_DATE: Final = datetime.date(1970, 1, 1)
 _COMPOSITE: Final = frozenset({SchemaType.STRUCT, SchemaType.ARRAY, SchemaType.MAP})
+NUMERIC_MAPPINGS: Final = ("none", "precision_only", "best_fit", "best_fit_eager_double")
+MAX_INTEGER_TYPE_PRECISION: Final = 18
+NUMERIC_TYPE_SCALE_LOW: Final = -84
+_DECLARED: Final = re.compile(r"\(\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
+_WIDE: Final = decimal.Context(prec=2000)
+"""Room for any NUMERIC (PostgreSQL's reach 131072 digits before the point; 1000 is
+the most a declared precision may be)."""
 
 
 LOGICAL_SQL_TYPES: Final[Mapping[str, str]] = {
@@ -80,6 +113,58 @@ class Column:
     """The type as the database names it, lower case (``integer``, ``timestamp``)."""
     nullable: bool
     primary_key: bool = False
+    precision: int | None = None
+    """A NUMERIC / DECIMAL column's declared precision and scale (None: not declared)."""
+    scale: int | None = None
+
+
+def declared_precision(type_name: str) -> tuple[int | None, int | None]:
+    """``numeric(12,2)`` -> (12, 2); ``numeric(5)`` -> (5, 0); ``numeric`` -> (None, None)."""
+    match = _DECLARED.search(type_name)
+    if match is None:
+        return None, None
+    return int(match.group(1)), int(match.group(2) or 0)
+
+
+def _integer_schema(precision: int, optional: bool) -> Schema:
+    """Confluent's integer type for a NUMERIC of scale 0 by its precision."""
+    kind = SchemaType.INT64 if precision > 9 else SchemaType.INT32 if precision > 4 else \
+        SchemaType.INT16 if precision > 2 else SchemaType.INT8
+    return Schema(kind, optional=optional)
+
+
+def numeric_schema(column: Column, base: str, mapping: str) -> Schema:
+    """The schema of a NUMERIC / DECIMAL column under ``numeric.mapping`` (module doc)."""
+    optional = column.nullable
+    precision, scale = column.precision, column.scale
+    if precision is None or scale is None:
+        return Schema(SchemaType.FLOAT64, optional=optional)
+    if base == "numeric":
+        integral = NUMERIC_TYPE_SCALE_LOW <= scale < 1
+        fits = precision <= MAX_INTEGER_TYPE_PRECISION
+        if mapping == "precision_only" and scale == 0 and fits:
+            return _integer_schema(precision, optional)
+        if mapping == "best_fit" and fits:
+            if integral:
+                return _integer_schema(precision, optional)
+            if scale > 0:
+                return Schema(SchemaType.FLOAT64, optional=optional)
+        if mapping == "best_fit_eager_double":
+            if scale > 0:
+                return Schema(SchemaType.FLOAT64, optional=optional)
+            if fits and integral:
+                return _integer_schema(precision, optional)
+    return decimal_schema(scale, optional=optional, precision=precision)
+
+
+def to_decimal(schema: Schema, value: object) -> decimal.Decimal:
+    """A value read from the database at the Decimal schema's scale (JDBC's
+    ``getBigDecimal(column, scale)``: HALF_UP)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return decimal_from_bytes(schema, bytes(value))
+    exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
+    quantum = decimal.Decimal(1).scaleb(-decimal_scale(schema))
+    return exact.quantize(quantum, rounding=decimal.ROUND_HALF_UP, context=_WIDE)
 
 
 def timestamp_millis(value: datetime.datetime) -> int:
@@ -130,11 +215,13 @@ class Dialect(ABC):
     def timestamp_param(self, value: datetime.datetime) -> object:
         """An aware UTC datetime as a query parameter compared with timestamp columns."""
 
-    def schema_for(self, column: Column) -> Schema:
+    def schema_for(self, column: Column, numeric_mapping: str = "none") -> Schema:
         """Confluent's ``GenericDatabaseDialect.addFieldToSchema``."""
         name = column.type_name
         base = name.split("(")[0].strip()
         optional = column.nullable
+        if base in ("numeric", "decimal"):
+            return numeric_schema(column, base, numeric_mapping)
         if base in ("smallint", "int2", "tinyint"):
             return Schema(SchemaType.INT16, optional=optional)
         if base in ("integer", "int", "int4", "serial", "mediumint"):
@@ -145,7 +232,7 @@ class Dialect(ABC):
             return Schema(SchemaType.BOOLEAN, optional=optional)
         if base in ("real", "float4"):
             return Schema(SchemaType.FLOAT32, optional=optional)
-        if base in ("double precision", "double", "float8", "float", "numeric", "decimal"):
+        if base in ("double precision", "double", "float8", "float"):
             return Schema(SchemaType.FLOAT64, optional=optional)
         if base in ("bytea", "blob", "binary", "varbinary"):
             return Schema(SchemaType.BYTES, optional=optional)
@@ -161,6 +248,8 @@ class Dialect(ABC):
         """A value read from the database as a Connect value of ``schema``."""
         if value is None:
             return None
+        if schema.name == DECIMAL_NAME:
+            return to_decimal(schema, value)
         if schema.name == TIMESTAMP_NAME:
             if isinstance(value, str):
                 value = parse_sqlite_timestamp(value)
@@ -177,6 +266,9 @@ class Dialect(ABC):
             if isinstance(value, datetime.time):
                 return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + \
                     value.microsecond // 1000
+        if isinstance(value, decimal.Decimal | float) and schema.type in (
+                SchemaType.INT8, SchemaType.INT16, SchemaType.INT32, SchemaType.INT64):
+            return int(value)
         if isinstance(value, decimal.Decimal):
             return float(value)
         if isinstance(value, memoryview | bytearray):
@@ -203,16 +295,27 @@ class Dialect(ABC):
             return EPOCH_DATE + datetime.timedelta(days=value)
         if schema.name == TIME_NAME and isinstance(value, int):
             return (datetime.datetime.min + datetime.timedelta(milliseconds=value)).time()
+        if schema.name == DECIMAL_NAME:
+            return self.decimal_param(to_decimal(schema, value))
         if schema.type in (SchemaType.STRUCT, SchemaType.ARRAY, SchemaType.MAP):
             raise ConnectException(f"Unsupported source data type: {schema.type.name}")
+        return value
+
+    def decimal_param(self, value: decimal.Decimal) -> object:
+        """A Decimal as a query parameter (the driver's own adaptation by default)."""
         return value
 
     SQL_TYPES: Mapping[SchemaType, str]
     """The column type of each primitive schema type (TEXT for any other)."""
 
+    def decimal_sql_type(self, schema: Schema) -> str:
+        return "DECIMAL"
+
     def sql_type(self, schema: Schema) -> str:
         """The column type ``auto.create`` / ``auto.evolve`` give a field: the logical
         types by name, the primitive ones from the dialect's ``SQL_TYPES``."""
+        if schema.name == DECIMAL_NAME:
+            return self.decimal_sql_type(schema)
         logical = LOGICAL_SQL_TYPES.get(schema.name or "")
         if logical is not None:
             return logical
@@ -281,7 +384,8 @@ class SqliteDialect(Dialect):
     def columns(self, connection: Connection, table: str) -> list[Column]:
         cursor = connection.cursor()
         cursor.execute(f"PRAGMA table_info({self.quote(table)})")
-        return [Column(str(name), str(type_name).lower(), not notnull and not pk, bool(pk))
+        return [Column(str(name), str(type_name).lower(), not notnull and not pk, bool(pk),
+                       *declared_precision(str(type_name)))
                 for _, name, type_name, notnull, _, pk in cursor.fetchall()]
 
     def current_timestamp(self, connection: Connection) -> datetime.datetime:
@@ -291,6 +395,15 @@ class SqliteDialect(Dialect):
 
     def timestamp_param(self, value: datetime.datetime) -> object:
         return format_sqlite_timestamp(value)
+
+    def decimal_param(self, value: decimal.Decimal) -> object:
+        """Its text: sqlite3 has no adapter for Decimal; a NUMERIC column's affinity turns
+        the text into its number."""
+        return str(value)
+
+    def decimal_sql_type(self, schema: Schema) -> str:
+        """Confluent's ``SqliteDatabaseDialect``: NUMERIC."""
+        return "NUMERIC"
 
 
 
@@ -335,7 +448,8 @@ class PostgresDialect(Dialect):
     def columns(self, connection: Connection, table: str) -> list[Column]:
         cursor = connection.cursor()
         cursor.execute(
-            "SELECT c.column_name, c.data_type, c.is_nullable, "
+            "SELECT c.column_name, c.data_type, c.is_nullable, c.numeric_precision, "
+            "  c.numeric_scale, "
             "  EXISTS (SELECT 1 FROM information_schema.key_column_usage k "
             "          JOIN information_schema.table_constraints t "
             "            ON t.constraint_name = k.constraint_name "
@@ -347,8 +461,9 @@ class PostgresDialect(Dialect):
             "FROM information_schema.columns c "
             "WHERE c.table_schema = current_schema() AND c.table_name = %s "
             "ORDER BY c.ordinal_position", (table,))
-        return [Column(str(name), str(type_name).lower(), nullable == "YES", bool(pk))
-                for name, type_name, nullable, pk in cursor.fetchall()]
+        return [Column(str(name), str(type_name).lower(), nullable == "YES", bool(pk),
+                       *((precision, scale) if type_name == "numeric" else (None, None)))
+                for name, type_name, nullable, precision, scale, pk in cursor.fetchall()]
 
     def current_timestamp(self, connection: Connection) -> datetime.datetime:
         cursor = connection.cursor()
@@ -359,6 +474,17 @@ class PostgresDialect(Dialect):
 
     def timestamp_param(self, value: datetime.datetime) -> object:
         return value
+
+    def decimal_sql_type(self, schema: Schema) -> str:
+        """``DECIMAL(precision,scale)`` when the schema carries Confluent's precision
+        parameter (a Decimal read by the JDBC source); else ``DECIMAL``, which keeps each
+        value exactly with its own scale (Confluent's PostgreSQL dialect always writes
+        that)."""
+        scale = decimal_scale(schema)
+        raw = schema.parameters.get(DECIMAL_PRECISION, "")
+        if raw.isdigit() and 0 <= scale <= int(raw) <= 1000 and int(raw) > 0:
+            return f"DECIMAL({int(raw)},{scale})"
+        return "DECIMAL"
 
 
 

@@ -18,8 +18,15 @@ partition is ``{"table": <table>}`` (``{"query": "query"}``), its offset Conflue
 ``{"incrementing": id}`` / ``{"timestamp": ms, "timestamp_nanos": ns}``, so a restarted
 task resumes after the last row whose offset the worker committed.
 
-Tables are spread over up to ``tasks.max`` tasks (each task config has ``tables``);
-tables created later are not picked up (Confluent's TableMonitorThread is not built).
+Tables are spread over up to ``tasks.max`` tasks (each task config has ``tables``). The
+tables are those that exist (of ``table.whitelist`` when set); the connector's table
+monitor thread (Confluent's ``TableMonitorThread``) lists them again every
+``table.poll.interval.ms`` and, when the set changed (a table created, one dropped),
+asks the worker for new task configs (``ConnectorContext.request_task_reconfiguration``).
+
+NUMERIC / DECIMAL columns follow ``numeric.mapping`` (see
+:mod:`kafkaclone.connect.jdbc.dialect`); the deprecated ``numeric.precision.mapping=true``
+is ``precision_only`` when ``numeric.mapping`` is not set, as Confluent's.
 """
 
 from __future__ import annotations
@@ -50,10 +57,12 @@ from kafkaclone.connect.api import (
 from kafkaclone.connect.data import Field, Schema, struct_schema
 from kafkaclone.connect.jdbc.dialect import (
     EPOCH,
+    NUMERIC_MAPPINGS,
     Column,
     Connection,
     Cursor,
     Dialect,
+    declared_precision,
     dialect_for,
 )
 
@@ -92,6 +101,14 @@ SOURCE_CONFIG: Final = ConfigDef([
     ConfigKey("table.blacklist", ConfigType.LIST, (), Importance.MEDIUM,
               "List of tables to exclude from copying. If specified, table.whitelist may "
               "not be set.", group=DATABASE_GROUP),
+    ConfigKey("numeric.precision.mapping", ConfigType.BOOLEAN, False, Importance.LOW,
+              "Whether or not to attempt mapping NUMERIC values by precision to integral "
+              "types. This option is now deprecated. A future version may remove it "
+              "completely. Please use ``numeric.mapping`` instead.", group=DATABASE_GROUP),
+    ConfigKey("numeric.mapping", ConfigType.STRING, None, Importance.LOW,
+              "Map NUMERIC values by precision and optionally scale to integral or decimal "
+              "types: none, precision_only, best_fit, best_fit_eager_double.",
+              group=DATABASE_GROUP),
     ConfigKey("mode", ConfigType.STRING, None, Importance.HIGH,
               "The mode for updating a table each time it is polled: bulk, incrementing, "
               "timestamp, timestamp+incrementing.", one_of(*MODES), group=MODE_GROUP),
@@ -106,6 +123,11 @@ SOURCE_CONFIG: Final = ConfigDef([
               group=MODE_GROUP),
     ConfigKey("poll.interval.ms", ConfigType.INT, 5000, Importance.HIGH,
               "Frequency in ms to poll for new data in each table.", at_least(1),
+              group=CONNECTOR_GROUP),
+    ConfigKey("table.poll.interval.ms", ConfigType.LONG, 60000, Importance.LOW,
+              "Frequency in ms to poll for new or removed tables, which may result in "
+              "updated task configurations to start polling for data in added tables or "
+              "stop polling for data in removed tables.", at_least(1),
               group=CONNECTOR_GROUP),
     ConfigKey("batch.max.rows", ConfigType.INT, 100, Importance.LOW,
               "Maximum number of rows to include in a single batch when polling for new "
@@ -123,6 +145,15 @@ SOURCE_CONFIG: Final = ConfigDef([
 def _value(values: Mapping[str, object], name: str) -> str:
     value = values.get(name)
     return "" if value is None else str(value)
+
+
+def numeric_mapping(values: Mapping[str, object]) -> str:
+    """Confluent's ``NumericMapping.get``: ``numeric.mapping``, else
+    ``numeric.precision.mapping``."""
+    mapping = values.get("numeric.mapping")
+    if mapping is not None:
+        return str(mapping).lower()
+    return "precision_only" if values.get("numeric.precision.mapping") is True else "none"
 
 
 class JdbcSourceConnector(SourceConnector):
@@ -151,6 +182,11 @@ class JdbcSourceConnector(SourceConnector):
                 not props.get("timestamp.column.name", "").strip():
             by_name["timestamp.column.name"].errors.append(
                 f"Timestamp column name must be set for mode {mode}")
+        mapping = props.get("numeric.mapping")
+        if mapping is not None and mapping.lower() not in NUMERIC_MAPPINGS:
+            by_name["numeric.mapping"].errors.append(
+                f"Invalid value {mapping} for configuration numeric.mapping: String must be "
+                f"one of: {', '.join(NUMERIC_MAPPINGS)}")
         if props.get("table.whitelist") and props.get("table.blacklist"):
             by_name["table.blacklist"].errors.append(
                 "table.whitelist and table.blacklist are exclusive.")
@@ -170,22 +206,55 @@ class JdbcSourceConnector(SourceConnector):
         values, _ = SOURCE_CONFIG.parse({k: v for k, v in props.items() if k in SOURCE_CONFIG})
         self.props = dict(props)
         self.query = _value(values, "query")
+        self.tables: list[str] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.monitor: threading.Thread | None = None
         if self.query:
-            self.tables: list[str] = []
             return
         whitelist = values["table.whitelist"]
         blacklist = values["table.blacklist"]
         assert isinstance(whitelist, tuple) and isinstance(blacklist, tuple)
-        if whitelist:
-            self.tables = [str(t) for t in whitelist]
-            return
-        dialect = dialect_for(props["connection.url"], props.get("connection.user"),
-                              props.get("connection.password"))
-        connection = dialect.connect()
+        self.whitelist = {str(t) for t in whitelist}
+        self.blacklist = {str(t) for t in blacklist}
+        self.dialect = dialect_for(props["connection.url"], props.get("connection.user"),
+                                   props.get("connection.password"))
+        self.table_poll_s = int(str(values["table.poll.interval.ms"])) / 1000.0
+        self.tables = self._list_tables()
+        self.monitor = threading.Thread(target=self._monitor, daemon=True,
+                                        name=f"TableMonitorThread-{props.get('name', '')}")
+        self.monitor.start()
+
+    def _list_tables(self) -> list[str]:
+        """The tables to copy: those that exist, of the whitelist when set, less the
+        blacklist (Confluent's ``TableMonitorThread.updateTables``)."""
+        connection = self.dialect.connect()
         try:
-            self.tables = [t for t in dialect.tables(connection) if t not in blacklist]
+            found = self.dialect.tables(connection)
         finally:
             connection.close()
+        if self.whitelist:
+            return [t for t in found if t in self.whitelist]
+        return [t for t in found if t not in self.blacklist]
+
+    def _monitor(self) -> None:
+        """Confluent's ``TableMonitorThread.run``: list the tables every
+        ``table.poll.interval.ms``; on a change, ask for new task configs."""
+        while not self.stopping.wait(self.table_poll_s):
+            try:
+                tables = self._list_tables()
+            except Exception as exc:  # the database away for a while: try at the next poll
+                logger.error("Error while trying to get updated table list, ignoring and "
+                             "waiting for next table poll interval: %s", exc)
+                continue
+            with self.lock:
+                if tables == self.tables:
+                    continue
+                logger.info("Based on the supplied filtering rules, the tables available to "
+                            "read from changed from %s to %s", self.tables, tables)
+                self.tables = tables
+            if not self.stopping.is_set():
+                self.context.request_task_reconfiguration()
 
     def task_class(self) -> type[SourceTask]:
         return JdbcSourceTask
@@ -195,21 +264,25 @@ class JdbcSourceConnector(SourceConnector):
         contiguous groups (``ConnectorUtils.groupPartitions``)."""
         if self.query:
             return [dict(self.props)]
-        if not self.tables:
+        with self.lock:
+            tables = list(self.tables)
+        if not tables:
             logger.warning("No tables were found so there's no work to be done.")
             return []
-        groups = min(max_tasks, len(self.tables))
-        per_group, extra = divmod(len(self.tables), groups)
+        groups = min(max_tasks, len(tables))
+        per_group, extra = divmod(len(tables), groups)
         configs: list[dict[str, str]] = []
         start = 0
         for index in range(groups):
             size = per_group + (1 if index < extra else 0)
-            configs.append({**self.props, "tables": ",".join(self.tables[start:start + size])})
+            configs.append({**self.props, "tables": ",".join(tables[start:start + size])})
             start += size
         return configs
 
     def stop(self) -> None:
-        pass
+        self.stopping.set()
+        if self.monitor is not None:
+            self.monitor.join(15)  # a listing in progress ends within connect_timeout
 
 
 @dataclass
@@ -266,6 +339,7 @@ class JdbcSourceTask(SourceTask):
         assert isinstance(timestamp_columns, tuple)
         self.timestamp_columns = [str(c) for c in timestamp_columns]
         self.query = _value(values, "query")
+        self.numeric_mapping = numeric_mapping(values)
         self.poll_interval_s = int(str(values["poll.interval.ms"])) / 1000.0
         self.batch_max_rows = int(str(values["batch.max.rows"]))
         self.delay = datetime.timedelta(
@@ -393,8 +467,8 @@ class JdbcSourceTask(SourceTask):
         fields: list[tuple[str, Schema]] = []
         for item in description:
             name = str(item[0])
-            column = by_name.get(name) or Column(name, _type_name(item), True)
-            fields.append((name, self.dialect.schema_for(column)))
+            column = by_name.get(name) or _result_column(name, item)
+            fields.append((name, self.dialect.schema_for(column, self.numeric_mapping)))
         return struct_schema(fields, name=querier.table or None)
 
     def _record(self, querier: TableQuerier, row: Sequence[object]) -> SourceRecord:
@@ -440,6 +514,17 @@ class JdbcSourceTask(SourceTask):
         # Called from another thread: only ask poll to return (Kafka's contract); poll
         # closes the cursors and the connection on its own thread as it returns.
         self.stopping.set()
+
+
+def _result_column(name: str, description_item: Any) -> Column:
+    """A query's result column: psycopg gives a NUMERIC's declared precision and scale."""
+    type_name = _type_name(description_item)
+    precision, scale = declared_precision(type_name)
+    if type_name == "numeric":
+        declared = getattr(description_item, "precision", None)
+        if isinstance(declared, int):
+            precision, scale = declared, getattr(description_item, "scale", None) or 0
+    return Column(name, type_name, True, False, precision, scale)
 
 
 def _type_name(description_item: Any) -> str:
