@@ -141,11 +141,17 @@ def between(minimum: float, maximum: float) -> Range:
 
 @dataclass(frozen=True)
 class OneOf(Validator):
-    """A STRING value among ``allowed`` (Kafka's ``ValidString.in``)."""
+    """A STRING value among ``allowed`` (Kafka's ``ValidString.in``; with ``ignore_case``
+    its ``CaseInsensitiveValidString.in``)."""
 
     allowed: tuple[str, ...]
+    ignore_case: bool = False
 
     def problem(self, value: ConfigValue) -> str | None:
+        if self.ignore_case and isinstance(value, str):
+            if value.upper() in (a.upper() for a in self.allowed):
+                return None
+            return f"must be one of (case insensitive) {', '.join(self.allowed)}"
         return None if value in self.allowed else f"must be one of {', '.join(self.allowed)}"
 
     def describe(self) -> str:
@@ -171,6 +177,10 @@ class EachOneOf(Validator):
 
 def one_of(*allowed: str) -> OneOf:
     return OneOf(allowed)
+
+
+def one_of_ignoring_case(*allowed: str) -> OneOf:
+    return OneOf(allowed, ignore_case=True)
 
 
 def each_one_of(*allowed: str) -> EachOneOf:

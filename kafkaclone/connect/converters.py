@@ -6,8 +6,9 @@ name, as in Kafka) and the keys under the same prefix (``value.converter.schemas
 - ``org.apache.kafka.connect.json.JsonConverter``: JSON bytes. With ``schemas.enable=true``
   (Kafka's default) every message is Kafka's envelope ``{"schema": ..., "payload": ...}``;
   bytes values are base64 in JSON, as in Kafka; a ``Decimal`` value too, as its unscaled
-  bytes (Kafka's default ``decimal.format=BASE64``; NUMERIC is not built, but a number is
-  read back as a Decimal, as Kafka's reader accepts).
+  bytes (Kafka's default ``decimal.format=BASE64``), or with ``decimal.format=NUMERIC``
+  (KIP-481) as an exact JSON number; either form is read back as a Decimal, as Kafka's
+  reader accepts both.
 - ``org.apache.kafka.connect.storage.StringConverter``: UTF-8 text (``converter.encoding``).
 - ``org.apache.kafka.connect.converters.ByteArrayConverter``: bytes as they are.
 """
@@ -19,6 +20,7 @@ import decimal
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from kafkaclone.common.config_def import (
     ConfigDef,
@@ -26,6 +28,7 @@ from kafkaclone.common.config_def import (
     ConfigType,
     Importance,
     one_of,
+    one_of_ignoring_case,
 )
 from kafkaclone.connect.api import DataException
 from kafkaclone.connect.data import (
@@ -127,6 +130,10 @@ JSON_CONVERTER_CONFIG = ConfigDef([
               "The maximum number of schemas that can be cached in this converter."),
     ConfigKey("converter.type", ConfigType.STRING, "key", Importance.LOW,
               "How this converter will be used.", one_of("key", "value", "header")),
+    ConfigKey("decimal.format", ConfigType.STRING, "BASE64", Importance.LOW,
+              "Controls which format this converter will serialize decimals in. This value "
+              "is case insensitive and can be either 'BASE64' (default) or 'NUMERIC'",
+              one_of_ignoring_case("BASE64", "NUMERIC")),
 ])
 
 ENVELOPE_ERROR = ("JsonConverter with schemas.enable requires \"schema\" and \"payload\" fields "
@@ -140,6 +147,8 @@ class JsonConverter(Converter):
     def __init__(self) -> None:
         self.schemas_enable = True
         self.cache_size = 1000
+        self.numeric_decimals = False
+        """``decimal.format=NUMERIC``: Decimals written as exact JSON numbers."""
         self._schemas: dict[str, Schema] = {}
         """Kafka's ``toConnectSchemaCache``: parsed schemas by their JSON text (parsing a
         struct schema costs ten times the rest of a record)."""
@@ -154,24 +163,34 @@ class JsonConverter(Converter):
             configs.get("schemas.cache.size", "1000"))
         assert isinstance(size, int)
         self.cache_size = size
+        decimal_format = JSON_CONVERTER_CONFIG["decimal.format"].parse(
+            configs.get("decimal.format", "BASE64"))
+        self.numeric_decimals = str(decimal_format).upper() == "NUMERIC"
 
     def from_connect_data(self, topic: str, schema: Schema | None, value: ConnectValue
                           ) -> bytes | None:
         if schema is None and value is None:
             # Kafka: a null schema and value is a null message (a tombstone stays one).
             return None
-        payload = payload_to_json(schema, value)
+        payload = payload_to_json(schema, value, self.numeric_decimals)
         document: object = payload
         if self.schemas_enable:
             document = {"schema": None if schema is None else schema_to_json(schema),
                         "payload": payload}
+        if self.numeric_decimals:
+            return _dumps_exact(document).encode("utf-8")
         return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
     def to_connect_data(self, topic: str, value: bytes | None) -> SchemaAndValue:
         if value is None:
             return NULL
         try:
-            document = json.loads(value)
+            if self.schemas_enable and _DECIMAL_NAME_BYTES in value:
+                # A Decimal may come as a JSON number (decimal.format=NUMERIC): read every
+                # fraction exactly; payload_from_json turns the other ones into floats.
+                document = json.loads(value, parse_float=decimal.Decimal)
+            else:
+                document = json.loads(value)
         except ValueError as exc:
             raise DataException(f"Converting byte[] to Kafka Connect data failed due to "
                                 f"serialization error: {exc}") from exc
@@ -253,8 +272,32 @@ def schema_from_json(raw: object) -> Schema:
                   if isinstance(parameters, dict) else {})
 
 
-def payload_to_json(schema: Schema | None, value: ConnectValue) -> object:
-    """A Connect value as JSON (bytes as base64, as Kafka writes them)."""
+_DECIMAL_NAME_BYTES = DECIMAL_NAME.encode("ascii")
+
+
+class _ExactNumber(NamedTuple):
+    """A Decimal to be written as a JSON number with all its digits (``json`` writes only
+    floats)."""
+
+    value: decimal.Decimal
+
+
+def _dumps_exact(document: object) -> str:
+    """``json.dumps`` with compact separators that writes :class:`_ExactNumber` plainly."""
+    if isinstance(document, _ExactNumber):
+        return format(document.value, "f")
+    if isinstance(document, dict):
+        return "{" + ",".join(json.dumps(str(k)) + ":" + _dumps_exact(v)
+                              for k, v in document.items()) + "}"
+    if isinstance(document, list):
+        return "[" + ",".join(_dumps_exact(v) for v in document) + "]"
+    return json.dumps(document, separators=(",", ":"))
+
+
+def payload_to_json(schema: Schema | None, value: ConnectValue,
+                    numeric_decimals: bool = False) -> object:
+    """A Connect value as JSON (bytes as base64, as Kafka writes them; a Decimal as its
+    unscaled bytes in base64, or as a number with ``numeric_decimals``)."""
     if value is None:
         if schema is not None and not schema.optional:
             raise DataException("Conversion error: null value for field that is required and "
@@ -265,21 +308,25 @@ def payload_to_json(schema: Schema | None, value: ConnectValue) -> object:
             raise DataException(f"Couldn't convert {value!r} to JSON: a Decimal value needs "
                                 "the Decimal schema.")
         try:
-            value = decimal_to_bytes(schema, value)
+            raw = decimal_to_bytes(schema, value)  # checks the scale
         except ValueError as exc:
             raise DataException(str(exc)) from exc
+        if numeric_decimals:
+            return _ExactNumber(value)
+        value = raw
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("ascii")
     if schema is not None and schema.type is SchemaType.STRUCT:
         if not isinstance(value, dict):
             raise DataException(f"Struct schema with a value of type {type(value).__name__}")
-        return {f.name: payload_to_json(f.schema, value.get(f.name)) for f in schema.fields}
+        return {f.name: payload_to_json(f.schema, value.get(f.name), numeric_decimals)
+                for f in schema.fields}
     if isinstance(value, dict):
         items = None if schema is None else schema.value_schema
-        return {str(k): payload_to_json(items, v) for k, v in value.items()}
+        return {str(k): payload_to_json(items, v, numeric_decimals) for k, v in value.items()}
     if isinstance(value, list | tuple):
         items = None if schema is None else schema.value_schema
-        return [payload_to_json(items, v) for v in value]
+        return [payload_to_json(items, v, numeric_decimals) for v in value]
     if isinstance(value, bool | int | float | str):
         return value
     raise DataException(f"Couldn't convert {value!r} to JSON.")
@@ -289,9 +336,9 @@ def payload_from_json(schema: Schema, value: object) -> ConnectValue:
     if value is None:
         return None
     if schema.type is SchemaType.BYTES:
-        if schema.name == DECIMAL_NAME and isinstance(value, int | float) and \
-                not isinstance(value, bool):
-            return decimal.Decimal(str(value))
+        if schema.name == DECIMAL_NAME and isinstance(value, int | float | decimal.Decimal) \
+                and not isinstance(value, bool):
+            return value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
         if not isinstance(value, str):
             raise DataException("Invalid bytes field")
         raw = base64.b64decode(value)
@@ -309,4 +356,16 @@ def payload_from_json(schema: Schema, value: object) -> ConnectValue:
             schema.value_schema is not None:
         items = schema.value_schema
         return [payload_from_json(items, v) for v in value]
+    return _floats(value)
+
+
+def _floats(value: object) -> ConnectValue:
+    """``value`` with the fractions an exact read made Decimals back as floats (what the
+    default read gives: they are not Decimal fields)."""
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_floats(v) for v in value]
     return value

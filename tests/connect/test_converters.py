@@ -1,12 +1,21 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 
+from kafkaclone.common.config_def import ConfigError
 from kafkaclone.connect.api import DataException
 from kafkaclone.connect.converters import ByteArrayConverter, JsonConverter, StringConverter
-from kafkaclone.connect.data import STRING_SCHEMA, SchemaAndValue, SchemaType, struct_schema
+from kafkaclone.connect.data import (
+    FLOAT64_SCHEMA,
+    STRING_SCHEMA,
+    SchemaAndValue,
+    SchemaType,
+    decimal_schema,
+    struct_schema,
+)
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -62,3 +71,32 @@ def test_json_converter_caches_parsed_schemas_up_to_schemas_cache_size() -> None
         assert raw is not None
         assert converter.to_connect_data("t", raw) == SchemaAndValue(schema, {"id": "x"})
     assert len(converter._schemas) == 1
+
+
+def test_json_converter_decimal_format_numeric_writes_exact_numbers() -> None:
+    """KIP-481: ``decimal.format=NUMERIC`` writes a Decimal as a JSON number with every
+    digit; a converter in either format reads both forms back exactly, and the other
+    fractions of such a message stay floats."""
+    schema = struct_schema([("price", decimal_schema(2)), ("big", decimal_schema(4)),
+                            ("ratio", FLOAT64_SCHEMA)], name="prices")
+    value = {"price": Decimal("-1.50"), "big": Decimal("123456789012345678.1234"),
+             "ratio": 0.25}
+    numeric = JsonConverter()
+    numeric.configure({"decimal.format": "numeric"}, False)
+    data = numeric.from_connect_data("t", schema, value)
+    assert data is not None
+    assert data.endswith(b'"payload":{"price":-1.50,"big":123456789012345678.1234,'
+                         b'"ratio":0.25}}')
+    base64_reader = JsonConverter()
+    base64_reader.configure({}, False)
+    for converter in (numeric, base64_reader):
+        back = converter.to_connect_data("t", data)
+        assert back.value == value
+        assert isinstance(back.value, dict)
+        assert type(back.value["ratio"]) is float
+        assert str(back.value["big"]) == "123456789012345678.1234"
+    written_base64 = base64_reader.from_connect_data("t", schema, value)
+    assert written_base64 is not None and b'"price":"/2o="' in written_base64
+    assert numeric.to_connect_data("t", written_base64).value == value
+    with pytest.raises(ConfigError, match=r"decimal\.format"):
+        JsonConverter().configure({"decimal.format": "TEXT"}, False)
