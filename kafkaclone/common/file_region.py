@@ -33,9 +33,12 @@ class SharedFile:
         self.fd = fd
 
     def __del__(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:  # nothing to do about it in a finaliser
+                pass
 
 
 class FileRegion:

@@ -678,7 +678,12 @@ class KafkaServerFactory(protocol.ServerFactory):
     socket is closed at once and the refusal logged at INFO, as Kafka's Acceptor does.
     ``connections_max_idle_ms`` closes a connection with no request in flight that neither
     read nor wrote for that long (Kafka's Selector idle expiry). ``request_metrics``
-    times every request (:mod:`kafkaclone.network.request_metrics`)."""
+    times every request (:mod:`kafkaclone.network.request_metrics`). ``sendfile`` (default
+    :attr:`sendfile`) lets plain TCP connections send file regions with ``os.sendfile``;
+    off, they are read and written as bytes (Kafka has no such switch: it is there for the
+    benchmark of the copied path, benchmarks/copied_fetch_broker.py)."""
+
+    sendfile = True
 
     def __init__(self, dispatcher: RequestDispatcher,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
@@ -688,8 +693,11 @@ class KafkaServerFactory(protocol.ServerFactory):
                  quotas: ConnectionQuotas | None = None,
                  connections_max_idle_ms: int | None = None,
                  clock: Scheduler | None = None,
-                 request_metrics: RequestMetrics | None = None) -> None:
+                 request_metrics: RequestMetrics | None = None,
+                 sendfile: bool | None = None) -> None:
         self.dispatcher = dispatcher
+        if sendfile is not None:
+            self.sendfile = sendfile
         self.max_request_bytes = max_request_bytes
         self.listener_name = listener_name
         self.security = security
@@ -720,7 +728,8 @@ class KafkaServerFactory(protocol.ServerFactory):
         conn = _TrackedProtocol(self.dispatcher, self.max_request_bytes,
                                 f"{self.listener_name}-{self._next_id}", self.listener_name,
                                 self.security, self.request_queue,
-                                request_metrics=self.request_metrics, clock=self.clock)
+                                request_metrics=self.request_metrics, clock=self.clock,
+                                sendfile=self.sendfile)
         conn.factory = self
         conn.quota_host = host if self.quotas is not None else None
         return conn

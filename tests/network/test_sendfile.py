@@ -37,15 +37,7 @@ class Served:
     while the reactor runs."""
 
     def __init__(self, dispatcher, *, sendfile: bool = True, rcvbuf: int | None = None):
-        self.factory = KafkaServerFactory(dispatcher)
-        original = self.factory.buildProtocol
-
-        def build(addr):
-            conn = original(addr)
-            conn._sendfile = sendfile
-            return conn
-
-        self.factory.buildProtocol = build
+        self.factory = KafkaServerFactory(dispatcher, sendfile=sendfile)
         self.port = reactor.listenTCP(0, self.factory, interface="127.0.0.1")
         self.client = socket.socket()
         if rcvbuf is not None:
@@ -186,7 +178,7 @@ def test_a_deleted_file_is_still_sent_from_the_open_descriptor(tmp_path: Path) -
 
 def test_a_truncated_file_closes_the_connection_without_a_wrong_frame(
         tmp_path: Path) -> None:
-    path, data = _data_file(tmp_path, 1 << 20)
+    path, _ = _data_file(tmp_path, 1 << 20)
     region = _region(path, 0, 1 << 20)
     os.truncate(path, 1000)
     served = Served(PartsDispatcher([b"first", [b"header", region], b"never"]))

@@ -164,15 +164,7 @@ def test_over_tcp_the_frames_are_the_copied_ones(
     largest = _fill(broker, Codec.LZ4)
     requests = [body for _, body in _requests(largest)]
     expected = [_copied(broker, 12, body, monkeypatch) for body in requests]
-    factory = KafkaServerFactory(broker.dispatcher)
-    build = factory.buildProtocol
-
-    def with_switch(addr: Any) -> Any:
-        conn = build(addr)
-        conn._sendfile = sendfile
-        return conn
-
-    factory.buildProtocol = with_switch  # type: ignore[method-assign]
+    factory = KafkaServerFactory(broker.dispatcher, sendfile=sendfile)
     port = reactor.listenTCP(0, factory, interface="127.0.0.1")
     client = socket.create_connection(("127.0.0.1", port.getHost().port), timeout=5)
     try:

@@ -83,6 +83,11 @@ _LAST_HARD_LIMIT_VERSION: Final = 2
 _FIRST_ZSTD_VERSION: Final = 10
 _FIRST_CLIENT_METADATA_VERSION: Final = 11
 _LAST_STORAGE_ERROR_HIDDEN: Final = 5
+FILE_REGIONS = True
+"""Whether answers that are not down-converted read their records as ranges of the segment
+files (sent with sendfile where the connection allows). Kafka has no switch for this; off,
+the records are read as bytes and encoded into the frame, which is the path before zero-copy
+fetch, for benchmarks/copied_fetch_broker.py to measure."""
 
 
 def fetch_params(ctx: RequestContext, request: FetchRequest) -> FetchParams:
@@ -119,7 +124,7 @@ def fetch_params(ctx: RequestContext, request: FetchRequest) -> FetchParams:
         fetch_only_from_leader=is_from_follower or (is_from_consumer
                                                     and client_metadata is None),
         client_metadata=client_metadata,
-        file_regions=ctx.api_version > _LAST_UNCONVERTED_VERSION,
+        file_regions=FILE_REGIONS and ctx.api_version > _LAST_UNCONVERTED_VERSION,
     )
 
 
