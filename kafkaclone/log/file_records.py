@@ -150,10 +150,11 @@ class FileRecords:
             (base_offset, batch_length, _partition_leader_epoch, magic, _crc, _attributes,
              last_offset_delta, _base_timestamp, _max_timestamp, _producer_id,
              _producer_epoch, _base_sequence, _records_count) = unpack(chunk, offset)
-            size = _check_header(batch_length, magic, end, self.path)
+            size = batch_length + LOG_OVERHEAD
             last_offset = base_offset + last_offset_delta
-            if end + size > limit or (max_offset is not None and last_offset >= max_offset):
-                break
+            if (size < RECORD_BATCH_OVERHEAD or magic != MAGIC_V2 or end + size > limit
+                    or (max_offset is not None and last_offset >= max_offset)):
+                break  # a damaged header ends the read before it, as a bytes read does
             end += size
             next_offset = last_offset + 1
             want = RECORD_BATCH_OVERHEAD if size >= HEADER_SCAN_FIRST else HEADER_SCAN_CHUNK

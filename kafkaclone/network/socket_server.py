@@ -1,4 +1,4 @@
-r"""The broker's socket server: Kafka framing on Twisted, responses in request order.
+"""The broker's socket server: Kafka framing on Twisted, responses in request order.
 
 A connection is a :class:`KafkaServerProtocol` (Twisted's ``Int32StringReceiver``: Kafka's
 framing is a 4-byte big-endian length and then the request). Each complete frame goes to a
@@ -29,9 +29,13 @@ transport's ``pauseProducing``) while
 Frames already read stay in the connection's buffer until it is unmuted, so a client that
 pipelines requests and never reads holds at most a few responses in the broker's memory.
 
+:class:`ConnectionQuotas` enforces ``max.connections``, ``max.connections.per.ip`` (and
+its overrides) and ``max.connection.creation.rate``: a refused connection is closed at once;
+``connections.max.idle.ms`` closes connections that neither read nor wrote for that long.
+
 Zero-copy fetch (Kafka's ``FileRecords.writeTo`` → ``transferTo``): a response may come as
-parts, bytes and :class:`~kafkaclone.common.file_region.FileRegion`\ s (the Fetch
-response's records, ranges of segment files). On a plain TCP connection a
+parts, bytes and file regions (:class:`~kafkaclone.common.file_region.FileRegion`: the
+Fetch response's records, ranges of segment files). On a plain TCP connection a
 :class:`_FileSender` writes them in order straight to the socket, the regions with
 ``os.sendfile``, only once Twisted's own write buffer has drained (it is the transport's
 pull producer meanwhile, so Twisted tells it when the buffer is empty and the socket
@@ -39,9 +43,6 @@ writable); the connection is not read until they are sent. Over TLS (and with ``
 off) the regions are read and written as bytes. A region whose file no longer holds it (the
 segment was truncated after the read) closes the connection rather than send a wrong frame;
 a deleted segment still sends, from the descriptor the region keeps open.
-:class:`ConnectionQuotas` enforces ``max.connections``, ``max.connections.per.ip`` (and
-its overrides) and ``max.connection.creation.rate``: a refused connection is closed at once;
-``connections.max.idle.ms`` closes connections that neither read nor wrote for that long.
 """
 
 from __future__ import annotations
