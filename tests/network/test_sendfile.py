@@ -15,7 +15,11 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.testing import StringTransport
 
 from kafkaclone.common.file_region import FileRegion, SharedFile
-from kafkaclone.network.socket_server import KafkaServerFactory, response_bytes
+from kafkaclone.network.socket_server import (
+    SENDFILE_MIN_BYTES,
+    KafkaServerFactory,
+    response_bytes,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,8 +40,10 @@ class Served:
     """A listener on 127.0.0.1 for ``dispatcher``; a client socket read without blocking
     while the reactor runs."""
 
-    def __init__(self, dispatcher, *, sendfile: bool = True, rcvbuf: int | None = None):
-        self.factory = KafkaServerFactory(dispatcher, sendfile=sendfile)
+    def __init__(self, dispatcher, *, sendfile: bool = True, rcvbuf: int | None = None,
+                 sendfile_min_bytes: int = 0):
+        self.factory = KafkaServerFactory(dispatcher, sendfile=sendfile,
+                                          sendfile_min_bytes=sendfile_min_bytes)
         self.port = reactor.listenTCP(0, self.factory, interface="127.0.0.1")
         self.client = socket.socket()
         if rcvbuf is not None:
@@ -124,8 +130,12 @@ class PartsDispatcher:
         return succeed(answer)
 
 
-@pytest.mark.parametrize("sendfile", [True, False])
-def test_regions_arrive_in_order_with_other_responses(tmp_path: Path, sendfile: bool) -> None:
+@pytest.mark.parametrize(("sendfile", "min_bytes"), [(True, 0), (True, SENDFILE_MIN_BYTES),
+                                                     (False, 0)])
+def test_regions_arrive_in_order_with_other_responses(tmp_path: Path, sendfile: bool,
+                                                      min_bytes: int) -> None:
+    """Responses with regions, large and small (below the sendfile threshold: read and
+    written, or queued behind a sendfile in progress), and bytes responses, pipelined."""
     path, data = _data_file(tmp_path, 3 << 20)
     answers = [
         b"plain-0",
@@ -134,9 +144,11 @@ def test_regions_arrive_in_order_with_other_responses(tmp_path: Path, sendfile: 
         [_region(path, 0, 3 << 20)],
         [b"head-4", _region(path, (3 << 20) - 100, 100)],
         b"plain-5",
+        [b"head-6", _region(path, 3, 1000)],
+        b"plain-7",
     ]
     expected = [response_bytes(answer) for answer in answers]
-    served = Served(PartsDispatcher(answers), sendfile=sendfile)
+    served = Served(PartsDispatcher(answers), sendfile=sendfile, sendfile_min_bytes=min_bytes)
     try:
         served.send(b"".join(frame(b"r%d" % i) for i in range(len(answers))))
         assert served.read_frames(len(answers)) == expected

@@ -164,7 +164,7 @@ def test_over_tcp_the_frames_are_the_copied_ones(
     largest = _fill(broker, Codec.LZ4)
     requests = [body for _, body in _requests(largest)]
     expected = [_copied(broker, 12, body, monkeypatch) for body in requests]
-    factory = KafkaServerFactory(broker.dispatcher, sendfile=sendfile)
+    factory = KafkaServerFactory(broker.dispatcher, sendfile=sendfile, sendfile_min_bytes=0)
     port = reactor.listenTCP(0, factory, interface="127.0.0.1")
     client = socket.create_connection(("127.0.0.1", port.getHost().port), timeout=5)
     try:
