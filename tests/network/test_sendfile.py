@@ -228,7 +228,7 @@ def test_a_reader_that_does_not_read_holds_the_sender_without_spinning(
             reactor.iterate(0.01)
         assert time.process_time() - cpu < 0.5  # waiting, not spinning
         assert conn.muted and conn._file_sender is not None
-        assert conn.channel.in_flight <= 2  # the rest wait unread in the receive buffer
+        assert conn.channel.in_flight <= 2  # the other requests wait unprocessed
         frames = served.read_frames(count, timeout=40)
         assert frames == [b"h%d" % i + data for i in range(count)]
     finally:
