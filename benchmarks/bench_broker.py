@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_broker.py [--records 1000000] [--consume 2000000]
         [--latency-seconds 10] [--latency-rate 10000]
-        [--only produce1,produce3,consume,latency] [--profile DIR]
+        [--only produce1,produce3,consume,latency,sendfile] [--fetch-records 4000000]
+        [--profile DIR]
 
 The issue's four benchmarks, each run against a local cluster (ZooKeeper + broker processes
 through kafkaclone.testing.LocalCluster) and, in the same run, against librdkafka's built-in
@@ -17,6 +18,13 @@ says how close the broker comes to the client's own ceiling:
    from the 6 partitions of the 1-broker topic;
 4. ``latency``: end-to-end latency (producer send to consumer receive, in this process) at
    ``--latency-rate`` msg/s (the issue's 10,000) for ``--latency-seconds``, RF 3, acks=all.
+5. ``sendfile`` (not in the default set): broker CPU seconds per GB served to a kcat
+   consumer (C, so the broker is what is measured), ``--fetch-records`` 100-byte records
+   produced by kcat to the 6 partitions of a 1-broker topic, read back whole twice in each
+   of three ways, in turn: zero-copy fetch (sendfile), the file ranges read and written as
+   bytes (``copied``: what a TLS connection does), and the path before zero copy (``bytes``:
+   records read as bytes, CRC-checked and copied into the frame); the same broker restarted
+   through benchmarks/copied_fetch_broker.py for the last two, the page cache warm for all.
 
 ``--profile DIR`` runs py-spy on the (first) broker during each broker run and writes the
 raw collapsed stacks plus a summary of the hottest functions to DIR.
@@ -42,6 +50,7 @@ from typing import Any, NamedTuple
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
+import kafkaclone.testing.cluster as local_cluster
 from kafkaclone.testing.cluster import LocalCluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -312,6 +321,7 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--latency-rate", type=int, default=10_000)
     parser.add_argument("--only", default="produce1,produce3,consume,latency")
+    parser.add_argument("--fetch-records", type=int, default=4_000_000)
     parser.add_argument("--profile", type=Path, default=None)
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -339,6 +349,9 @@ def main() -> None:
                 print(f"{'1 consumer, 6 partitions':<46} {ours:>12,.0f} rec/s   mock "
                       f"{theirs:>12,.0f} rec/s   ratio {ours / theirs:5.2f}   "
                       f"goal >= 1,000,000", flush=True)
+
+    if "sendfile" in only:
+        sendfile_benchmark(args.fetch_records)
 
     if only & {"produce3", "latency"}:
         with LocalCluster(3, overrides={"log.flush.interval.messages": "9223372036854775807"}
@@ -384,6 +397,79 @@ def print_request_timing(cluster: LocalCluster) -> None:
         if " count:" not in line:
             break
         print(f"    {line}", flush=True)
+
+
+def kcat_produce(cluster: LocalCluster, topic: str, records: int) -> None:
+    """``records`` 100-byte values, produced by kcat (acks=1, batches of up to 1 MiB)."""
+    line = VALUE + b"\n"
+    chunk = line * 100_000
+    process = subprocess.Popen(
+        ["kcat", "-b", cluster.bootstrap_servers, "-P", "-t", topic, "-z", "none",
+         "-X", "acks=1", "-X", "linger.ms=5", "-X", "batch.size=1048576",
+         "-X", "queue.buffering.max.kbytes=1000000"], stdin=subprocess.PIPE)
+    assert process.stdin is not None
+    for start in range(0, records, 100_000):
+        process.stdin.write(chunk[:len(line) * min(100_000, records - start)])
+    process.stdin.close()
+    if process.wait(timeout=600) != 0:
+        raise RuntimeError("kcat -P failed")
+
+
+def kcat_consume(cluster: LocalCluster, topic: str) -> int:
+    """Read ``topic`` whole with kcat (-e: until the end of every partition); the records."""
+    process = subprocess.Popen(
+        ["kcat", "-b", cluster.bootstrap_servers, "-C", "-t", topic, "-o", "beginning", "-e",
+         "-q", "-f", "\n"], stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    count = 0
+    while chunk := process.stdout.read(1 << 20):
+        count += chunk.count(b"\n")
+    if process.wait(timeout=600) != 0:
+        raise RuntimeError("kcat -C failed")
+    return count
+
+
+def sendfile_benchmark(records: int, rounds: int = 6) -> None:
+    """Broker CPU per GB served to kcat, zero-copy and not, in turn in one run."""
+    with LocalCluster(1, overrides={"log.flush.interval.messages": "9223372036854775807"}
+                      ) as cluster:
+        create_topic(cluster, "fetch", 1)
+        kcat_produce(cluster, "fetch", records)
+        served = sum(path.stat().st_size for path in
+                     cluster.base_dir.glob("broker-1/data/fetch-*/*.log"))
+        modes = ["sendfile", "copied", "bytes"]
+        launchers = {"sendfile": REPO / "scripts" / "kafka-server-start.sh"}
+        for mode in modes[1:]:
+            launcher = launchers[mode] = cluster.base_dir / f"{mode}-fetch-broker.sh"
+            launcher.write_text(
+                f'#!/bin/sh\nexec "{sys.executable}" '
+                f'"{REPO / "benchmarks" / "copied_fetch_broker.py"}" {mode} "$@"\n')
+            launcher.chmod(0o755)
+        kcat_consume(cluster, "fetch")  # the page cache warm for every round
+        results: dict[str, list[float]] = {mode: [] for mode in modes}
+        for round_ in range(rounds):
+            mode = modes[round_ % len(modes)]
+            broker = cluster.brokers[1]
+            broker.stop()
+            local_cluster.START_SCRIPT = launchers[mode]  # type: ignore[misc]
+            cluster.restart_broker(1)
+            assert broker.pid is not None
+            before, started = cpu_seconds([broker.pid]), time.perf_counter()
+            count = kcat_consume(cluster, "fetch")
+            used, elapsed = cpu_seconds([broker.pid]) - before, time.perf_counter() - started
+            per_gb = used / (served / 1e9)
+            results[mode].append(per_gb)
+            print(f"    {mode:<9} {count:,} records, {served / 1e6:,.0f} MB in {elapsed:.2f} s"
+                  f" ({served / 1e6 / elapsed:,.0f} MB/s): broker {used:.2f} CPU s, "
+                  f"{per_gb:.2f} CPU s per GB", flush=True)
+            if count != records:
+                print(f"    ({mode}: {count:,} of {records:,} records read)")
+        best = {mode: min(values) for mode, values in results.items()}
+        print(f"{'fetch to kcat, broker CPU s per GB (best)':<46} sendfile "
+              f"{best['sendfile']:.2f}  copied {best['copied']:.2f}  bytes {best['bytes']:.2f}"
+              f"   bytes/sendfile {best['bytes'] / best['sendfile']:.1f}x   goal >= 3x",
+              flush=True)
+        local_cluster.START_SCRIPT = launchers["sendfile"]  # type: ignore[misc]
 
 
 def _mock_consume(records: int) -> float:

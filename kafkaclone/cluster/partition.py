@@ -414,12 +414,15 @@ class Partition:
         fetch_only_from_leader: bool,
         min_one_message: bool,
         last_fetched_epoch: int = NO_LEADER_EPOCH,
+        *,
+        file_region: bool = False,
     ) -> LogReadInfo:
         """Whole batches from ``fetch_offset``: up to the log end offset for followers,
         the high watermark for consumers, the last stable offset for read_committed ones
         (with the aborted transactions the records overlap). OFFSET_OUT_OF_RANGE outside the log. A
         follower's ``last_fetched_epoch`` (Fetch v12) that the leader's log does not have
-        up to ``fetch_offset`` is answered with the diverging epoch and no records."""
+        up to ``fetch_offset`` is answered with the diverging epoch and no records. With
+        ``file_region`` the records are a range of a segment file (Log.read)."""
         log = self._local_log(current_leader_epoch, fetch_only_from_leader)
         high_watermark = log.high_watermark
         log_end_offset = log.log_end_offset
@@ -436,7 +439,8 @@ class Partition:
             upper_bound = last_stable_offset
         else:
             upper_bound = high_watermark
-        data = log.read(fetch_offset, max_bytes, upper_bound, min_one_message=min_one_message)
+        data = log.read(fetch_offset, max_bytes, upper_bound, min_one_message=min_one_message,
+                        file_region=file_region)
         if fetch_isolation is FetchIsolation.TXN_COMMITTED:
             data = log.with_aborted_transactions(data)
         return LogReadInfo(data, high_watermark, log.log_start_offset, log_end_offset,

@@ -13,6 +13,7 @@ import uuid
 from typing import Final, NamedTuple
 
 from kafkaclone.common.errors import KafkaStorageError
+from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.topic_partition import TopicPartition
 
 NO_TIMESTAMP: Final = -1
@@ -100,14 +101,23 @@ class AbortedTransaction(NamedTuple):
 
 class FetchDataInfo(NamedTuple):
     """What a read returns: whole batches (``records``, possibly empty) and where the read
-    started. ``first_entry_incomplete`` is never set: reads return whole batches only.
-    ``aborted_transactions``: for a read_committed read, the aborted transactions that
-    overlap the records (None for other reads)."""
+    started. ``records`` is bytes, or with ``file_region`` reads a range of the segment
+    file (sent with sendfile). ``first_entry_incomplete`` is never set: reads return whole
+    batches only. ``aborted_transactions``: for a read_committed read, the aborted
+    transactions that overlap the records (None for other reads). ``next_offset``: one past
+    the last offset of the records, when a file region read knows it (-1 otherwise)."""
 
     fetch_offset_metadata: LogOffsetMetadata
-    records: memoryview
+    records: memoryview | FileRegion
     first_entry_incomplete: bool = False
     aborted_transactions: list[AbortedTransaction] | None = None
+    next_offset: int = -1
+
+
+def records_bytes(records: memoryview | FileRegion) -> memoryview:
+    """Records as bytes: a file region is read (a read without ``file_region`` returns
+    bytes already)."""
+    return memoryview(records.read()) if isinstance(records, FileRegion) else records
 
 
 class LogAppendInfo(NamedTuple):

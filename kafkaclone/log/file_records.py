@@ -1,9 +1,13 @@
 """FileRecords: a segment's .log file, record batches laid end to end.
 
 Appends are one ``pwrite`` at the end; reads are one ``pread`` (no mmap: a mapped file
-that another part of the log truncates turns a later read into SIGBUS). The size is
-tracked in memory, so it always means "bytes of whole batches appended", whatever a torn
-write left behind the end.
+that another part of the log truncates turns a later read into SIGBUS), or, for the Fetch
+path, a :class:`~kafkaclone.common.file_region.FileRegion` the socket server sends with
+``sendfile`` (Kafka's ``slice``). The size is tracked in memory, so it always means "bytes
+of whole batches appended", whatever a torn write left behind the end.
+
+The descriptor is a :class:`~kafkaclone.common.file_region.SharedFile`: closing the
+FileRecords gives up its use, and the descriptor closes once no region being sent holds it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Final, NamedTuple
 from crc32c import crc32c
 
 from kafkaclone.common.errors import CorruptMessageError
+from kafkaclone.common.file_region import FileRegion, SharedFile
 from kafkaclone.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     HEADER,
@@ -50,6 +55,9 @@ def _check_header(batch_length: int, magic: int, position: int, path: Path) -> i
     return size
 
 
+_CLOSED: Final = SharedFile(-1)
+
+
 class LogOffsetPosition(NamedTuple):
     """Where the batch holding an offset is: its last offset, position and size (Kafka's
     FileRecords.LogOffsetPosition)."""
@@ -74,6 +82,7 @@ class FileRecords:
         space of a new file up front; the file is trimmed to its batches on close."""
         flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
         self._fd = os.open(path, flags, 0o644)
+        self._file = SharedFile(self._fd)
         self.path = path
         self._read_only = read_only
         self._size = os.fstat(self._fd).st_size
@@ -112,6 +121,45 @@ class FileRecords:
             return b""
         return os.pread(self._fd, size, position)
 
+    def slice(self, position: int, size: int) -> FileRegion:
+        """``size`` bytes from ``position`` as a region of this file, to be sent as they are
+        (the caller knows they are whole batches within the file)."""
+        return FileRegion(self._file, position, size)
+
+    def whole_batches_end(self, first: LogOffsetPosition, max_size: int,
+                          max_offset: int | None) -> tuple[int, int]:
+        """Where a read starting with the batch ``first`` (always taken) ends: (end
+        position, next offset) of the batches from it that end within ``max_size`` bytes
+        of its position and hold no offset at or past ``max_offset``. Headers only: no
+        batch body is read (and no CRC checked, as Kafka's read does not)."""
+        limit = min(self._size, first.position + max(max_size, first.size))
+        next_offset = first.offset + 1
+        end = first.position + first.size
+        chunk = b""
+        chunk_start = end
+        unpack = HEADER.unpack_from
+        want = HEADER_SCAN_FIRST
+        while end + RECORD_BATCH_OVERHEAD <= limit:
+            offset = end - chunk_start
+            if offset + RECORD_BATCH_OVERHEAD > len(chunk):
+                chunk = os.pread(self._fd, min(want, limit - end), end)
+                chunk_start = end
+                offset = 0
+                if len(chunk) < RECORD_BATCH_OVERHEAD:
+                    break
+            (base_offset, batch_length, _partition_leader_epoch, magic, _crc, _attributes,
+             last_offset_delta, _base_timestamp, _max_timestamp, _producer_id,
+             _producer_epoch, _base_sequence, _records_count) = unpack(chunk, offset)
+            size = batch_length + LOG_OVERHEAD
+            last_offset = base_offset + last_offset_delta
+            if (size < RECORD_BATCH_OVERHEAD or magic != MAGIC_V2 or end + size > limit
+                    or (max_offset is not None and last_offset >= max_offset)):
+                break  # a damaged header ends the read before it, as a bytes read does
+            end += size
+            next_offset = last_offset + 1
+            want = RECORD_BATCH_OVERHEAD if size >= HEADER_SCAN_FIRST else HEADER_SCAN_CHUNK
+        return end, next_offset
+
     def truncate_to(self, target_size: int) -> int:
         """Cut the file to ``target_size`` bytes; returns the bytes removed."""
         on_disk = os.fstat(self._fd).st_size
@@ -139,14 +187,18 @@ class FileRecords:
             try:
                 self.trim()
             finally:
-                os.close(self._fd)
-                self._fd = -1
+                self._release()
 
     def close_without_trim(self) -> None:
         """Close, leaving the file as it is (it is about to be deleted)."""
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            self._release()
+
+    def _release(self) -> None:
+        """Give up this object's use of the descriptor: it closes now, or when the last
+        region cut from it has been sent."""
+        self._fd = -1
+        self._file = _CLOSED
 
     def rename_to(self, path: Path) -> None:
         os.replace(self.path, path)

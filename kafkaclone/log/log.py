@@ -39,6 +39,7 @@ from kafkaclone.common.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from kafkaclone.log.common import (
@@ -313,6 +314,9 @@ class Log:
         records = data.records
         if not records:
             return data._replace(aborted_transactions=[])
+        if isinstance(records, FileRegion):
+            return data._replace(aborted_transactions=self.collect_aborted_transactions(
+                data.fetch_offset_metadata.message_offset, data.next_offset))
         position, upper_bound = 0, data.fetch_offset_metadata.message_offset
         while position + LOG_OVERHEAD <= len(records):
             header = unpack_header(records, position)
@@ -834,11 +838,14 @@ class Log:
         upper_bound: int | None = None,
         *,
         min_one_message: bool = True,
+        file_region: bool = False,
     ) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``, up to ``max_bytes`` (but
         the first batch whole even if larger, when ``min_one_message``: KIP-74), none
         holding an offset >= ``upper_bound`` (e.g. the high watermark; default the log end
-        offset). OffsetOutOfRangeError outside [log start offset, log end offset]."""
+        offset). OffsetOutOfRangeError outside [log start offset, log end offset]. With
+        ``file_region`` the records are a range of a segment file rather than bytes
+        (LogSegment.read)."""
         end_offset = self.log_end_offset
         if start_offset > end_offset or start_offset < self._log_start_offset:
             raise OffsetOutOfRangeError(
@@ -853,8 +860,8 @@ class Log:
         segments = self._segments
         while index < len(segments):
             fetched = segments[index].read(
-                start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
-            )
+                start_offset, max_bytes, max_offset=max_offset,
+                min_one_message=min_one_message, file_region=file_region)
             if fetched is not None:
                 return fetched
             index += 1

@@ -265,14 +265,17 @@ class LogSegment:
         *,
         max_offset: int | None = None,
         min_one_message: bool = False,
+        file_region: bool = False,
     ) -> FetchDataInfo | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes
         (but the first batch whole if ``min_one_message``), none with an offset at or past
         ``max_offset``. None if ``start_offset`` is past the last batch.
 
-        Every batch returned has its CRC checked: CorruptMessageError rather than serve a
-        batch damaged on disk (recovery only re-validates what lies past the recovery
-        point)."""
+        Read as bytes, every batch returned has its CRC checked: CorruptMessageError rather
+        than serve a batch damaged on disk (recovery only re-validates what lies past the
+        recovery point). With ``file_region`` the records are a range of the file, found
+        from the batch headers alone, for the socket to send without reading them (Kafka's
+        read: no CRC check; consumers check CRCs)."""
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self}")
         mapping = self.translate_offset(start_offset)
@@ -284,6 +287,11 @@ class LogSegment:
         fetch_size = max(max_size, mapping.size) if min_one_message else max_size
         if fetch_size < mapping.size:
             return FetchDataInfo(metadata, _EMPTY)
+        if file_region:
+            end, next_offset = self.log.whole_batches_end(mapping, fetch_size, max_offset)
+            return FetchDataInfo(metadata, self.log.slice(mapping.position,
+                                                          end - mapping.position),
+                                 next_offset=next_offset)
         data = memoryview(self.log.read(mapping.position, fetch_size))
         try:
             valid = whole_batches_length(data, max_offset, verify_crc=True)

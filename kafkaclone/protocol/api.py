@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kafkaclone.common.errors import DecodeError, InvalidRequestError, UnsupportedVersionError
+from kafkaclone.common.file_region import FileRegion
 from kafkaclone.protocol import message_types
 from kafkaclone.protocol import messages as _messages_pkg
 from kafkaclone.protocol import types as t
@@ -185,6 +186,26 @@ def encode_response(key: int, version: int, correlation_id: int, body: Any) -> b
     )
     target.response.encode_into(body, version, out)
     return bytes(out)
+
+
+def encode_response_parts(key: int, version: int, correlation_id: int,
+                          body: Any) -> bytes | list[bytes | FileRegion]:
+    """A response frame without its 4-byte length prefix, as :func:`encode_response`; a
+    response whose ``file_records`` fields hold file regions comes back as its parts, the
+    encoded bytes around each region, to be written in order (their lengths add up to the
+    frame's)."""
+    target = api(key)
+    out = t.FrameParts()
+    ResponseHeader.encode_into(
+        ResponseHeader.cls(correlation_id=correlation_id),
+        target.response_header_version(version), out,
+    )
+    target.response.encode_into(body, version, out)
+    if not out.parts:
+        return bytes(out)
+    if out:
+        out.parts.append(bytes(out))
+    return out.parts
 
 
 def decode_response(key: int, version: int, frame: t.Buffer) -> tuple[int, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from kafkaclone.protocol.types import ZERO_UUID, Buffer
+from kafkaclone.protocol.types import ZERO_UUID, Buffer, Records
 
 
 @dataclass(slots=True)
@@ -1220,7 +1220,7 @@ class FetchResponse:
             # versions 11+
             preferred_read_replica: int = -1
             # nullable 0+
-            records: Buffer | None = None
+            records: Records | None = None
             unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
         topic: str = ""

@@ -33,6 +33,10 @@ run time.
 
 Types: ``bool int8 int16 uint16 int32 uint32 int64 float64 string bytes records uuid``,
 ``[]T`` for arrays of any of those or of a struct, and a capitalised name for a struct.
+``file_records`` is ``records`` on the wire whose value may also be a
+:class:`~kafkaclone.common.file_region.FileRegion` (the Fetch response's records, sent with
+sendfile): :func:`kafkaclone.protocol.api.encode_response_parts` leaves such a region out
+of the encoded bytes, as a part of its own.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ _FIXED_FORMATS: Final = {
     "int64": "q",
     "float64": "d",
 }
-_VARIABLE_TYPES: Final = {"string", "bytes", "records", "uuid"}
+_VARIABLE_TYPES: Final = {"string", "bytes", "records", "file_records", "uuid"}
 _ZERO_DEFAULTS: Final[dict[str, Any]] = {
     "bool": False,
     "int8": 0,
@@ -73,6 +77,7 @@ _ZERO_DEFAULTS: Final[dict[str, Any]] = {
     "string": "",
     "bytes": b"",
     "records": None,
+    "file_records": None,
     "uuid": t.ZERO_UUID,
 }
 
@@ -288,17 +293,19 @@ _PYTHON_TYPES: Final = {
     "string": "str",
     "bytes": "bytes",
     "records": "Buffer",
+    "file_records": "Records",
     "uuid": "UUID",
 }
 CLASS_IMPORTS: Final = """\
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from kafkaclone.protocol.types import ZERO_UUID, Buffer
+from kafkaclone.protocol.types import ZERO_UUID, Buffer, Records
 """
 """What the source of :func:`class_source` needs imported."""
 _SOURCE_NAMES: Final = frozenset(
-    {"dataclass", "field", "UUID", "ZERO_UUID", "Buffer", *_PYTHON_TYPES.values(), "list",
+    {"dataclass", "field", "UUID", "ZERO_UUID", "Buffer", "Records", *_PYTHON_TYPES.values(),
+     "list",
      "tuple", "unknown_tagged_fields"})
 """Names a field of a message may not take: the class bodies use them."""
 
@@ -663,7 +670,7 @@ class _Compiler:
     def _reader(elem: str, flexible: bool, nullable: bool) -> str:
         if elem == "uuid":
             return "t.read_uuid"
-        if elem == "records":
+        if elem in ("records", "file_records"):
             return "t.read_compact_records" if flexible else "t.read_records"
         prefix = "t.read_compact_" if flexible else "t.read_"
         return prefix + ("nullable_" if nullable else "") + elem
@@ -674,6 +681,8 @@ class _Compiler:
             return "t.write_uuid"
         if elem == "records":
             return "t.write_compact_nullable_bytes" if flexible else "t.write_nullable_bytes"
+        if elem == "file_records":
+            return "t.write_compact_file_records" if flexible else "t.write_file_records"
         prefix = "t.write_compact_" if flexible else "t.write_"
         return prefix + ("nullable_" if nullable else "") + elem
 
@@ -689,7 +698,7 @@ class _Compiler:
             return 16
         if elem in ("string",):
             return 1 if flexible else 2
-        if elem in ("bytes", "records"):
+        if elem in ("bytes", "records", "file_records"):
             return 1 if flexible else 4
         assert f.fields is not None
         total = 1 if version in self.spec.flexible else 0

@@ -16,8 +16,11 @@ import uuid
 from typing import Final
 
 from kafkaclone.common.errors import DecodeError
+from kafkaclone.common.file_region import FileRegion
 
 Buffer = bytes | bytearray | memoryview
+Records = Buffer | FileRegion
+"""A ``file_records`` field's value: bytes, or a range of a segment file (zero-copy fetch)."""
 
 INT8: Final = struct.Struct(">b")
 INT16: Final = struct.Struct(">h")
@@ -267,6 +270,50 @@ def write_compact_nullable_bytes(out: bytearray, value: Buffer | None) -> None:
         out.append(0)
     else:
         write_compact_bytes(out, value)
+
+
+class FrameParts(bytearray):
+    """An encode buffer that keeps file regions out of the bytes: a ``file_records`` field
+    holding a :class:`FileRegion` ends the bytes so far as one part and adds the region as
+    the next (its length prefix is in the bytes before it). Into a plain ``bytearray`` the
+    region's bytes are read instead."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[bytes | FileRegion] = []
+
+    def add_region(self, region: FileRegion) -> None:
+        if self:
+            self.parts.append(bytes(self))
+            self.clear()
+        self.parts.append(region)
+
+
+def _write_records_value(out: bytearray, value: Records) -> None:
+    if not isinstance(value, FileRegion):
+        out += value
+    elif isinstance(out, FrameParts):
+        out.add_region(value)
+    else:
+        out += value.read()
+
+
+def write_file_records(out: bytearray, value: Records | None) -> None:
+    if value is None:
+        out += b"\xff\xff\xff\xff"
+    else:
+        out += INT32.pack(len(value))
+        _write_records_value(out, value)
+
+
+def write_compact_file_records(out: bytearray, value: Records | None) -> None:
+    if value is None:
+        out.append(0)
+    else:
+        write_uvarint(out, len(value) + 1)
+        _write_records_value(out, value)
 
 
 def write_uuid(out: bytearray, value: uuid.UUID) -> None:

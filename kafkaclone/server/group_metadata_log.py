@@ -18,7 +18,7 @@ from kafkaclone.common.topic import GROUP_METADATA_TOPIC_NAME
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.group.pending_offsets import txn_offsets_in
 from kafkaclone.coordinator.group.store import OffsetAndMetadata
-from kafkaclone.log.common import AppendOrigin
+from kafkaclone.log.common import AppendOrigin, records_bytes
 from kafkaclone.log.log import Log
 from kafkaclone.protocol.records.batch import RecordBatch, iter_batches, unpack_header
 from kafkaclone.protocol.records.common import LOG_OVERHEAD
@@ -37,12 +37,12 @@ def open_txn_offsets(log: Log, producer_id: int, producer_epoch: int
     offset = max(entry.current_txn_first_offset, log.log_start_offset)
     end = log.log_end_offset
     while offset < end:
-        data = log.read(offset, 1 << 20)
-        if not data.records:
+        records = records_bytes(log.read(offset, 1 << 20).records)
+        if not records:
             break
-        for group_id, offsets in txn_offsets_in(data.records, producer_id).items():
+        for group_id, offsets in txn_offsets_in(records, producer_id).items():
             found.setdefault(group_id, {}).update(offsets)
-        offset = _next_offset(data.records)
+        offset = _next_offset(records)
     return found
 
 
@@ -85,7 +85,8 @@ class ReplicaGroupMetadataLog:
         end = log.log_end_offset
         while offset < end:
             fetched = log.read(offset, self.load_buffer_size)
-            batches = [b for b in iter_batches(fetched.records, allow_partial_tail=False)
+            batches = [b for b in iter_batches(records_bytes(fetched.records),
+                                               allow_partial_tail=False)
                        if isinstance(b, RecordBatch)]
             if not batches:
                 break

@@ -87,7 +87,12 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.common.topic import is_internal
 from kafkaclone.common.topic_partition import TopicPartition
-from kafkaclone.log.common import AppendOrigin, TimestampAndOffset, log_future_dir_name
+from kafkaclone.log.common import (
+    AppendOrigin,
+    TimestampAndOffset,
+    log_future_dir_name,
+    records_bytes,
+)
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.manager import LogManager
 from kafkaclone.server.config import default_int
@@ -822,8 +827,8 @@ class ReplicaManager:
                     future.truncate_fully_and_start_at(current.log_start_offset)
                 if future.log_end_offset < current.log_end_offset:
                     data = current.read(future.log_end_offset, LOG_DIR_MOVE_BYTES)
-                    if data.records is not None and len(data.records) > 0:
-                        future.append_as_follower(data.records)
+                    if len(data.records) > 0:
+                        future.append_as_follower(records_bytes(data.records))
                 future.update_high_watermark(current.high_watermark)
                 if current.log_start_offset > future.log_start_offset:
                     future.delete_records_before(min(current.log_start_offset,
@@ -1094,7 +1099,7 @@ class ReplicaManager:
             read = partition.read_records(
                 info.fetch_offset, info.current_leader_epoch, max_bytes, params.isolation,
                 params.fetch_only_from_leader, min_one_message,
-                last_fetched_epoch=info.last_fetched_epoch)
+                last_fetched_epoch=info.last_fetched_epoch, file_region=params.file_regions)
         except KafkaError as exc:
             logger.debug("Error processing fetch with max size %d from %s on partition %s "
                          "at offset %d: %s", max_bytes, _fetcher_name(params.replica_id), tp,

@@ -23,7 +23,7 @@ from typing import Any, Final, TypeVar
 from twisted.internet.defer import Deferred, fail, succeed
 
 from kafkaclone.common.errors import KafkaError, UnsupportedVersionError
-from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo
+from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo, Response
 from kafkaclone.protocol import api as protocol_api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import FetchRequest
@@ -56,7 +56,7 @@ class RequestHandler:
         """Per-API request counts and times, when the broker serves metrics."""
 
     def dispatch(self, connection: ConnectionInfo,
-                 frame: bytes | bytearray) -> Deferred[bytes | None]:
+                 frame: bytes | bytearray) -> Deferred[Response | None]:
         started = time.perf_counter()
         try:
             key, version, correlation_id = protocol_api.peek_request_header(frame)
@@ -98,7 +98,7 @@ class RequestHandler:
         # coroutine driver. One that awaits (acks=all, a long poll, ZooKeeper) is handed to
         # Deferred.fromCoroutine where it stopped: its first step re-enters the awaited
         # Deferred's iterator, which yields the Deferred again until it has fired.
-        result: Deferred[bytes | None]
+        result: Deferred[Response | None]
         try:
             coroutine.send(None)
         except StopIteration as finished:
@@ -136,15 +136,18 @@ sensor)."""
 
 
 async def _call(registered: RegisteredHandler, ctx: RequestContext, body: Any, key: int,
-                version: int, correlation_id: int, timing: _Timing) -> bytes | None:
+                version: int, correlation_id: int, timing: _Timing) -> Response | None:
     """The handler, and its response encoded (in the coroutine rather than in a callback
-    added to its Deferred: one callback fewer per request)."""
+    added to its Deferred: one callback fewer per request). A Fetch response is encoded
+    in parts: its records may be ranges of segment files, sent with sendfile."""
     response = await registered.fn(ctx, body)
     quotas = ctx.quotas
     if quotas.request.enabled or quotas.produce.enabled or quotas.fetch.enabled:
         _throttle(ctx, key, body, response, timing)
     if response is None:
         return None
+    if key == ApiKey.FETCH:
+        return protocol_api.encode_response_parts(key, version, correlation_id, response)
     return protocol_api.encode_response(key, version, correlation_id, response)
 
 

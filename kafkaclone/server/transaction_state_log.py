@@ -19,7 +19,7 @@ from kafkaclone.common.errors import NotLeaderOrFollowerError
 from kafkaclone.common.topic import TRANSACTION_STATE_TOPIC_NAME
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.coordinator.transaction.marker_channel import MarkerDestination
-from kafkaclone.log.common import AppendOrigin
+from kafkaclone.log.common import AppendOrigin, records_bytes
 from kafkaclone.protocol.records.batch import RecordBatch, build_record_batch, iter_batches
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_manager import ReplicaManager
@@ -52,7 +52,7 @@ class ReplicaTransactionStateLog:
         offset = log.log_start_offset
         end = log.log_end_offset
         while offset < end:
-            data = log.read(offset, self._load_buffer_size, end).records
+            data = records_bytes(log.read(offset, self._load_buffer_size, end).records)
             start = offset
             if not data:
                 break

@@ -110,3 +110,31 @@ def test_read_only_files_are_never_trimmed(tmp_path: Path) -> None:
     reader = FileRecords(path, read_only=True)
     reader.close()
     assert path.stat().st_size == len(make_batch(1)) + 7
+
+
+@pytest.mark.timeout(30)
+def test_slices_are_found_from_headers_and_keep_the_file_open(tmp_path: Path) -> None:
+    """A Fetch read as a file region: the same whole batches as a bytes read, cut at the
+    size limit and the upper bound; the region keeps the descriptor after the segment is
+    closed and deleted, and the descriptor closes with the last region."""
+    import os
+
+    batches = [make_batch(3 + i, base_offset=10 * i) for i in range(5)]
+    records = records_file(tmp_path, *batches)
+    starts = [sum(map(len, batches[:i])) for i in range(6)]
+    first = records.search_for_offset_with_size(0, 0)
+    assert first is not None
+    # All, cut by size inside the third batch, cut by the upper bound, first batch above
+    # the limit (taken whole).
+    assert records.whole_batches_end(first, 10**6, None) == (starts[5], 47)
+    assert records.whole_batches_end(first, starts[3] - 1, None) == (starts[2], 14)
+    assert records.whole_batches_end(first, 10**6, 30) == (starts[3], 25)
+    assert records.whole_batches_end(first, 1, None) == (starts[1], 3)
+    region = records.slice(starts[1], starts[3] - starts[1])
+    assert region.read() == batches[1] + batches[2]
+    fd = region.fileno()
+    assert records.delete()
+    assert region.read() == batches[1] + batches[2]  # the unlinked file, still open
+    del region
+    with pytest.raises(OSError):
+        os.fstat(fd)

@@ -22,7 +22,7 @@ from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
-from kafkaclone.network.socket_server import ConnectionInfo
+from kafkaclone.network.socket_server import ConnectionInfo, Response, response_bytes
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec, build_record_batch
@@ -135,10 +135,11 @@ class DataPathBroker:
         frame = api.encode_request(key, version, 11, "test-client", body)
         d = self.dispatcher.dispatch(CONNECTION, bytearray(frame))
 
-        def decode(data: bytes | None) -> Any:
+        def decode(data: Response | None) -> Any:
             if data is None:
                 return None
-            correlation_id, response = api.decode_response(key, version, data)
+            correlation_id, response = api.decode_response(key, version,
+                                                           response_bytes(data))
             assert correlation_id == 11
             return response
 

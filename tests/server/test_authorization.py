@@ -30,7 +30,7 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.common.security import KafkaPrincipal
 from kafkaclone.coordinator.transaction.producer_id_manager import ProducerIdManager
-from kafkaclone.network.socket_server import ConnectionInfo
+from kafkaclone.network.socket_server import ConnectionInfo, response_bytes
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import (
@@ -100,7 +100,7 @@ def call(broker: SecuredBroker, principal: KafkaPrincipal, key: ApiKey, version:
     frame = api.encode_request(key, version, 3, "someone", body)
     reply = run(RequestHandler(broker=broker).dispatch(connection, frame))  # type: ignore[arg-type]
     assert reply is not None
-    _, response = api.decode_response(key, version, reply)
+    _, response = api.decode_response(key, version, response_bytes(reply))
     return response
 
 

@@ -25,6 +25,7 @@ from kafkaclone.common.errors import NetworkExceptionError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
+from kafkaclone.network.socket_server import response_bytes
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.replica_fetcher import (
@@ -102,7 +103,10 @@ class Connection:
         self.in_flight.append(result)
 
         def done(outcome: Any) -> None:
-            # Answers take a network hop: the follower sees them a moment later.
+            # Answers take a network hop: the follower sees them a moment later (their
+            # bytes as they were when sent).
+            if not isinstance(outcome, Failure) and outcome is not None:
+                outcome = response_bytes(outcome)
             self.network.clock.callLater(LATENCY, deliver, outcome)
 
         def deliver(outcome: Any) -> None:

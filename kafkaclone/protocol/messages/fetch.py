@@ -65,7 +65,8 @@ RESPONSE = response(1, "FetchResponse", valid="0-12", flexible="12+", fields=[
                 field("first_offset", "int64", "4+"),
             ]),
             field("preferred_read_replica", "int32", "11+", default=-1),
-            field("records", "records", nullable="0+"),
+            # Records, or a range of a segment file sent as it is (zero-copy fetch).
+            field("records", "file_records", nullable="0+"),
         ]),
     ]),
 ])

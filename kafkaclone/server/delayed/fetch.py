@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol
 
 from kafkaclone.cluster.partition import FetchIsolation, Partition
 from kafkaclone.common.errors import KafkaError
+from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import UNKNOWN_OFFSET, AbortedTransaction, LogOffsetMetadata
 from kafkaclone.server.delayed.purgatory import DelayedOperation, PartitionSource
@@ -32,6 +33,9 @@ class FetchParams(NamedTuple):
     fetch_only_from_leader: bool = True
     client_metadata: ClientMetadata | None = None
     """A consumer's Fetch v11+: its rack, for the preferred read replica (KIP-392)."""
+    file_regions: bool = False
+    """Read records as ranges of the segment files (FileRegion), to be sent with sendfile,
+    rather than as bytes: the Fetch handler's answers that are not down-converted."""
 
     @property
     def is_from_follower(self) -> bool:
@@ -51,7 +55,7 @@ class LogReadResult(NamedTuple):
     """One partition's read (Kafka's LogReadResult)."""
 
     error_code: int
-    records: memoryview | None
+    records: memoryview | FileRegion | None
     fetch_offset_metadata: LogOffsetMetadata
     high_watermark: int
     log_start_offset: int

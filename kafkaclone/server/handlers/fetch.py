@@ -50,6 +50,7 @@ from kafkaclone.common.errors import (
     UnsupportedVersionError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
+from kafkaclone.log.common import records_bytes
 from kafkaclone.log.conversion import down_convert, fetch_magic
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import FetchRequest, FetchResponse
@@ -82,6 +83,11 @@ _LAST_HARD_LIMIT_VERSION: Final = 2
 _FIRST_ZSTD_VERSION: Final = 10
 _FIRST_CLIENT_METADATA_VERSION: Final = 11
 _LAST_STORAGE_ERROR_HIDDEN: Final = 5
+FILE_REGIONS = True
+"""Whether answers that are not down-converted read their records as ranges of the segment
+files (sent with sendfile where the connection allows). Kafka has no switch for this; off,
+the records are read as bytes and encoded into the frame, which is the path before zero-copy
+fetch, for benchmarks/copied_fetch_broker.py to measure."""
 
 
 def fetch_params(ctx: RequestContext, request: FetchRequest) -> FetchParams:
@@ -118,6 +124,7 @@ def fetch_params(ctx: RequestContext, request: FetchRequest) -> FetchParams:
         fetch_only_from_leader=is_from_follower or (is_from_consumer
                                                     and client_metadata is None),
         client_metadata=client_metadata,
+        file_regions=FILE_REGIONS and ctx.api_version > _LAST_UNCONVERTED_VERSION,
     )
 
 
@@ -186,8 +193,9 @@ def _down_converted(version: int, broker: BrokerServices, tp: TopicPartition,
     result = _older_version_errors(version, broker, tp, result)
     if result.error_code != NONE or not result.records:
         return result
-    records = _hard_limited(result.records, limit) if version <= _LAST_HARD_LIMIT_VERSION \
-        else result.records
+    fetched = records_bytes(result.records)
+    records = _hard_limited(fetched, limit) if version <= _LAST_HARD_LIMIT_VERSION \
+        else fetched
     if len(records) < LOG_OVERHEAD or LOG_OVERHEAD + int.from_bytes(
             records[SIZE_OFFSET:LOG_OVERHEAD], "big", signed=True) > len(records):
         return result._replace(records=records)  # no complete batch: nothing to convert
@@ -217,7 +225,7 @@ def _convert_results(version: int, broker: BrokerServices, params: FetchParams,
         data = _down_converted(version, broker, tp, result, info.fetch_offset, limit,
                                params.is_from_follower)
         if version <= _LAST_HARD_LIMIT_VERSION and result.records is not None:
-            remaining -= len(_hard_limited(result.records, limit))
+            remaining -= len(_hard_limited(records_bytes(result.records), limit))
         converted.append((tp, data))
     return converted
 
