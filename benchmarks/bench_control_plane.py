@@ -1,7 +1,7 @@
 """Control plane at scale: prints numbers, asserts nothing.
 
     .venv/bin/python benchmarks/bench_control_plane.py [--partitions 1000,10000]
-        [--timeout 300]
+        [--timeout 300] [--py-spy DIR]
 
 For each partition count N, on a fresh 3-broker LocalCluster:
 
@@ -17,12 +17,20 @@ Meanwhile a producer (acks=1, one record every 10 ms) and a consumer on another 
 by the broker that is neither killed nor stopped, record their worst wait: the longest
 delivery time and the longest gap between two received records. Goals (issue 17, at
 10,000): create 60 s, failover 15 s, shutdown 30 s, worst wait 1 s.
+
+``--py-spy DIR`` records each phase of each live broker with py-spy (the venv's) as
+collapsed stacks (``DIR/<N>-<phase>-broker<id>[-controller].txt``, 50 Hz, idle time left
+out), for reading where the brokers' time goes; the brokers' logs are copied there too.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +39,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkaclone.testing.cluster import LocalCluster
+
+PY_SPY = os.path.join(os.path.dirname(sys.executable), "py-spy")
 
 TOPIC = "scale"
 OTHER = "other"
@@ -120,7 +130,47 @@ def wait_all_led(admin: AdminClient, n: int, live: set[int], timeout: float,
     return float("nan")
 
 
-def run(n: int, timeout: float) -> dict[str, float]:
+@dataclass
+class Profiler:
+    """py-spy on each live broker for one phase, or nothing without a directory."""
+
+    directory: str | None
+    spies: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, cluster: LocalCluster, n: int, phase: str, controller: int) -> None:
+        if self.directory is None:
+            return
+        os.makedirs(self.directory, exist_ok=True)
+        for broker_id, broker in cluster.brokers.items():
+            if not broker.running:
+                continue
+            role = "-controller" if broker_id == controller else ""
+            output = os.path.join(self.directory, f"{n}-{phase}-broker{broker_id}{role}.txt")
+            self.spies.append(subprocess.Popen(
+                [PY_SPY, "record", "-p", str(broker.pid), "-f", "raw", "-r", "50",
+                 "--nonblocking", "-o", output],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def stop(self) -> None:
+        for spy in self.spies:
+            if spy.poll() is None:
+                spy.send_signal(signal.SIGINT)
+        for spy in self.spies:
+            try:
+                spy.wait(30)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+                spy.wait()
+        self.spies.clear()
+
+    def keep_logs(self, cluster: LocalCluster, n: int) -> None:
+        if self.directory is None:
+            return
+        for broker_id, broker in cluster.brokers.items():
+            shutil.copy(broker.log_path, os.path.join(self.directory, f"{n}-broker{broker_id}.log"))
+
+
+def run(n: int, timeout: float, profiler: Profiler) -> dict[str, float]:
     with LocalCluster(3, overrides={"auto.create.topics.enable": "false"}) as cluster:
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers,
@@ -135,25 +185,32 @@ def run(n: int, timeout: float) -> dict[str, float]:
         watcher.reset()
         results: dict[str, float] = {}
 
+        profiler.start(cluster, n, "create", controller)
         start = time.monotonic()
         admin.create_topics([NewTopic(TOPIC, n, 3)], request_timeout=timeout)[TOPIC].result()
         results["create_call"] = time.monotonic() - start
         single = AdminClient({"bootstrap.servers": cluster.broker(watched).bootstrap_server})
         waited = wait_all_led(single, n, set(cluster.brokers), timeout)
         results["create"] = time.monotonic() - start if waited == waited else waited
+        profiler.stop()
         results["create_worst_delivery"], results["create_worst_gap"], _ = watcher.reset()
 
+        profiler.start(cluster, n, "failover", controller)
         start = time.monotonic()
         cluster.broker(controller).kill()
         results["failover"] = wait_all_led(single, n, set(survivors), timeout,
                                            not_controller=controller)
+        profiler.stop()
         results["failover_worst_delivery"], results["failover_worst_gap"], _ = watcher.reset()
 
         _, _, led_by_stopped = leaders(single, TOPIC, {stopped})
         results["shutdown_led"] = led_by_stopped
+        profiler.start(cluster, n, "shutdown", single.list_topics(timeout=30).controller_id)
         start = time.monotonic()
         cluster.broker(stopped).stop(timeout)
         results["shutdown"] = time.monotonic() - start
+        profiler.stop()
+        profiler.keep_logs(cluster, n)
         results["shutdown_worst_delivery"], results["shutdown_worst_gap"], _ = watcher.reset()
         watcher.close()
         return results
@@ -163,10 +220,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", default="1000,10000")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--py-spy", dest="py_spy", metavar="DIR",
+                        help="record each phase of each broker with py-spy into DIR")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()}")
     for n in (int(p) for p in args.partitions.split(",")):
-        results = run(n, args.timeout)
+        results = run(n, args.timeout, Profiler(args.py_spy))
         print(f"partitions={n} " + " ".join(f"{k}={v:.2f}" for k, v in results.items()),
               flush=True)
         print(f"load: {os.getloadavg()}", flush=True)

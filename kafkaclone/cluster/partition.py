@@ -273,11 +273,13 @@ class Partition:
     # -- leadership ------------------------------------------------------------------------
 
     def make_leader(self, state: LeaderAndIsrPartitionState,
-                    config: LogConfig | None = None) -> bool:
+                    config: LogConfig | None = None, *, flush_epoch: bool = True) -> bool:
         """Become the leader as ``state`` says; whether this replica was not the leader
         before. The new leader epoch starts at the log end offset, recorded in the log's
         leader-epoch cache (Kafka's ``maybeAssignEpochStartOffset``). The followers' fetch
-        state is reset: those in the ISR count as caught up now, the others never were."""
+        state is reset: those in the ISR count as caught up now, the others never were.
+        ``flush_epoch=False``: the caller writes the leader-epoch checkpoint before this
+        leader serves anything (``LogManager.flush_leader_epochs``)."""
         is_new_epoch = state.leader_epoch > self.leader_epoch
         self._update_assignment_and_isr(state)
         log = self.create_log_if_not_exists(state.is_new, config)
@@ -286,7 +288,7 @@ class Partition:
             "%s starts at leader epoch %d from offset %d with high watermark %d. Previous "
             "leader epoch was %d.", self.topic_partition, state.leader_epoch, start_offset,
             log.high_watermark, self.leader_epoch)
-        log.assign_epoch_start_offset(state.leader_epoch, start_offset)
+        log.assign_epoch_start_offset(state.leader_epoch, start_offset, flush=flush_epoch)
         self.leader_epoch = state.leader_epoch
         self.leader_epoch_start_offset = start_offset
         was_leader = self.is_leader

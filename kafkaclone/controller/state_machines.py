@@ -10,6 +10,13 @@ Each ``handle_state_changes`` call collects the broker requests it implies in on
 ``ControllerBrokerRequestBatch`` and sends them at the end. Every ZooKeeper write is guarded
 by the controller epoch's zkVersion (a deposed controller's write fails with
 ControllerMovedError, which propagates).
+
+A leader election or an ISR removal writes each partition's state conditionally on its
+zkVersion. Its first attempt starts from the states the controller holds (read at failover,
+kept as it writes them) instead of reading every state znode again as Kafka does; a state
+that changed meanwhile (a leader's ISR change) fails its version check and is read and
+retried, so the outcome is Kafka's, with one ZooKeeper read per partition fewer in the
+common case (thousands at a failover or a controlled shutdown).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.channel_manager import ControllerBrokerRequestBatch
@@ -257,10 +264,11 @@ class PartitionStateMachine:
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
         finished: dict[TopicPartition, LeaderAndIsr | Exception] = {}
         remaining = partitions
-        for _ in range(MAX_ZK_WRITE_ATTEMPTS):
+        for attempt in range(MAX_ZK_WRITE_ATTEMPTS):
             if not remaining:
                 break
-            done, remaining = await self._do_elect_leader_for_partitions(remaining, strategy)
+            done, remaining = await self._do_elect_leader_for_partitions(
+                remaining, strategy, from_cache=attempt == 0)
             for tp, outcome in done.items():
                 if isinstance(outcome, Exception):
                     state_change_logger.error(
@@ -277,10 +285,12 @@ class PartitionStateMachine:
         return finished
 
     async def _do_elect_leader_for_partitions(
-        self, partitions: list[TopicPartition], strategy: ElectionStrategy
+        self, partitions: list[TopicPartition], strategy: ElectionStrategy,
+        from_cache: bool = False,
     ) -> tuple[dict[TopicPartition, LeaderAndIsr | Exception], list[TopicPartition]]:
         finished: dict[TopicPartition, LeaderAndIsr | Exception] = {}
-        current = await read_partition_states(self.context, self.zk_client, partitions, finished)
+        current = await current_partition_states(self.context, self.zk_client, partitions,
+                                                 finished, from_cache)
         if not current:
             return finished, []
         if strategy == ElectionStrategy.OFFLINE:
@@ -294,27 +304,34 @@ class PartitionStateMachine:
         else:
             elections = self._leader_for_preferred(current)
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        unsure: list[TopicPartition] = []
         for tp, election in elections.items():
-            if election.leader_and_isr is None:
+            if election.leader_and_isr is None and from_cache:
+                unsure.append(tp)  # nothing to write would tell a stale state: read it
+            elif election.leader_and_isr is None:
                 finished[tp] = StateChangeFailedError(
                     f"Failed to elect leader for partition {tp} under strategy "
                     f"{strategy.value}")
             else:
                 to_write[tp] = election.leader_and_isr
         if not to_write:
-            return finished, []
+            return finished, unsure
         update = await self.zk_client.update_leader_and_isr(
             to_write, self.context.epoch, self.context.epoch_zk_version)
+        retry = unsure + list(update.partitions_to_retry)
         for tp, outcome in update.finished_partitions.items():
             if isinstance(outcome, Exception):
-                finished[tp] = outcome
+                if from_cache and isinstance(outcome, NoNodeError):
+                    retry.append(tp)  # read: the failure says why
+                else:
+                    finished[tp] = outcome
                 continue
             state = LeaderIsrAndControllerEpoch(outcome, self.context.epoch)
             self.context.partition_leadership_info[tp] = state
             self.batch.add_leader_and_isr_request_for_brokers(
                 elections[tp].recipients, tp, state, is_new=False)
             finished[tp] = outcome
-        return finished, list(update.partitions_to_retry)
+        return finished, retry
 
     async def _unclean_enabled(self, topics: set[str]) -> dict[str, bool]:
         if not topics:
@@ -405,6 +422,28 @@ class PartitionStateMachine:
             result[tp] = _ElectionResult(
                 None if leader is None else lai.new_leader_and_isr(leader, lai.isr), assignment)
         return result
+
+
+async def current_partition_states(
+    context: ControllerContext, zk_client: KafkaZkClient, partitions: list[TopicPartition],
+    failures: dict[TopicPartition, LeaderAndIsr | Exception], from_cache: bool,
+) -> dict[TopicPartition, LeaderAndIsr]:
+    """The partitions' states to write from: with ``from_cache``, those the controller
+    holds (their zkVersions make a stale one fail its write, to be read and retried), the
+    others read as ``read_partition_states``."""
+    if not from_cache:
+        return await read_partition_states(context, zk_client, partitions, failures)
+    current: dict[TopicPartition, LeaderAndIsr] = {}
+    unknown: list[TopicPartition] = []
+    for tp in partitions:
+        state = context.partition_leadership_info.get(tp)
+        if state is None:
+            unknown.append(tp)
+        else:
+            current[tp] = state.leader_and_isr
+    if unknown:
+        current.update(await read_partition_states(context, zk_client, unknown, failures))
+    return current
 
 
 async def read_partition_states(
@@ -564,18 +603,22 @@ class ReplicaStateMachine:
         ISR is never emptied: a last member stays, and a partition it led gets leader -1."""
         result: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         remaining = partitions
-        for _ in range(MAX_ZK_WRITE_ATTEMPTS):
+        for attempt in range(MAX_ZK_WRITE_ATTEMPTS):
             if not remaining:
                 break
             errors: dict[TopicPartition, LeaderAndIsr | Exception] = {}
-            current = await read_partition_states(self.context, self.zk_client, remaining,
-                                                  errors)
+            current = await current_partition_states(self.context, self.zk_client, remaining,
+                                                     errors, from_cache=attempt == 0)
             for tp, error in errors.items():
                 if (isinstance(error, Exception)
                         and not self.context.is_topic_queued_up_for_deletion(tp.topic)):
                     failures[PartitionAndReplica(tp, broker_id)] = error
             adjusted: dict[TopicPartition, LeaderAndIsr] = {}
+            unsure: list[TopicPartition] = []
             for tp, lai in current.items():
+                if broker_id not in lai.isr and attempt == 0:
+                    unsure.append(tp)  # nothing to write would tell a stale state: read it
+                    continue
                 if broker_id not in lai.isr:
                     state = LeaderIsrAndControllerEpoch(lai, self.context.epoch)
                     self.context.partition_leadership_info[tp] = state
@@ -586,16 +629,20 @@ class ReplicaStateMachine:
                                                              if r != broker_id]
                 adjusted[tp] = lai.new_leader_and_isr(new_leader, new_isr)
             if not adjusted:
-                break
+                remaining = unsure
+                continue
             update = await self.zk_client.update_leader_and_isr(
                 adjusted, self.context.epoch, self.context.epoch_zk_version)
+            remaining = unsure + list(update.partitions_to_retry)
             for tp, outcome in update.finished_partitions.items():
                 if isinstance(outcome, Exception):
-                    failures[PartitionAndReplica(tp, broker_id)] = outcome
+                    if attempt == 0 and isinstance(outcome, NoNodeError):
+                        remaining.append(tp)  # read: the failure says why
+                    else:
+                        failures[PartitionAndReplica(tp, broker_id)] = outcome
                     continue
                 state = LeaderIsrAndControllerEpoch(outcome, self.context.epoch)
                 self.context.partition_leadership_info[tp] = state
                 result[tp] = state
-            remaining = list(update.partitions_to_retry)
         return result
 

@@ -38,6 +38,8 @@ class LeaderEpochFileCache:
         self._log_end_offset = log_end_offset
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
+        self.unflushed = False
+        """Whether an ``assign(..., flush=False)`` is not in the checkpoint yet."""
         checkpoint.create_if_missing()
         for epoch, start_offset in checkpoint.read():
             self._assign(EpochEntry(epoch, start_offset))
@@ -91,12 +93,16 @@ class LeaderEpochFileCache:
 
     # -- changing --
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (a new leader's first append).
         Entries that would no longer be monotonic (same or newer epoch, same or later
-        offset) are removed first."""
+        offset) are removed first. ``flush=False`` leaves the checkpoint write to the
+        caller (``flush``), who writes many at once."""
         if self._assign(EpochEntry(epoch, start_offset)):
-            self.flush()
+            if flush:
+                self.flush()
+            else:
+                self.unflushed = True
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
@@ -154,3 +160,4 @@ class LeaderEpochFileCache:
 
     def flush(self) -> None:
         self._checkpoint.write(self._entries)
+        self.unflushed = False

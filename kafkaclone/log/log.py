@@ -658,11 +658,25 @@ class Log:
             )
 
     @_storage_errors
-    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
-        """Record that leader epoch ``epoch`` starts at ``start_offset`` (a new leader)."""
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int, *,
+                                  flush: bool = True) -> None:
+        """Record that leader epoch ``epoch`` starts at ``start_offset`` (a new leader).
+        ``flush=False``: the caller writes the checkpoint (``flush_leader_epoch_cache``)
+        before the new leader accepts anything (the LogManager writes many in parallel)."""
         latest = self.leader_epoch_cache.latest_entry
         if latest is None or latest.epoch != epoch:
-            self.leader_epoch_cache.assign(epoch, start_offset)
+            self.leader_epoch_cache.assign(epoch, start_offset, flush=flush)
+
+    @property
+    def leader_epoch_cache_unflushed(self) -> bool:
+        return self.leader_epoch_cache.unflushed
+
+    @_storage_errors
+    def flush_leader_epoch_cache(self) -> None:
+        """Write the leader-epoch checkpoint if an assignment left it to write (any
+        thread: the log's owner waits meanwhile)."""
+        if self.leader_epoch_cache.unflushed:
+            self.leader_epoch_cache.flush()
 
     def _maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         latest = self.leader_epoch_cache.latest_entry

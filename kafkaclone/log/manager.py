@@ -17,6 +17,17 @@ scheduler threads): the offsets are read on the reactor thread, only the file I/
 (:class:`CheckpointWriter`). Deleted partitions are renamed ``<topic>-<p>.<uuid>-delete``
 at once and removed after ``file.delete.delay.ms``.
 
+Thousands of partitions at once (a LeaderAndIsr creating a big topic, or making a broker
+the leader of thousands after a failover) cost mostly file work, most of it waiting on the
+disk: a new log's directory and files, a new leader's fsynced ``leader-epoch-checkpoint``.
+Given :class:`LogIoThreads` (the broker's ``num.io.threads``), the manager runs that work
+in parallel, where the disk takes concurrent fsyncs for little more than one:
+:meth:`LogManager.create_logs` opens new logs on the I/O threads while the reactor goes on
+(a log is registered, and visible, only once open), and
+:meth:`LogManager.flush_leader_epochs` writes the checkpoints of many logs at once and
+returns when all are on disk, so a leader still accepts nothing before its epoch is
+durable.
+
 An I/O error in a directory (a log's append, roll, flush or index write, a checkpoint, a
 log's creation) is reported to the :class:`LogDirFailureChannel`; its handler (the
 ReplicaManager) calls :meth:`LogManager.handle_log_dir_failure`, which takes the directory
@@ -28,12 +39,14 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import logging
 import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -44,6 +57,7 @@ from kafkaclone.common.errors import (
     KafkaError,
     KafkaStorageError,
     LogDirNotFoundError,
+    UnknownServerError,
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.checkpoints import (
@@ -85,6 +99,74 @@ def log_delete_dir_name(tp: TopicPartition) -> str:
 
 BackgroundRunner = Callable[[Callable[[], None], Callable[[], None]], None]
 """Runs its first argument on a worker thread, then its second on the clock's thread."""
+
+
+class LogIoThreads:
+    """A pool of threads for file work run in parallel (the broker's ``num.io.threads``).
+    The work given must not raise (each item keeps its own outcome)."""
+
+    def __init__(self, threads: int, call_from_thread: Callable[[Callable[[], None]], None],
+                 name: str = "kafka-io") -> None:
+        """``call_from_thread``: runs a function on the clock's thread (the reactor's
+        ``callFromThread``)."""
+        self._executor = ThreadPoolExecutor(max_workers=max(1, threads),
+                                            thread_name_prefix=name)
+        self._call_from_thread = call_from_thread
+
+    def run_all(self, work: Sequence[Callable[[], None]]) -> None:
+        """Run every item, in parallel, and return once all are done."""
+        futures = [self._executor.submit(item) for item in work]
+        wait(futures)
+        for future in futures:
+            future.result()
+
+    def run_all_then(self, work: Sequence[Callable[[], None]],
+                     done: Callable[[], None]) -> None:
+        """Run every item, in parallel, then ``done`` on the clock's thread; return now."""
+        if not work:
+            done()
+            return
+        remaining = [len(work)]
+        lock = threading.Lock()
+
+        def finished(_: Future[None]) -> None:
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                self._call_from_thread(done)
+
+        for item in work:
+            self._executor.submit(item).add_done_callback(finished)
+
+    def shutdown(self) -> None:
+        """Wait for the work started, start no more."""
+        self._executor.shutdown(wait=True)
+
+
+@dataclass
+class _NewLog:
+    """A log being opened on an I/O thread: what it needs, then what came of it."""
+
+    tp: TopicPartition
+    directory: Path
+    config: LogConfig
+    max_producer_id_expiration_ms: int
+    clock: Scheduler
+    log: Log | None = None
+    error: KafkaError | None = None
+
+    def open(self) -> None:
+        try:
+            self.log = Log(self.directory, self.config, clock=self.clock,
+                           topic_partition=self.tp,
+                           max_producer_id_expiration_ms=self.max_producer_id_expiration_ms)
+        except KafkaError as exc:
+            self.error = exc
+        except Exception as exc:  # on a worker thread: kept for the clock's thread to tell
+            logger.exception("Error while creating log for %s in dir %s", self.tp,
+                             self.directory.parent)
+            self.error = UnknownServerError(f"Error while creating log for {self.tp}: {exc}")
 
 
 class CheckpointWriter:
@@ -185,11 +267,15 @@ class LogManager:
         cluster_id: str | None = None,
         background: BackgroundRunner | None = None,
         log_dir_failure_channel: LogDirFailureChannel | None = None,
+        io_threads: LogIoThreads | None = None,
     ) -> None:
         """``background``: where the periodic checkpoint writes run (inline without it);
-        ``log_dir_failure_channel``: where I/O errors are reported (a new one without it)."""
+        ``log_dir_failure_channel``: where I/O errors are reported (a new one without it);
+        ``io_threads``: where many logs' file work runs in parallel (one after the other on
+        the calling thread without it)."""
         self.config = config
         self._clock = clock
+        self._io_threads = io_threads
         self.log_dir_failure_channel = log_dir_failure_channel or LogDirFailureChannel()
         self.checkpoints = CheckpointWriter(background, self._checkpoint_failed)
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
@@ -485,9 +571,11 @@ class LogManager:
     def _logs_in_dir(self, directory: Path) -> dict[TopicPartition, Log]:
         return {tp: log for tp, log in self._logs.items() if log.dir.parent == directory}
 
-    def next_log_dir(self, tp: TopicPartition | None = None) -> Path:
+    def next_log_dir(self, tp: TopicPartition | None = None,
+                     counts: dict[Path, int] | None = None) -> Path:
         """The directory AlterReplicaLogDirs chose for ``tp`` if it is live, else the live
-        directory holding the fewest partitions (the first of equals)."""
+        directory holding the fewest partitions (the first of equals). ``counts``: the
+        partitions per directory, when the caller keeps them (``_log_counts``)."""
         if not self._live_dirs:
             raise KafkaStorageError("No live log directory")
         preferred = None if tp is None else self._preferred_log_dirs.get(tp)
@@ -495,11 +583,16 @@ class LogManager:
             return preferred
         if len(self._live_dirs) == 1:  # counting is O(logs), once per log created
             return self._live_dirs[0]
+        if counts is None:
+            counts = self._log_counts()
+        return min(self._live_dirs, key=lambda directory: counts.get(directory, 0))
+
+    def _log_counts(self) -> dict[Path, int]:
         counts = dict.fromkeys(self._live_dirs, 0)
         for log in self._logs.values():
             if log.dir.parent in counts:
                 counts[log.dir.parent] += 1
-        return min(self._live_dirs, key=lambda directory: counts[directory])
+        return counts
 
     def get_or_create_log(
         self, tp: TopicPartition, config: LogConfig | None = None, *, is_new: bool = True
@@ -510,6 +603,98 @@ class LogManager:
         log = self._logs.get(tp)
         if log is not None:
             return log
+        return self._open_new_log(tp, self._new_log_dir(tp, config, is_new))
+
+    def _open_new_log(self, tp: TopicPartition, directory: Path) -> Log:
+        try:
+            log = Log(directory, self.config_for(tp.topic), clock=self._clock,
+                      topic_partition=tp,
+                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+        except KafkaStorageError as exc:
+            self._log_creation_failed(tp, directory, exc)
+            raise
+        self._add_new_log(tp, log)
+        return log
+
+    def create_logs(self, wanted: Mapping[TopicPartition, tuple[LogConfig | None, bool]],
+                    done: Callable[[dict[TopicPartition, KafkaError]], None]) -> None:
+        """``get_or_create_log`` of each partition of ``wanted`` (partition -> (config,
+        is_new)), the new logs opened in parallel on the I/O threads; then ``done``, on the
+        clock's thread, with the partitions whose log could not be created. A log is
+        registered only once open; a directory left from before (not a new log's) is
+        loaded here, on the calling thread, as ``get_or_create_log`` does."""
+        failures: dict[TopicPartition, KafkaError] = {}
+        opening: list[_NewLog] = []
+        counts = self._log_counts() if len(self._live_dirs) > 1 else None
+        for tp, (config, is_new) in wanted.items():
+            if tp in self._logs:
+                continue
+            try:
+                directory = self._new_log_dir(tp, config, is_new, counts)
+                if counts is not None:
+                    counts[directory.parent] = counts.get(directory.parent, 0) + 1
+                if directory.exists():
+                    self._open_new_log(tp, directory)
+                    continue
+            except KafkaError as exc:
+                failures[tp] = exc
+                continue
+            opening.append(_NewLog(tp, directory, self.config_for(tp.topic),
+                                   self.config.transactional_id_expiration_ms, self._clock))
+
+        def opened() -> None:
+            for new in opening:
+                if new.error is not None:
+                    if isinstance(new.error, KafkaStorageError):
+                        self._log_creation_failed(new.tp, new.directory, new.error)
+                    failures[new.tp] = new.error
+                    continue
+                assert new.log is not None
+                if not self._started or new.directory.parent not in self._live_dirs or (
+                        new.tp in self._logs):
+                    # Shut down, or the directory failed, while the log was being opened.
+                    new.log.close_handlers()
+                    failures[new.tp] = KafkaStorageError(
+                        f"Log for {new.tp} created in {new.directory.parent}, which is no "
+                        f"longer online")
+                    continue
+                self._add_new_log(new.tp, new.log)
+            done(failures)
+
+        work = [new.open for new in opening]
+        if self._io_threads is None or not work:
+            for item in work:
+                item()
+            opened()
+        else:
+            self._io_threads.run_all_then(work, opened)
+
+    def flush_leader_epochs(self, logs: Mapping[TopicPartition, Log]
+                            ) -> dict[TopicPartition, KafkaStorageError]:
+        """Write the leader-epoch checkpoints that ``Log.assign_epoch_start_offset(...,
+        flush=False)`` left to write, in parallel on the I/O threads, and return once all are
+        on disk: the partitions whose write failed (their directories reported offline)."""
+        failures: dict[TopicPartition, KafkaStorageError] = {}
+
+        def flush(tp: TopicPartition, log: Log) -> None:
+            try:
+                log.flush_leader_epoch_cache()
+            except KafkaStorageError as exc:
+                failures[tp] = exc
+
+        work = [functools.partial(flush, tp, log) for tp, log in logs.items()
+                if log.leader_epoch_cache_unflushed]
+        if self._io_threads is None or len(work) < 2:
+            for item in work:
+                item()
+        else:
+            self._io_threads.run_all(work)
+        return failures
+
+    def _new_log_dir(self, tp: TopicPartition, config: LogConfig | None, is_new: bool,
+                     counts: dict[Path, int] | None = None) -> Path:
+        """Where a new log of ``tp`` goes (``is_new=False`` refuses while a directory is
+        offline); ``config`` becomes the topic's."""
         if not is_new and self._offline_dirs:
             raise KafkaStorageError(
                 f"Can not create log for {tp} because log directories "
@@ -517,25 +702,22 @@ class LogManager:
             )
         if config is not None:
             self._topic_configs[tp.topic] = config
-        directory = self.next_log_dir(tp) / log_dir_name(tp)
-        try:
-            log = Log(directory, self.config_for(tp.topic), clock=self._clock,
-                      topic_partition=tp,
-                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
-        except KafkaStorageError as exc:
-            if isinstance(exc.__cause__, OSError):
-                self.log_dir_failure_channel.maybe_add_offline_log_dir(
-                    directory.parent,
-                    f"Error while creating log for {tp} in dir {directory.parent}",
-                    exc.__cause__)
-            raise
+        return self.next_log_dir(tp, counts) / log_dir_name(tp)
+
+    def _log_creation_failed(self, tp: TopicPartition, directory: Path,
+                             exc: KafkaStorageError) -> None:
+        if isinstance(exc.__cause__, OSError):
+            self.log_dir_failure_channel.maybe_add_offline_log_dir(
+                directory.parent, f"Error while creating log for {tp} in dir {directory.parent}",
+                exc.__cause__)
+
+    def _add_new_log(self, tp: TopicPartition, log: Log) -> None:
         log.flush_time_listener = self.flush_time_listener
         log.log_dir_failure_channel = self.log_dir_failure_channel
         self._preferred_log_dirs.pop(tp, None)
         self._logs[tp] = log
         logger.info("Created log for partition %s in %s with properties %s", tp,
-                    directory.parent, self.config_for(tp.topic).overridden)
-        return log
+                    log.dir.parent, self.config_for(tp.topic).overridden)
 
     def async_delete(self, tp: TopicPartition) -> Log | None:
         """Delete a partition's log: rename its directory to ``<topic>-<p>.<id>-delete``

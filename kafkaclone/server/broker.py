@@ -88,7 +88,7 @@ from kafkaclone.coordinator.transaction.state_manager import TransactionStateMan
 from kafkaclone.log.checkpoints import META_PROPERTIES, BrokerMetadataCheckpoint
 from kafkaclone.log.cleaner import LogCleaner
 from kafkaclone.log.config import LogConfig, LogManagerConfig
-from kafkaclone.log.manager import LogManager
+from kafkaclone.log.manager import LogIoThreads, LogManager
 from kafkaclone.network.authenticator import ScramCredentialCache
 from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity, KafkaClientConnection
 from kafkaclone.network.request_metrics import RequestMetrics
@@ -298,6 +298,7 @@ class KafkaBroker(MultiService):
         self.request_metrics = RequestMetrics()
         """Request timing per API (RequestQueueTimeMs, LocalTimeMs, ...), for the metrics."""
         self._scheduler_thread: ThreadPoolExecutor | None = None
+        self._log_io_threads: LogIoThreads | None = None
         self.registered_endpoints: tuple[EndPoint, ...] = ()
         self._started: list[_Step] = []
         self._shutdown: Deferred[None] | None = None
@@ -550,8 +551,12 @@ class KafkaBroker(MultiService):
                         props, manager_config.default_log_config)
                 except KafkaError as exc:
                     logger.error("Invalid config overrides of topic %s: %s", topic, exc)
+        self._log_io_threads = LogIoThreads(self.config.num_io_threads,
+                                            self.reactor.callFromThread,
+                                            f"kafka-io-{self.broker_id}")
         manager = LogManager(manager_config, clock=self.reactor, topic_configs=topic_configs,
-                             cluster_id=self.cluster_id, background=self._in_thread)
+                             cluster_id=self.cluster_id, background=self._in_thread,
+                             io_threads=self._log_io_threads)
         if self.metrics is not None:
             manager.flush_time_listener = self.metrics.record_log_flush
         try:
@@ -575,6 +580,9 @@ class KafkaBroker(MultiService):
         return self.config.reserved_broker_max_id + sequence
 
     async def _stop_log_manager(self) -> None:
+        if self._log_io_threads is not None:
+            self._log_io_threads.shutdown()
+            self._log_io_threads = None
         if self._log_manager is not None:
             self._log_manager.shutdown()
         if self._scheduler_thread is not None:

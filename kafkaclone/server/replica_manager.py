@@ -514,6 +514,10 @@ class ReplicaManager:
         for start in range(0, len(accepted), STATE_CHANGE_SLICE):
             if start:
                 await self._next_reactor_turn()
+            chunk = accepted[start:start + STATE_CHANGE_SLICE]
+            if not self._shutting_down:
+                chunk = await self._create_logs(controller_id, controller_epoch, chunk,
+                                                configs, errors)
             if self._shutting_down:
                 logger.info("Shutting down: LeaderAndIsr from controller %d epoch %d left "
                             "partly unapplied", controller_id, controller_epoch)
@@ -521,7 +525,6 @@ class ReplicaManager:
                     errors[partition.topic_partition] = NotLeaderOrFollowerError.code
                 accepted = accepted[:start]
                 break
-            chunk = accepted[start:start + STATE_CHANGE_SLICE]
             new_leaders += self._make_leaders(
                 controller_id, controller_epoch,
                 [(p, s) for p, s in chunk if s.leader == self.broker_id], configs, errors)
@@ -536,8 +539,7 @@ class ReplicaManager:
             except Exception:
                 logger.exception("leadership listener %r failed", listener)
         # Requests waiting on a partition whose leadership changed answer now.
-        for partition, _ in accepted:
-            self.complete_delayed_requests(partition.topic_partition)
+        self.complete_delayed_requests_for(partition.topic_partition for partition, _ in accepted)
         return ReplicaManagerResult(NONE, errors)
 
     async def _next_reactor_turn(self) -> None:
@@ -575,6 +577,29 @@ class ReplicaManager:
                 configs[topic] = defaults
         return configs
 
+    async def _create_logs(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
+        configs: Mapping[str, LogConfig],
+        errors: dict[TopicPartition, int],
+    ) -> list[tuple[Partition, LeaderAndIsrPartitionState]]:
+        """Create the missing logs of ``states`` in parallel, off the reactor thread (the
+        LogManager's I/O threads); the partitions whose log could not be created answer
+        their error and are left out of what is returned."""
+        wanted = {partition.topic_partition: (configs.get(partition.topic), state.is_new)
+                  for partition, state in states if partition.log is None}
+        if not wanted:
+            return list(states)
+        created: Deferred[dict[TopicPartition, KafkaError]] = Deferred()
+        self.log_manager.create_logs(wanted, created.callback)
+        failures = await created
+        for tp, exc in failures.items():
+            errors[tp] = self._storage_or_unknown(exc, tp, "replica", controller_id,
+                                                  controller_epoch)
+        return [(p, s) for p, s in states if p.topic_partition not in failures]
+
     def _make_leaders(
         self,
         controller_id: int,
@@ -583,7 +608,9 @@ class ReplicaManager:
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
-        """Kafka's makeLeaders: stop fetching these partitions, then make_leader."""
+        """Kafka's makeLeaders: stop fetching these partitions, then make_leader. The new
+        leader epochs' checkpoints are written together (in parallel) before this returns,
+        so none of these leaders serves a request before its epoch is on disk."""
         made: list[Partition] = []
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.remove_fetcher_for_partitions(
@@ -591,7 +618,8 @@ class ReplicaManager:
         for partition, state in states:
             tp = partition.topic_partition
             try:
-                if partition.make_leader(state, configs.get(partition.topic)):
+                if partition.make_leader(state, configs.get(partition.topic),
+                                         flush_epoch=False):
                     made.append(partition)
                 else:
                     logger.info("Skipped the become-leader state change for %s with leader "
@@ -601,7 +629,12 @@ class ReplicaManager:
             except KafkaError as exc:
                 errors[tp] = self._storage_or_unknown(exc, tp, "leader", controller_id,
                                                       controller_epoch)
-        return made
+        failures = self.log_manager.flush_leader_epochs(
+            {p.topic_partition: p.log for p, _ in states if p.log is not None})
+        for tp, failure in failures.items():
+            errors[tp] = self._storage_or_unknown(failure, tp, "leader", controller_id,
+                                                  controller_epoch)
+        return [p for p in made if p.topic_partition not in failures]
 
     def _make_followers(
         self,
@@ -703,8 +736,7 @@ class ReplicaManager:
             if self._halt is not None:
                 self._halt()
             return
-        for tp in offline_tps:
-            self.complete_delayed_requests(tp)
+        self.complete_delayed_requests_for(offline_tps)
         if offline:
             for listener in list(self.leadership_listeners):
                 try:
@@ -857,8 +889,7 @@ class ReplicaManager:
             result = self._stop_replicas(controller_id, controller_epoch, partition_states)
         finally:
             self._state_change_lock.release()
-        for tp in partition_states:
-            self.complete_delayed_requests(tp)
+        self.complete_delayed_requests_for(partition_states)
         return result
 
     def _stop_replicas(
@@ -940,6 +971,14 @@ class ReplicaManager:
         self.delayed_fetch.check_and_complete(tp)
         self.delayed_produce.check_and_complete(tp)
         self.delayed_delete_records.check_and_complete(tp)
+
+    def complete_delayed_requests_for(self, tps: Iterable[TopicPartition]) -> None:
+        """``complete_delayed_requests`` of many partitions, each waiting request tried
+        once."""
+        tps = list(tps)
+        self.delayed_fetch.check_and_complete_all(tps)
+        self.delayed_produce.check_and_complete_all(tps)
+        self.delayed_delete_records.check_and_complete_all(tps)
 
     async def append_records(
         self,

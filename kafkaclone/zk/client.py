@@ -778,21 +778,42 @@ class KafkaZkClient:
     ) -> UpdateLeaderAndIsrResult:
         """Write partition states, each conditional on its LeaderAndIsr.zk_version (the
         partition epoch) and all guarded by the controller epoch. A version mismatch puts
-        the partition in ``partitions_to_retry``. ControllerMovedError if deposed."""
+        the partition in ``partitions_to_retry``. ControllerMovedError if deposed.
+
+        The writes go ``PARTITIONS_PER_MULTI`` to a multi-op, the multi-ops pipelined (one
+        round trip, and one request for the client to send, per chunk instead of per
+        partition); a multi-op that fails (some state changed under us) is done again one
+        partition at a time, to say which."""
         partitions = list(leader_and_isrs)
-        outcomes = await self._guarded_each(
-            [
-                SetDataOp(
-                    TopicPartitionStateZNode.path(tp),
-                    TopicPartitionStateZNode.encode(
-                        LeaderIsrAndControllerEpoch(leader_and_isrs[tp], controller_epoch)
-                    ),
-                    leader_and_isrs[tp].zk_version,
-                )
-                for tp in partitions
-            ],
-            expected_controller_epoch_zk_version,
+        ops = [
+            SetDataOp(
+                TopicPartitionStateZNode.path(tp),
+                TopicPartitionStateZNode.encode(
+                    LeaderIsrAndControllerEpoch(leader_and_isrs[tp], controller_epoch)
+                ),
+                leader_and_isrs[tp].zk_version,
+            )
+            for tp in partitions
+        ]
+        chunks = [
+            ops[i : i + PARTITIONS_PER_MULTI] for i in range(0, len(ops), PARTITIONS_PER_MULTI)
+        ]
+        written = await gather(
+            self._guarded_multi(chunk, expected_controller_epoch_zk_version)
+            if len(chunk) > 1
+            else self._guarded_each(chunk, expected_controller_epoch_zk_version)
+            for chunk in chunks
         )
+        outcomes: list[Any] = []
+        for chunk, outcome in zip(chunks, written, strict=True):
+            if isinstance(outcome, ControllerMovedError):
+                raise outcome
+            if len(chunk) > 1 and (
+                isinstance(outcome, Exception) or any(isinstance(r, Exception) for r in outcome)
+            ):
+                outcome = await self._guarded_each(chunk, expected_controller_epoch_zk_version)
+            assert not isinstance(outcome, Exception)
+            outcomes.extend(outcome)
         result = UpdateLeaderAndIsrResult()
         for tp, outcome in zip(partitions, outcomes, strict=True):
             if isinstance(outcome, BadVersionError):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import queue
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import (
     CLEAN_SHUTDOWN_FILE,
     InconsistentBrokerMetadataError,
+    LogIoThreads,
     LogManager,
 )
 from tests.log.conftest import START_SECONDS, make_batch, values_of
@@ -368,3 +370,74 @@ def test_background_checkpoint_writes_on_real_threads_do_not_interleave(tmp_path
     for thread in threads:
         thread.join(timeout=10)
     assert set(OffsetCheckpointFile(path).read().values()) == {199}
+
+
+@pytest.fixture
+def io_threads() -> Iterator[tuple[LogIoThreads, queue.Queue[Callable[[], None]]]]:
+    """I/O threads whose completions come back through a queue the test drains (the
+    reactor's callFromThread in a broker)."""
+    calls: queue.Queue[Callable[[], None]] = queue.Queue()
+    threads = LogIoThreads(4, calls.put, "test-io")
+    yield threads, calls
+    threads.shutdown()
+
+
+@pytest.mark.timeout(60)
+def test_create_logs_opens_new_logs_on_the_io_threads(
+        manager: ManagerFactory, dirs: list[Path],
+        io_threads: tuple[LogIoThreads, queue.Queue[Callable[[], None]]]) -> None:
+    threads, calls = io_threads
+    m = manager(io_threads=threads)
+    existing = m.get_or_create_log(TopicPartition("t", 0))
+    compacted = LogConfig.from_topic_overrides({"cleanup.policy": "compact"}, m.default_config)
+    wanted = {TopicPartition("t", p): (compacted, True) for p in range(40)}
+    results: list[dict[TopicPartition, object]] = []
+    m.create_logs(wanted, results.append)
+    assert results == []  # opening on the I/O threads, nothing registered yet
+    assert len(m.all_logs()) == 1
+    calls.get(timeout=30)()
+    assert results == [{}]
+    assert m.get_log(TopicPartition("t", 0)) is existing
+    created = [m.get_log(tp) for tp in wanted]
+    assert all(log is not None and log.config.compact for log in created[1:])
+    placed = [log.dir.parent for log in created if log is not None]
+    assert placed.count(dirs[0]) == 20 and placed.count(dirs[1]) == 20
+    assert (dirs[1] / "t-39" / "00000000000000000000.log").is_file()
+
+
+@pytest.mark.timeout(60)
+def test_create_logs_reports_what_could_not_be_created(
+        manager: ManagerFactory, dirs: list[Path],
+        io_threads: tuple[LogIoThreads, queue.Queue[Callable[[], None]]]) -> None:
+    threads, calls = io_threads
+    dirs[1].parent.mkdir(parents=True, exist_ok=True)
+    dirs[1].write_text("not a directory")
+    m = manager(io_threads=threads)
+    (dirs[0] / "t-1").write_text("a file where the log's directory goes")
+    results: list[dict[TopicPartition, object]] = []
+    m.create_logs({TopicPartition("t", 0): (None, True), TopicPartition("t", 1): (None, True),
+                   TopicPartition("t", 2): (None, False)}, results.append)
+    while not results:
+        calls.get(timeout=30)()
+    failures = results[0]
+    assert set(failures) == {TopicPartition("t", 1), TopicPartition("t", 2)}
+    assert "offline" in str(failures[TopicPartition("t", 2)])  # a replica that existed
+    assert m.get_log(TopicPartition("t", 0)) is not None
+    assert m.get_log(TopicPartition("t", 1)) is None
+
+
+@pytest.mark.timeout(60)
+def test_flush_leader_epochs_writes_what_assignments_left(
+        manager: ManagerFactory,
+        io_threads: tuple[LogIoThreads, queue.Queue[Callable[[], None]]]) -> None:
+    threads, _ = io_threads
+    m = manager(io_threads=threads)
+    logs = {TopicPartition("t", p): m.get_or_create_log(TopicPartition("t", p))
+            for p in range(10)}
+    for epoch, log in enumerate(logs.values()):
+        log.assign_epoch_start_offset(epoch + 1, 0, flush=False)
+    checkpoint = logs[TopicPartition("t", 3)].dir / "leader-epoch-checkpoint"
+    assert checkpoint.read_text() == ""  # in memory only
+    assert m.flush_leader_epochs(logs) == {}
+    assert checkpoint.read_text() == "0\n1\n4 0\n"
+    assert not any(log.leader_epoch_cache_unflushed for log in logs.values())

@@ -71,6 +71,27 @@ def test_watch_then_complete_by_key_once() -> None:
     assert not clock.getDelayedCalls()
 
 
+def test_check_and_complete_all_tries_each_operation_once() -> None:
+    """A follower's fetch watching thousands of partitions, all touched by one
+    LeaderAndIsr: one try, not one per partition."""
+    clock = Clock()
+    purgatory: DelayedOperationPurgatory[Waiting] = DelayedOperationPurgatory("t", clock)
+    ready = [False]
+    wide = Waiting(1000, ready)
+    narrow = Waiting(1000, ready)
+    assert not purgatory.try_complete_else_watch(wide, range(1000))
+    assert not purgatory.try_complete_else_watch(narrow, [7])
+    assert purgatory.check_and_complete_all(range(500)) == 0
+    assert wide.events == ["try", "try"] and narrow.events == ["try", "try"]
+    ready[0] = True
+    assert purgatory.check_and_complete_all([3, 7, 999, "other"]) == 2
+    assert wide.events == ["try", "try", "try", "complete"]
+    assert narrow.events == ["try", "try", "try", "complete"]
+    assert purgatory.delayed == 0
+    assert purgatory.check_and_complete_all(range(1000)) == 0  # nothing tried again
+    assert wide.events[-1] == "complete" and len(wide.events) == 4
+
+
 def test_expiry_calls_on_expiration_then_on_complete() -> None:
     clock = Clock()
     purgatory: DelayedOperationPurgatory[Waiting] = DelayedOperationPurgatory("t", clock)

@@ -7,6 +7,7 @@ Topic config overrides come from ZooKeeper (/config/topics/<t>) in the test's ch
 from __future__ import annotations
 
 import struct
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from twisted.internet.testing import StringTransport
 from kafkaclone.common.errors import NotControllerError, StaleBrokerEpochError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
-from kafkaclone.log.manager import LogManager
+from kafkaclone.log.manager import LogIoThreads, LogManager, _NewLog
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
@@ -164,6 +165,45 @@ def test_many_new_partitions_are_applied_in_slices_between_reactor_turns(
     assert set(errors_of(response, 5).values()) == {NONE}
     assert len(broker.replica_manager.leader_partitions()) == count
     assert any(0 < n < count for n in seen)  # the reactor ran between slices
+
+
+@pytest.mark.timeout(60)
+def test_new_logs_and_leader_epochs_are_written_on_the_io_threads(
+        tmp_path: Path, zk_client: KafkaZkClient) -> None:
+    """With the broker's I/O threads: logs opened off the reactor thread, every new
+    leader's epoch checkpoint on disk by the time the LeaderAndIsr is answered."""
+    io_threads = LogIoThreads(4, reactor.callFromThread, "test-io")
+    manager = LogManager(LogManagerConfig.from_props({"log.dirs": str(tmp_path / "logs"),
+                                                      "broker.id": "1"}), clock=reactor,
+                         io_threads=io_threads)
+    manager.startup()
+    try:
+        opened_on: set[str] = set()
+        original = _NewLog.open
+
+        def open_and_note(new_log: _NewLog) -> None:
+            opened_on.add(threading.current_thread().name)
+            original(new_log)
+
+        count = 2 * STATE_CHANGE_SLICE + 7
+        broker = Broker(ReplicaManager(1, manager, zk_client, clock=reactor),
+                        Controller(active=True))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_NewLog, "open", open_and_note)
+            response = call(RequestHandler(broker=broker), ApiKey.LEADER_AND_ISR, 5,
+                            leader_and_isr(leaders=(1, 2) * (count // 2) + (1,)))
+        assert set(errors_of(response, 5).values()) == {NONE}
+        assert opened_on and all(name.startswith("test-io") for name in opened_on)
+        assert len(manager.all_logs()) == count
+        leaders = broker.replica_manager.leader_partitions()
+        assert len(leaders) == count // 2 + 1
+        for partition in leaders:
+            assert partition.log is not None
+            checkpoint = partition.log.dir / "leader-epoch-checkpoint"
+            assert checkpoint.read_text() == "0\n1\n0 0\n"
+    finally:
+        io_threads.shutdown()
+        manager.shutdown()
 
 
 def test_stale_controller_epoch_refuses_the_whole_request(broker: Broker,

@@ -314,6 +314,38 @@ def test_new_partition_states_are_created_in_a_few_pipelined_multi_ops(
     assert isinstance(again[TopicPartition("t", 1)], NodeExistsError)
 
 
+def test_partition_states_are_updated_in_a_few_pipelined_multi_ops(
+    zk_client: KafkaZkClient, zk: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, epoch_zk_version = run(zk_client.register_controller_and_increment_controller_epoch(1))
+    count = 2 * PARTITIONS_PER_MULTI + 1
+    initial = LeaderIsrAndControllerEpoch(LeaderAndIsr.initial(1, [1, 2]), 1)
+    run(zk_client.create_topic_assignment("t", None, {p: [1, 2] for p in range(count)}))
+    run(zk_client.create_topic_partition_states(
+        {TopicPartition("t", p): initial for p in range(count)}, epoch_zk_version))
+    stale = PARTITIONS_PER_MULTI + 3  # changed under us: its whole multi-op fails
+    state_path = f"/brokers/topics/t/partitions/{stale}/state"
+    zk.set(state_path, zk.get(state_path)[0])
+    multis: list[int] = []
+    original = zk_client.zookeeper_client.multi
+
+    async def counted(ops: Any) -> list[Any]:
+        multis.append(len(ops))
+        return await original(ops)
+
+    monkeypatch.setattr(zk_client.zookeeper_client, "multi", counted)
+    update = {TopicPartition("t", p): LeaderAndIsr(2, 1, (2,), 0) for p in range(count)}
+    result = run(zk_client.update_leader_and_isr(update, 1, epoch_zk_version))
+    assert result.partitions_to_retry == [TopicPartition("t", stale)]
+    assert result.finished_partitions == {
+        tp: LeaderAndIsr(2, 1, (2,), 1) for tp in update if tp.partition != stale}
+    # three multi-ops of a check and the writes, then the failed one redone a write at a time
+    assert multis[:3] == [1 + PARTITIONS_PER_MULTI, 1 + PARTITIONS_PER_MULTI, 2]
+    assert multis[3:] == [2] * PARTITIONS_PER_MULTI
+    assert json.loads(zk.get(state_path)[0])["leader"] == 1
+    assert json.loads(zk.get("/brokers/topics/t/partitions/0/state")[0])["leader"] == 2
+
+
 def test_partition_leader_conditional_isr_update(zk_client: KafkaZkClient, zk: KazooClient) -> None:
     run(zk_client.create_topic_assignment("t", None, {0: [1, 2, 3]}))
     tp = TopicPartition("t", 0)

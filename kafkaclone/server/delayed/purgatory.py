@@ -149,6 +149,30 @@ class DelayedOperationPurgatory(Generic[Op]):
                 del self._watchers[key]
         return completed
 
+    def check_and_complete_all(self, keys: Iterable[Hashable]) -> int:
+        """``check_and_complete`` of each key, each waiting operation tried once however
+        many of the keys it watches (a follower's fetch watches thousands of partitions; a
+        LeaderAndIsr touching all of them would otherwise try it once per partition)."""
+        keys = [key for key in dict.fromkeys(keys) if key in self._watchers]
+        tried: dict[int, bool] = {}
+        completed = 0
+        for key in keys:
+            for op in list(self._watchers.get(key, ())):
+                if id(op) in tried or op.completed:
+                    continue
+                tried[id(op)] = done = op.try_complete()
+                completed += done
+        for key in keys:
+            ops = self._watchers.get(key)
+            if ops is None:
+                continue
+            kept = [op for op in ops if not op.completed]
+            if kept:
+                self._watchers[key] = kept
+            else:
+                del self._watchers[key]
+        return completed
+
     def _expired(self, operation: Op, keys: list[Hashable]) -> None:
         operation._timer = None
         operation._expire()
