@@ -63,7 +63,7 @@ def produce(
     the leader exactly once (no retries: a retried produce can be written twice), then wait
     until the followers have them all (the high watermarks count every row)."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    partitions = topic_partitions(admin, topic)
     before = high_watermarks(cluster, topic, len(partitions))
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "acks": 1, "retries": 0,
@@ -90,6 +90,19 @@ def produce(
             f"the followers did not catch up: high watermarks {now} (before the produce "
             f"{before}, {len(rows)} rows produced), last stable offsets "
             f"{high_watermarks(cluster, topic, len(partitions), 'read_committed')}")
+        time.sleep(0.2)
+
+
+def topic_partitions(client: AdminClient | confluent_kafka.Consumer, topic: str) -> list[int]:
+    """The topic's partition ids as a broker's metadata has them, asked until one answers
+    with the topic: each broker learns of a new topic from the controller's UpdateMetadata
+    on its own time, so the broker asked may not know a topic another broker just showed."""
+    deadline = time.monotonic() + 30
+    while True:
+        meta = client.list_topics(topic, timeout=10).topics[topic]
+        if meta.error is None and meta.partitions:
+            return sorted(meta.partitions)
+        assert time.monotonic() < deadline, f"no broker's metadata has {topic}: {meta.error}"
         time.sleep(0.2)
 
 
@@ -120,7 +133,7 @@ def topic_contents(cluster: LocalCluster, topic: str) -> list[Row]:
          "enable.auto.commit": False, "log_level": 0}
     )
     try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        partitions = topic_partitions(consumer, topic)
         ends = {}
         for p in partitions:
             _low, high = consumer.get_watermark_offsets(
