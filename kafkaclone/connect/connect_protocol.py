@@ -36,9 +36,14 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
+
+from kafkaclone.common.errors import DecodeError
+from kafkaclone.protocol import types as t
+
+_T = TypeVar("_T")
 
 CONNECT_PROTOCOL_V0: Final = 0
 CONNECT_PROTOCOL_V1: Final = 1
@@ -109,29 +114,25 @@ class WorkerState:
 
 
 class _Writer:
+    """Kafka's Struct encoding, on the protocol layer's primitives."""
+
     def __init__(self) -> None:
-        self.parts: list[bytes] = []
+        self.out = bytearray()
 
     def int16(self, value: int) -> None:
-        self.parts.append(struct.pack(">h", value))
+        self.out += t.INT16.pack(value)
 
     def int32(self, value: int) -> None:
-        self.parts.append(struct.pack(">i", value))
+        self.out += t.INT32.pack(value)
 
     def int64(self, value: int) -> None:
-        self.parts.append(struct.pack(">q", value))
+        self.out += t.INT64.pack(value)
 
     def string(self, value: str) -> None:
-        raw = value.encode("utf-8")
-        self.int16(len(raw))
-        self.parts.append(raw)
+        t.write_string(self.out, value)
 
     def nullable_bytes(self, value: bytes | None) -> None:
-        if value is None:
-            self.int32(-1)
-        else:
-            self.int32(len(value))
-            self.parts.append(value)
+        t.write_nullable_bytes(self.out, value)
 
     def connector_assignments(self, connectors: Iterable[str], tasks: Iterable[TaskId]
                               ) -> None:
@@ -149,10 +150,12 @@ class _Writer:
                 self.int32(task_id)
 
     def bytes(self) -> bytes:
-        return b"".join(self.parts)
+        return bytes(self.out)
 
 
 class _Reader:
+    """Reads what :class:`_Writer` writes; truncated data is a ValueError."""
+
     def __init__(self, data: bytes) -> None:
         self.data = memoryview(data)
         self.position = 0
@@ -161,31 +164,34 @@ class _Reader:
     def remaining(self) -> int:
         return len(self.data) - self.position
 
-    def _take(self, size: int) -> memoryview:
-        if size < 0 or self.position + size > len(self.data):
+    def _read(self, read: Callable[[t.Buffer, int], tuple[_T, int]]) -> _T:
+        try:
+            value, self.position = read(self.data, self.position)
+        except (DecodeError, struct.error) as exc:
+            raise ValueError(f"Connect protocol data is truncated: {exc}") from None
+        return value
+
+    def _fixed(self, layout: struct.Struct) -> int:
+        if self.remaining < layout.size:
             raise ValueError("Connect protocol data is truncated")
-        chunk = self.data[self.position:self.position + size]
-        self.position += size
-        return chunk
+        (value,) = layout.unpack_from(self.data, self.position)
+        self.position += layout.size
+        return int(value)
 
     def int16(self) -> int:
-        value: int = struct.unpack(">h", self._take(2))[0]
-        return value
+        return self._fixed(t.INT16)
 
     def int32(self) -> int:
-        value: int = struct.unpack(">i", self._take(4))[0]
-        return value
+        return self._fixed(t.INT32)
 
     def int64(self) -> int:
-        value: int = struct.unpack(">q", self._take(8))[0]
-        return value
+        return self._fixed(t.INT64)
 
     def string(self) -> str:
-        return bytes(self._take(self.int16())).decode("utf-8")
+        return self._read(t.read_string)
 
     def nullable_bytes(self) -> bytes | None:
-        size = self.int32()
-        return None if size < 0 else bytes(self._take(size))
+        return self._read(t.read_nullable_bytes)
 
     def connector_assignments(self) -> tuple[list[str], list[TaskId]]:
         connectors: list[str] = []
