@@ -25,7 +25,7 @@ from kafkaclone.testing.history import CheckResult, History
 
 from .checks import check_history
 from .cluster import ContainerCluster, progress, wait_until
-from .workload import QUIET, Writer, create_topic, high_watermarks
+from .workload import QUIET, Writer, create_topic, high_watermarks, records_by_partition
 
 SESSION_TIMEOUT_MS = 6000
 TOPIC = "grouped"
@@ -66,14 +66,7 @@ class GroupReader:
 
     def read_batch(self) -> bool:
         """One consume() call, recorded; whether it returned any record."""
-        by_partition: dict[int, list[tuple[int, str]]] = {}
-        for message in self.consumer.consume(500, timeout=1.0):
-            if message.error() is not None:
-                continue
-            partition, offset, value = (message.partition(), message.offset(),
-                                        message.value())
-            assert partition is not None and offset is not None and value is not None
-            by_partition.setdefault(partition, []).append((offset, value.decode()))
+        by_partition = records_by_partition(self.consumer.consume(500, timeout=1.0))
         for partition, records in by_partition.items():
             self.history.poll(self.name, TOPIC, partition, records)
             self.first_offsets.setdefault(partition, records[0][0])

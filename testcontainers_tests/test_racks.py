@@ -23,7 +23,7 @@ from kafkaclone.testing.history import History
 
 from .checks import check_history
 from .cluster import ContainerCluster, progress, wait_until
-from .workload import QUIET, Writer, create_topic, high_watermarks
+from .workload import QUIET, Writer, create_topic, high_watermarks, records_by_partition
 
 TOPIC = "racked"
 PARTITIONS = 30
@@ -63,14 +63,7 @@ class RackConsumer:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                by_partition: dict[int, list[tuple[int, str]]] = {}
-                for message in self._consumer.consume(1000, timeout=0.5):
-                    if message.error() is not None:
-                        continue
-                    partition, offset, value = (message.partition(), message.offset(),
-                                                message.value())
-                    assert partition is not None and offset is not None and value is not None
-                    by_partition.setdefault(partition, []).append((offset, value.decode()))
+                by_partition = records_by_partition(self._consumer.consume(1000, timeout=0.5))
                 for partition, records in by_partition.items():
                     self.history.poll(self.name, TOPIC, partition, records)
                     self.next_offset[partition] = records[-1][0] + 1

@@ -207,6 +207,26 @@ def high_watermarks(cluster: ContainerCluster, topic: str, partitions: int,
         consumer.close()
 
 
+def records_by_partition(messages: list[Message], *, raise_fatal: bool = False,
+                         errors: list[str] | None = None) -> dict[int, list[tuple[int, str]]]:
+    """The records of one ``consume()`` call as ``(offset, value)`` lists per partition,
+    what ``History.poll`` takes. Error events are skipped (named in ``errors``, up to
+    1000, when given); a fatal one is raised with ``raise_fatal``."""
+    by_partition: dict[int, list[tuple[int, str]]] = {}
+    for message in messages:
+        error = message.error()
+        if error is not None:
+            if raise_fatal and error.fatal():
+                raise KafkaException(error)
+            if errors is not None and len(errors) < 1000:
+                errors.append(error.name())
+            continue
+        partition, offset, value = message.partition(), message.offset(), message.value()
+        assert partition is not None and offset is not None and value is not None
+        by_partition.setdefault(partition, []).append((offset, value.decode()))
+    return by_partition
+
+
 def drain(cluster: ContainerCluster, topic: str, partitions: int, history: History, *,
           name: str = "drain", timeout: float = 120) -> int:
     """Read every partition from offset 0 up to its high watermark (asked once, after the
@@ -228,17 +248,8 @@ def drain(cluster: ContainerCluster, topic: str, partitions: int, history: Histo
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"drain of {topic} stuck at {next_offset} (targets {targets})")
-            by_partition: dict[int, list[tuple[int, str]]] = {}
-            for message in consumer.consume(1000, timeout=1.0):
-                error = message.error()
-                if error is not None:
-                    if error.fatal():
-                        raise KafkaException(error)
-                    continue
-                partition, offset, value = (message.partition(), message.offset(),
-                                            message.value())
-                assert partition is not None and offset is not None and value is not None
-                by_partition.setdefault(partition, []).append((offset, value.decode()))
+            by_partition = records_by_partition(consumer.consume(1000, timeout=1.0),
+                                                raise_fatal=True)
             for partition, records in by_partition.items():
                 history.poll(name, topic, partition, records)
                 next_offset[partition] = records[-1][0] + 1
@@ -425,18 +436,8 @@ class ReadCommittedReader:
         self._failure: BaseException | None = None
 
     def poll_once(self) -> None:
-        by_partition: dict[int, list[tuple[int, str]]] = {}
-        for message in self._consumer.consume(1000, timeout=0.5):
-            error = message.error()
-            if error is not None:
-                if error.fatal():
-                    raise KafkaException(error)
-                if len(self.errors) < 1000:
-                    self.errors.append(error.name())
-                continue
-            partition, offset, value = message.partition(), message.offset(), message.value()
-            assert partition is not None and offset is not None and value is not None
-            by_partition.setdefault(partition, []).append((offset, value.decode()))
+        by_partition = records_by_partition(self._consumer.consume(1000, timeout=0.5),
+                                            raise_fatal=True, errors=self.errors)
         for partition, records in by_partition.items():
             self.history.poll(self.name, partition, records)
             self.read += len(records)
