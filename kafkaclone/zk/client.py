@@ -26,7 +26,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -121,9 +121,16 @@ from kafkaclone.zk.zookeeper_client import (
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 PARTITIONS_PER_MULTI = 200
-"""New partitions created per multi-op (two znodes each: a few hundred bytes, far below
+"""Partitions created or updated per multi-op (a few hundred bytes each, far below
 jute.maxbuffer even with the longest topic names)."""
+
+
+def _chunks(items: Sequence[_T]) -> list[Sequence[_T]]:
+    """``items`` in runs of ``PARTITIONS_PER_MULTI``, one multi-op's worth each."""
+    return [items[i : i + PARTITIONS_PER_MULTI] for i in range(0, len(items), PARTITIONS_PER_MULTI)]
 
 
 @dataclass(frozen=True)
@@ -339,6 +346,27 @@ class KafkaZkClient:
                 f"{expected_controller_epoch_zk_version}"
             )
         return results[1:]
+
+    async def _guarded_multis(
+        self, chunks: Sequence[Sequence[ZkOp]], expected_controller_epoch_zk_version: int
+    ) -> list[list[Any] | None]:
+        """Each chunk in one multi-op behind the controller epoch check, the multi-ops
+        pipelined (one round trip for all, one request per chunk instead of per op). Per
+        chunk its ops' results, or None when the multi-op failed as a whole (some op's
+        condition did not hold): the caller redoes that chunk one op at a time, to say
+        which. ControllerMovedError if the controller moved."""
+        outcomes = await gather(
+            self._guarded_multi(chunk, expected_controller_epoch_zk_version) for chunk in chunks
+        )
+        results: list[list[Any] | None] = []
+        for outcome in outcomes:
+            if isinstance(outcome, ControllerMovedError):
+                raise outcome
+            if isinstance(outcome, Exception) or any(isinstance(r, Exception) for r in outcome):
+                results.append(None)
+            else:
+                results.append(outcome)
+        return results
 
     async def _guarded_each(
         self, ops: Sequence[ZkOp], expected_controller_epoch_zk_version: int
@@ -683,13 +711,9 @@ class KafkaZkClient:
         await self._create_ignoring_existing(
             [TopicPartitionsZNode.path(t) for t in topics], expected_controller_epoch_zk_version
         )
-        partitions = list(states)
-        chunks = [
-            partitions[i : i + PARTITIONS_PER_MULTI]
-            for i in range(0, len(partitions), PARTITIONS_PER_MULTI)
-        ]
-        created = await gather(
-            self._guarded_multi(
+        chunks = _chunks(list(states))
+        created = await self._guarded_multis(
+            [
                 [
                     op
                     for tp in chunk
@@ -700,16 +724,14 @@ class KafkaZkClient:
                             TopicPartitionStateZNode.encode(states[tp]),
                         ),
                     )
-                ],
-                expected_controller_epoch_zk_version,
-            )
-            for chunk in chunks
+                ]
+                for chunk in chunks
+            ],
+            expected_controller_epoch_zk_version,
         )
         result: dict[TopicPartition, Exception | None] = {}
         for chunk, outcome in zip(chunks, created, strict=True):
-            if isinstance(outcome, ControllerMovedError):
-                raise outcome
-            if isinstance(outcome, Exception) or any(isinstance(r, Exception) for r in outcome):
+            if outcome is None:
                 result.update(
                     await self._create_topic_partition_states_each(
                         {tp: states[tp] for tp in chunk}, expected_controller_epoch_zk_version
@@ -795,24 +817,12 @@ class KafkaZkClient:
             )
             for tp in partitions
         ]
-        chunks = [
-            ops[i : i + PARTITIONS_PER_MULTI] for i in range(0, len(ops), PARTITIONS_PER_MULTI)
-        ]
-        written = await gather(
-            self._guarded_multi(chunk, expected_controller_epoch_zk_version)
-            if len(chunk) > 1
-            else self._guarded_each(chunk, expected_controller_epoch_zk_version)
-            for chunk in chunks
-        )
+        chunks = _chunks(ops)
+        written = await self._guarded_multis(chunks, expected_controller_epoch_zk_version)
         outcomes: list[Any] = []
         for chunk, outcome in zip(chunks, written, strict=True):
-            if isinstance(outcome, ControllerMovedError):
-                raise outcome
-            if len(chunk) > 1 and (
-                isinstance(outcome, Exception) or any(isinstance(r, Exception) for r in outcome)
-            ):
+            if outcome is None:
                 outcome = await self._guarded_each(chunk, expected_controller_epoch_zk_version)
-            assert not isinstance(outcome, Exception)
             outcomes.extend(outcome)
         result = UpdateLeaderAndIsrResult()
         for tp, outcome in zip(partitions, outcomes, strict=True):
