@@ -356,7 +356,9 @@ def payload_from_json(schema: Schema, value: object) -> ConnectValue:
             schema.value_schema is not None:
         items = schema.value_schema
         return [payload_from_json(items, v) for v in value]
-    return _floats(value)
+    if isinstance(value, decimal.Decimal | dict | list):
+        return _floats(value)
+    return value
 
 
 def _floats(value: object) -> ConnectValue:
