@@ -109,9 +109,23 @@ class LogIoThreads:
                  name: str = "kafka-io") -> None:
         """``call_from_thread``: runs a function on the clock's thread (the reactor's
         ``callFromThread``)."""
-        self._executor = ThreadPoolExecutor(max_workers=max(1, threads),
-                                            thread_name_prefix=name)
+        self._name = name
+        self.threads = max(1, threads)
+        self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=name)
+        self._retired: list[ThreadPoolExecutor] = []
         self._call_from_thread = call_from_thread
+
+    def resize(self, threads: int) -> None:
+        """A new pool of ``threads`` for the work given from now on (the dynamic
+        ``num.io.threads``, as Kafka's KafkaRequestHandlerPool.resizeThreadPool); the work
+        already given finishes on the old pool's threads, which then end."""
+        threads = max(1, threads)
+        if threads == self.threads:
+            return
+        self._executor.shutdown(wait=False)
+        self._retired.append(self._executor)
+        self.threads = threads
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=self._name)
 
     def run_all(self, work: Sequence[Callable[[], None]]) -> None:
         """Run every item, in parallel, and return once all are done."""
@@ -140,8 +154,10 @@ class LogIoThreads:
             self._executor.submit(item).add_done_callback(finished)
 
     def shutdown(self) -> None:
-        """Wait for the work started, start no more."""
-        self._executor.shutdown(wait=True)
+        """Wait for the work started (on this pool and on those a resize replaced), start
+        no more."""
+        for executor in (*self._retired, self._executor):
+            executor.shutdown(wait=True)
 
 
 @dataclass

@@ -828,6 +828,21 @@ class KafkaBroker(MultiService):
         self._reconfigure_socket_server(props)
         self._reconfigure_replication_quotas(props)
         self._reconfigure_log_cleaner(props)
+        self._reconfigure_io_threads(props)
+
+    def _reconfigure_io_threads(self, props: Mapping[str, Any]) -> None:
+        """The dynamic ``num.io.threads``: the I/O threads' pool resized."""
+        if self._log_io_threads is None:
+            return
+        try:
+            threads = KafkaConfig(props).num_io_threads
+        except (KafkaError, ValueError) as exc:
+            logger.error("Ignoring an invalid dynamic num.io.threads: %s", exc)
+            return
+        if threads != self._log_io_threads.threads:
+            logger.info("Resizing the I/O threads from %d to %d", self._log_io_threads.threads,
+                        threads)
+            self._log_io_threads.resize(threads)
 
     def _reconfigure_replication_quotas(self, props: Mapping[str, Any]) -> None:
         """The replication throttle rates (Kafka's DynamicConfig.Broker throttles)."""

@@ -276,8 +276,9 @@ BROKER_CONFIG: Final = ConfigDef([
                   "Threads processing requests, disk I/O included.",
                   validator=at_least(1),
                   note="Requests are processed on the broker's one reactor thread; this many "
-                  "threads (read at startup) do the file work of a LeaderAndIsr in parallel: "
-                  "opening new logs and writing new leaders' leader-epoch checkpoints."),
+                  "threads do the file work of a LeaderAndIsr in parallel: opening new logs "
+                  "and writing new leaders' leader-epoch checkpoints (a dynamic change "
+                  "resizes the pool)."),
         ConfigKey("background.threads", INT, 10, HIGH,
                   "Threads for background tasks.",
                   validator=at_least(1), note=_ONE_REACTOR),

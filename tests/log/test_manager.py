@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -441,3 +442,28 @@ def test_flush_leader_epochs_writes_what_assignments_left(
     assert m.flush_leader_epochs(logs) == {}
     assert checkpoint.read_text() == "0\n1\n4 0\n"
     assert not any(log.leader_epoch_cache_unflushed for log in logs.values())
+
+
+@pytest.mark.timeout(60)
+def test_io_threads_resize_keeps_the_work_already_given(
+        io_threads: tuple[LogIoThreads, queue.Queue[Callable[[], None]]]) -> None:
+    """The dynamic num.io.threads: work given before a resize finishes on the old threads,
+    work given after runs on the new pool of the new size."""
+    threads, calls = io_threads
+    release = threading.Event()
+    ran: list[str] = []
+
+    def held() -> None:
+        release.wait(30)
+        ran.append("before")
+
+    threads.run_all_then([held], lambda: ran.append("before done"))
+    threads.resize(2)
+    assert threads.threads == 2
+    threads.run_all([lambda: ran.append("after")] * 4)
+    assert ran == ["after"] * 4  # the new pool is not held up by the old one's work
+    release.set()
+    calls.get(timeout=30)()
+    assert ran[-2:] == ["before", "before done"]
+    threads.resize(2)  # the same size: nothing changes
+    assert threads.threads == 2

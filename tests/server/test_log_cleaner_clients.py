@@ -204,6 +204,20 @@ def test_dynamic_cleaner_configs_restart_the_cleaner_and_nonsense_is_refused(
     assert "log.cleaner.threads=2" in described.stdout, described.stdout
 
 
+@pytest.mark.timeout(120)
+def test_dynamic_num_io_threads_resizes_the_pool(cluster: LocalCluster) -> None:
+    """kafka-configs.sh sets num.io.threads on a running broker: its I/O threads (which
+    open new logs) are resized, and a topic created afterwards gets its logs."""
+    since = cluster.broker(1).log_path.stat().st_size
+    done = configs_command(cluster, "--entity-type", "brokers", "--entity-name", "1",
+                           "--alter", "--add-config", "num.io.threads=4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_logged(cluster, since, "Resizing the I/O threads from 8 to 4")
+    create_topic(cluster, "after-resize", partitions=4)
+    data = cluster.base_dir / "broker-1" / "data"
+    assert len(list(data.glob("after-resize-*"))) == 4
+
+
 def read_all(cluster: LocalCluster, topic: str, isolation: str
              ) -> list[tuple[int, bytes, bytes | None]]:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
