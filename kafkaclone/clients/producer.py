@@ -270,6 +270,12 @@ class FutureRecordMetadata:
     def done(self) -> bool:
         return self._batch.done
 
+    @property
+    def batch_records(self) -> int:
+        """The records of its batch up to and including this one: all of the batch's for
+        each future ``send_batch`` returns (one per batch, for its last record)."""
+        return self._index + 1
+
     def result(self, timeout: float | None = None) -> RecordMetadata:
         batch = self._batch
         if not batch.done and not batch.event().wait(timeout):
@@ -603,6 +609,10 @@ class Producer:
                 self._check_record_size(largest)
             futures += self._queue_encoded(topic, partition, encoded, chunk_values,
                                            chunk_keys, chunk_timestamps)
+        if keys is None:
+            # KIP-480: the batches just queued are full; the next keyless records (and the
+            # next choose_partition) go to another partition.
+            self.partitioner.on_new_batch(topic, partition)
         return futures
 
     def _queue_encoded(self, topic: str, partition: int, encoded: EncodedRecords,

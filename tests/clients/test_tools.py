@@ -279,3 +279,35 @@ def test_perf_tools_payload_file_metrics_and_detailed_stats(cluster: LocalCluste
         values |= {r.value for r in reader.poll(0.5)}
     reader.close()
     assert values == consumed
+
+
+def test_perf_producer_unthrottled_sends_columns_to_every_partition(
+        cluster: LocalCluster) -> None:
+    """Without a throughput limit the perf producer hands records over as columns
+    (``send_batch``); the sticky partitioner still moves on, and every record arrives once."""
+    topic = new_topic(cluster, 4)
+    servers = cluster.bootstrap_servers
+    done = run("kafka-producer-perf-test.sh", "--topic", topic, "--num-records", "20000",
+               "--record-size", "100", "--throughput", "-1", "--producer-props",
+               f"bootstrap.servers={servers}", "acks=all")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("20000 records sent, "), done.stdout
+    done = run("kafka-get-offsets.sh", "--bootstrap-server", servers, "--topic", topic)
+    ends = [int(line.rsplit(":", 1)[1]) for line in done.stdout.split()]
+    assert sum(ends) == 20000 and len(ends) == 4, done.stdout
+    assert sum(1 for end in ends if end) > 1, done.stdout
+
+
+def test_perf_stats_count_records_acknowledged_together() -> None:
+    import io
+
+    from kafkaclone.tools.producer_perf import Stats
+
+    stats = Stats(2_000_000, 5000, io.StringIO())  # samples every 4th record
+    assert stats.sampling == 4
+    stats.record_many(0, 10, 7, 1000, stats.start)  # iterations 0, 4, 8
+    stats.record_many(10, 3, 9, 300, stats.start)  # iteration 12
+    stats.record(13, 5, 100, stats.start)  # not sampled
+    assert (stats.count, stats.bytes, stats.total_latency) == (14, 1400, 70 + 27 + 5)
+    assert stats.latencies == [7, 7, 7, 9] and stats.max_latency == 9
+    assert stats.fail(3) == 1 and stats.fail(2) == 4 and stats.failures == 5
