@@ -9,20 +9,24 @@
 
 The options map to producer configs as Kafka's do (``--timeout`` is ``linger.ms``,
 ``--max-partition-memory-bytes`` is ``batch.size``, ...); ``--producer-property`` and
-``--producer.config`` override them. A record that cannot be delivered prints Kafka's
-"Error when sending message to topic ..." line on stderr; with ``--sync`` it stops the tool
-(exit status 1).
+``--producer.config`` override them. Lines without a key that one read of the input
+completes together (a piped file's backlog) go to the producer as one column
+(``send_batch``); a line typed alone is sent at once. A record that cannot be delivered
+prints Kafka's "Error when sending message to topic ..." line on stderr; with ``--sync`` it
+stops the tool (exit status 1).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, BinaryIO, TextIO
 
 from kafkaclone.clients import ConfigException, Producer
-from kafkaclone.clients.producer import RecordMetadata
+from kafkaclone.clients.producer import FutureRecordMetadata, RecordMetadata
 from kafkaclone.common.errors import KafkaError
+from kafkaclone.protocol.records.columnar_builder import BinaryColumn
 from kafkaclone.tools.client_options import (
     Progress,
     ToolParser,
@@ -32,6 +36,33 @@ from kafkaclone.tools.client_options import (
 )
 
 SOURCE = "org.apache.kafka.clients.producer.internals.ErrorLoggingCallback"
+
+
+def line_groups(source: BinaryIO, size: int = 1 << 16) -> Iterator[list[bytes]]:
+    """The input's lines (without their newline) as they arrive, in groups: a group is
+    what one read of the input completed (``read1``), so a piped file's lines go to the
+    producer together while a line typed alone is sent at once. A last line without a
+    newline ends the input."""
+    read: Callable[[int], bytes] = getattr(source, "read1", None) or source.read
+    pending: list[bytes] = []
+    while True:
+        chunk = read(size)
+        if not chunk:
+            if pending:
+                yield [b"".join(pending)]
+            return
+        lines = chunk.split(b"\n")
+        if len(lines) == 1:
+            pending.append(chunk)
+            continue
+        if pending:
+            pending.append(lines[0])
+            lines[0] = b"".join(pending)
+            pending = []
+        tail = lines.pop()
+        if tail:
+            pending.append(tail)
+        yield lines
 
 
 def build_parser() -> ToolParser:
@@ -112,44 +143,79 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None,
     failed = False
     line_number = 0
 
-    def on_delivery(error: KafkaError | None, metadata: RecordMetadata) -> None:
+    def report(error: KafkaError, key_size: int, value_size: int) -> None:
         nonlocal failed
+        failed = True
+        err.write(f"Error when sending message to topic {opts.topic} with key: "
+                  f"{'null' if key_size < 0 else f'{key_size} bytes'}, value: "
+                  f"{value_size} bytes with error: ({SOURCE})\n"
+                  f"{type(error).__name__}: {error}\n")
+
+    def on_delivery(error: KafkaError | None, metadata: RecordMetadata) -> None:
         if error is not None:
-            failed = True
-            key_size = -1 if metadata.key is None else len(metadata.key)
-            value_size = -1 if metadata.value is None else len(metadata.value)
-            err.write(f"Error when sending message to topic {metadata.topic} with key: "
-                      f"{'null' if key_size < 0 else f'{key_size} bytes'}, value: "
-                      f"{value_size} bytes with error: ({SOURCE})\n"
-                      f"{type(error).__name__}: {error}\n")
+            report(error, -1 if metadata.key is None else len(metadata.key),
+                   -1 if metadata.value is None else len(metadata.value))
+
+    def on_batch_done(future: FutureRecordMetadata, sizes: list[int]) -> None:
+        error = future.exception(0)
+        if error is not None:
+            for size in sizes:
+                report(error, -1, size)
+
+    together = not opts.sync and not producer.interceptors
+
+    def send_together(values: list[bytes]) -> None:
+        """Keyless lines read together go to the producer as one column (send_batch)."""
+        if len(values) == 1:
+            producer.send(opts.topic, values[0], on_delivery=on_delivery)
+            return
+        column = BinaryColumn.of(list(values))
+        offsets = column.offsets.tolist()
+        first = 0
+        for future in producer.send_batch(opts.topic, producer.choose_partition(opts.topic),
+                                          column):
+            end = first + future.batch_records
+            sizes = [offsets[i + 1] - offsets[i] for i in range(first, end)]
+            future.add_done_callback(partial(on_batch_done, sizes=sizes))
+            first = end
 
     status = 0
     try:
-        for raw in source:
-            line_number += 1
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            key: bytes | None = None
-            value = line
-            if parse_key:
-                index = line.find(separator)
-                if index < 0:
-                    if not ignore_error:
-                        err.write(f"Error: No key found on line {line_number}: "
-                                  f"{line.decode(errors='replace')}\n")
+        for group in line_groups(source):
+            keyless: list[bytes] = []
+            for raw in group:
+                line_number += 1
+                line = raw[:-1] if raw.endswith(b"\r") else raw
+                key: bytes | None = None
+                value = line
+                if parse_key:
+                    index = line.find(separator)
+                    if index < 0:
+                        if not ignore_error:
+                            err.write(f"Error: No key found on line {line_number}: "
+                                      f"{line.decode(errors='replace')}\n")
+                            status = 1
+                            break
+                    else:
+                        key, value = line[:index], line[index + len(separator):]
+                if key is None and together:
+                    keyless.append(value)
+                    continue
+                if keyless:
+                    send_together(keyless)
+                    keyless = []
+                future = producer.send(opts.topic, value, key=key, on_delivery=on_delivery)
+                if opts.sync:
+                    try:
+                        future.result(None)
+                    except KafkaError:
                         status = 1
                         break
-                else:
-                    key, value = line[:index], line[index + len(separator):]
-            future = producer.send(opts.topic, value, key=key, on_delivery=on_delivery)
-            progress.add()
-            if opts.sync:
-                try:
-                    future.result(None)
-                except KafkaError:
-                    status = 1
-                    break
+            if keyless:
+                send_together(keyless)
+            progress.add(len(group))
+            if status:
+                break
     except KafkaError as exc:
         err.write(f"ERROR {type(exc).__name__}: {exc}\n")
         status = 1

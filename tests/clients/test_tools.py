@@ -311,3 +311,45 @@ def test_perf_stats_count_records_acknowledged_together() -> None:
     assert (stats.count, stats.bytes, stats.total_latency) == (14, 1400, 70 + 27 + 5)
     assert stats.latencies == [7, 7, 7, 9] and stats.max_latency == 9
     assert stats.fail(3) == 1 and stats.fail(2) == 4 and stats.failures == 5
+
+
+def test_console_producer_groups_lines_as_the_reads_complete_them() -> None:
+    from kafkaclone.tools.console_producer import line_groups
+
+    class Reads:
+        """An input whose reads return these chunks, then the end."""
+
+        def __init__(self, *chunks: bytes) -> None:
+            self.chunks = list(chunks)
+
+        def read1(self, _size: int) -> bytes:
+            return self.chunks.pop(0) if self.chunks else b""
+
+    source = Reads(b"a\nb", b"c\r\nd\n", b"", b"never read\n")
+    assert list(line_groups(source)) == [[b"a"], [b"bc\r", b"d"]]  # type: ignore[arg-type]
+    source = Reads(b"lo", b"ng", b" line\nlast")
+    assert list(line_groups(source)) == [[b"long line"], [b"last"]]  # type: ignore[arg-type]
+    source = Reads(b"\n\nx\n")
+    assert list(line_groups(source)) == [[b"", b"", b"x"]]  # type: ignore[arg-type]
+
+
+def test_console_producer_piped_file_arrives_whole_and_in_order(cluster: LocalCluster) -> None:
+    """50,000 keyless lines piped in (many 64 KiB reads, lines cut between them) are 50,000
+    records of one partition, in the input's order."""
+    topic = new_topic(cluster, 1)
+    servers = cluster.bootstrap_servers
+    lines = [b"line %d %s" % (i, b"x" * (i % 37)) for i in range(50_000)]
+    done = run("kafka-console-producer.sh", "--bootstrap-server", servers, "--topic", topic,
+               stdin=b"\n".join(lines) + b"\n")
+    assert done.returncode == 0, done.stderr
+    consumer = Consumer({"bootstrap.servers": servers, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "group.id": f"g-{uuid.uuid4().hex[:6]}"})
+    try:
+        consumer.subscribe([topic])
+        read: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(read) < len(lines) and time.monotonic() < deadline:
+            read += [r.value for r in consumer.poll(1.0) if r.value is not None]
+    finally:
+        consumer.close()
+    assert read == lines
