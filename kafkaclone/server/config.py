@@ -278,7 +278,8 @@ BROKER_CONFIG: Final = ConfigDef([
                   note="Requests are processed on the broker's one reactor thread; this many "
                   "threads do the file work of a LeaderAndIsr in parallel: opening new logs "
                   "and writing new leaders' leader-epoch checkpoints (a dynamic change "
-                  "resizes the pool)."),
+                  "resizes the pool). A dynamic change of any thread count must keep it "
+                  "between half and double the current value, as in Kafka."),
         ConfigKey("background.threads", INT, 10, HIGH,
                   "Threads for background tasks.",
                   validator=at_least(1), note=_ONE_REACTOR),

@@ -401,6 +401,18 @@ def test_incremental_alter_configs(cluster, zk):
     assert znodes(zk) == before
     assert incremental(cluster, 4, "1", ("num.io.threads", 0, "4")).error_code == 0
     assert json.loads(zk.get("/config/brokers/1")[0])["config"] == {"num.io.threads": "4"}
+    # Kafka's DynamicThreadPool rule: from 4, at least 2 and at most 8 threads.
+    for value, rule in (("1", "be at least half the current value 4"),
+                        ("9", "not be greater than double the current value 4")):
+        refused = incremental(cluster, 4, "1", ("num.io.threads", 0, value))
+        assert refused.error_code == 42, refused
+        assert refused.error_message.endswith(
+            "): Dynamic thread count update validation failed for "
+            f"num.io.threads={value}, value should {rule}"), refused.error_message
+    refused = incremental(cluster, 4, "", ("num.replica.fetchers", 0, "3"))
+    assert refused.error_code == 42 and "double the current value 1" in refused.error_message
+    assert incremental(cluster, 4, "1", ("num.io.threads", 0, "8")).error_code == 0
+    assert json.loads(zk.get("/config/brokers/1")[0])["config"] == {"num.io.threads": "8"}
 
 
 def test_describe_cluster(cluster):

@@ -307,11 +307,11 @@ def validate_dynamic_broker_configs(props: Mapping[str, str], per_broker: bool) 
                 f"specified: {', '.join(per_broker_only)}")
 
 
-async def new_broker_props(broker: BrokerServices, broker_id: int | None,
-                           props: Mapping[str, str]) -> dict[str, object]:
-    """The props this broker would run with once ``props`` replace the dynamic configs of
-    ``broker_id`` (None: the cluster default), as Kafka's validatedKafkaProps builds them."""
-    layers = await broker_config_layers(broker)
+def new_broker_props(broker: BrokerServices, layers: BrokerConfigLayers, broker_id: int | None,
+                     props: Mapping[str, str]) -> dict[str, object]:
+    """The props this broker (its config ``layers`` now) would run with once ``props``
+    replace the dynamic configs of ``broker_id`` (None: the cluster default), as Kafka's
+    validatedKafkaProps builds them."""
     merged: dict[str, object] = dict(broker.config.originals)
     if broker_id is not None:
         merged.update(layers.dynamic_default)
@@ -333,6 +333,28 @@ def validate_log_cleaner_reconfiguration(current: CleanerConfig,
         raise BrokerConfigRejectedError(
             f"Invalid value org.apache.kafka.common.config.ConfigException: {inner} for "
             "configuration Invalid dynamic configuration") from exc
+
+
+def validate_thread_pool_reconfiguration(current: Mapping[str, object],
+                                         props: Mapping[str, object]) -> None:
+    """Kafka's DynamicThreadPool.validateReconfiguration: a thread count that changes goes
+    to at least 1, at least half and at most double its current value. ``current`` and
+    ``props``: what the broker runs with now and would run with."""
+    now, then = KafkaConfig(current), KafkaConfig(props)
+    for name in _THREAD_POOLS:
+        old_value, new_value = now.get_int(name), then.get_int(name)
+        if new_value == old_value:
+            continue
+        failed = f"Dynamic thread count update validation failed for {name}={new_value}"
+        if new_value <= 0:
+            raise BrokerConfigRejectedError(f"{failed}, value should be at least 1")
+        if new_value < old_value // 2:
+            raise BrokerConfigRejectedError(
+                f"{failed}, value should be at least half the current value {old_value}")
+        if new_value > old_value * 2:
+            raise BrokerConfigRejectedError(
+                f"{failed}, value should not be greater than double the current value "
+                f"{old_value}")
 
 
 LISTENER_CHANGE_REFUSED: Final = (

@@ -21,12 +21,14 @@ from kafkaclone.protocol.message_types import AlterConfigsRequest, AlterConfigsR
 from kafkaclone.server.handlers.admin_support import (
     ResourceType,
     alter_config_error,
+    broker_config_layers,
     broker_id_of_resource,
     config_resource_refusal,
     new_broker_props,
     refuse_listener_changes,
     validate_dynamic_broker_configs,
     validate_log_cleaner_reconfiguration,
+    validate_thread_pool_reconfiguration,
     validate_topic_configs,
 )
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -52,10 +54,11 @@ async def alter_resource_configs(broker: BrokerServices, resource_type: int, nam
         broker_id = broker_id_of_resource(broker, name)
         validate_dynamic_broker_configs(props, per_broker=broker_id is not None)
         refuse_listener_changes(props, broker.config.originals)
+        layers = await broker_config_layers(broker)
+        new_props = new_broker_props(broker, layers, broker_id, props)
+        validate_thread_pool_reconfiguration(layers.effective_broker_props(), new_props)
         if broker.log_cleaner is not None:
-            validate_log_cleaner_reconfiguration(
-                broker.log_cleaner.config,
-                await new_broker_props(broker, broker_id, props))
+            validate_log_cleaner_reconfiguration(broker.log_cleaner.config, new_props)
         if not validate_only:
             await broker.admin_zk.change_broker_config(broker_id, props)
     elif resource_type == ResourceType.BROKER_LOGGER:
