@@ -55,7 +55,7 @@ class Schema:
     fields: tuple[Field, ...] = ()
     key_schema: Schema | None = None
     value_schema: Schema | None = None
-    parameters: dict[str, str] = field(default_factory=dict, compare=False)
+    parameters: dict[str, str] = field(default_factory=dict, hash=False)
 
     def field(self, name: str) -> Field | None:
         for candidate in self.fields:

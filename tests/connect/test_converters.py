@@ -100,3 +100,14 @@ def test_json_converter_decimal_format_numeric_writes_exact_numbers() -> None:
     assert numeric.to_connect_data("t", written_base64).value == value
     with pytest.raises(ConfigError, match=r"decimal\.format"):
         JsonConverter().configure({"decimal.format": "TEXT"}, False)
+
+
+def test_schemas_differing_only_in_parameters_are_not_equal() -> None:
+    """As Kafka's ConnectSchema.equals: a Decimal's scale is part of its schema."""
+    from kafkaclone.connect.data import decimal_schema
+
+    assert decimal_schema(2) == decimal_schema(2)
+    assert hash(decimal_schema(2)) == hash(decimal_schema(2))
+    assert decimal_schema(2) != decimal_schema(3)
+    assert decimal_schema(2, precision=10) != decimal_schema(2)
+    assert len({decimal_schema(2), decimal_schema(3), decimal_schema(2)}) == 2
