@@ -5,7 +5,9 @@ what its replica fetchers read. Each has a rate in bytes/s (the broker's dynamic
 ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``; none:
 unthrottled) and applies to the replicas the topic configs
 ``leader.replication.throttled.replicas`` / ``follower.replication.throttled.replicas``
-name for this broker (``partition:broker,...``, or ``*`` for all).
+name for this broker (``partition:broker,...``, or ``*`` for all). A third, at
+``replica.alter.log.dirs.io.max.bytes.per.second``, throttles every copy between the
+broker's log directories (AlterReplicaLogDirs).
 
 The rate is measured as Kafka's Rate over a SampledStat: ``replication.quota.window.num``
 (11) samples of ``replication.quota.window.size.seconds`` (1 s), the elapsed time taken as
@@ -25,6 +27,8 @@ from kafkaclone.common.topic_partition import TopicPartition
 
 LEADER_REPLICATION_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_REPLICATION_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
+REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND: Final = (
+    "replica.alter.log.dirs.io.max.bytes.per.second")
 ALL_REPLICAS: Final = "*"
 QUOTA_WINDOW_NUM: Final = 11
 QUOTA_WINDOW_SIZE_S: Final = 1.0
