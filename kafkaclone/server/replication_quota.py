@@ -128,6 +128,8 @@ class ReplicationQuotaManager:
         return sum(s.total for s in self._samples) / elapsed
 
     def _purge(self, now: float) -> None:
+        """Drop the samples started ``num_samples`` windows ago or earlier (Kafka's
+        SampledStat.purgeObsoleteSamples), so at most ``num_samples`` are retained."""
         horizon = now - self._num_samples * self._window_s
-        while self._samples and self._samples[0].start + self._window_s <= horizon:
+        while self._samples and self._samples[0].start <= horizon:
             self._samples.pop(0)

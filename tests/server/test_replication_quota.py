@@ -60,3 +60,17 @@ def test_rate_is_over_ten_windows_at_least_then_the_samples_expire() -> None:
     assert quota.rate() == pytest.approx(100.0, rel=0.15)
     clock.advance(13.0)
     assert quota.rate() == 0.0
+
+
+def test_a_sample_expires_after_the_number_of_windows_as_in_kafka() -> None:
+    # SampledStat.purgeObsoleteSamples: obsolete once now - its start >= 11 x 1 s.
+    clock = Clock()
+    quota = ReplicationQuotaManager(1, clock, lambda topic: ["*"])
+    quota.update_quota(100.0)
+    quota.record(1100)
+    clock.advance(10.9)
+    assert quota.rate() == pytest.approx(1100 / 10.9)
+    assert quota.is_quota_exceeded()
+    clock.advance(0.1)
+    assert quota.rate() == 0.0
+    assert not quota.is_quota_exceeded()
