@@ -9,11 +9,14 @@ name for this broker (``partition:broker,...``, or ``*`` for all). A third, at
 ``replica.alter.log.dirs.io.max.bytes.per.second``, throttles every copy between the
 broker's log directories (AlterReplicaLogDirs).
 
-The rate is measured as Kafka's Rate over a SampledStat: ``replication.quota.window.num``
-(11) samples of ``replication.quota.window.size.seconds`` (1 s), the elapsed time taken as
-at least all windows but one, so a fresh quota starts with a burst allowance. Over quota,
-a throttled replica that is not in sync is left out: the leader answers it with no records
-(``should_leader_throttle``), the follower leaves it out of its fetch.
+The rate is measured as Kafka's ReplicationQuotaManager measures it, with a SimpleRate over
+a SampledStat: ``replication.quota.window.num`` (11) samples of
+``replication.quota.window.size.seconds`` (1 s), over the time since the oldest retained
+sample began, taken as at least one window. (Not Kafka's ``Rate`` of the client quotas,
+which counts at least all windows but one and so grants a fresh quota a burst of ten
+windows' bytes.) Over quota, a throttled replica that is not in sync is left out: the
+leader answers it with no records (``should_leader_throttle``), the follower leaves it out
+of its fetch.
 """
 
 from __future__ import annotations
@@ -116,15 +119,12 @@ class ReplicationQuotaManager:
         self._samples[-1].total += num_bytes
 
     def rate(self) -> float:
-        """Bytes/s over the retained samples (Kafka's Rate.measure)."""
+        """Bytes/s over the retained samples (Kafka's SimpleRate.measure)."""
         now = self._clock.seconds()
         self._purge(now)
         if not self._samples:
             return 0.0
-        elapsed = now - self._samples[0].start
-        full_windows = int(elapsed / self._window_s)
-        if full_windows < self._num_samples - 1:
-            elapsed += (self._num_samples - 1 - full_windows) * self._window_s
+        elapsed = max(now - self._samples[0].start, self._window_s)
         return sum(s.total for s in self._samples) / elapsed
 
     def _purge(self, now: float) -> None:

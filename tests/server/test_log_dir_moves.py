@@ -164,7 +164,7 @@ def test_moves_are_throttled_by_replica_alter_log_dirs_io_max_bytes_per_second(
     lead_three_partitions(broker, dirs)
     for _ in range(30):
         assert produce(broker, [0]) == {0: NONE}
-    rm.alter_log_dirs_quota.update_quota(100.0)  # 100 B/s: 1,000 bytes in the first 10 s
+    rm.alter_log_dirs_quota.update_quota(100.0)  # 100 B/s: a step or two, then held
     alter(broker, TP, dirs[1])
     future = rm.log_manager.future_logs[TP]
     for _ in range(30):
