@@ -920,6 +920,14 @@ class LogManager:
         logger.info("Created future log for partition %s in %s", tp, destination)
         return log
 
+    def truncate_future_log_to(self, tp: TopicPartition, offset: int) -> None:
+        """Truncate ``tp``'s future log and checkpoint its directory's recovery points at
+        once, as ``truncate_to`` does for current logs."""
+        log = self._future_logs.get(tp)
+        if log is not None and log.truncate_to(offset):
+            directory = log.dir.parent
+            self._write_recovery_points(directory, self._checkpointed_logs(directory))
+
     def abort_future_log(self, tp: TopicPartition) -> None:
         """Drop ``tp``'s future log and its files (the move was cancelled)."""
         log = self._future_logs.pop(tp, None)
@@ -1024,13 +1032,15 @@ class LogManager:
 
     def checkpoint_log_start_offsets(self) -> None:
         for directory in self._live_dirs:
+            logs = self._checkpointed_logs(directory)
             self.checkpoints.write_later(directory / LOG_START_OFFSET_CHECKPOINT,
-                                         self._log_start_offsets(self._checkpointed_logs(directory)))
+                                         self._log_start_offsets(logs))
 
     def checkpoint_high_watermarks(self) -> None:
         for directory in self._live_dirs:
+            logs = self._checkpointed_logs(directory)
             self.checkpoints.write_later(directory / REPLICATION_OFFSET_CHECKPOINT,
-                                         self._high_watermarks(self._checkpointed_logs(directory)))
+                                         self._high_watermarks(logs))
 
     @staticmethod
     def _recovery_points(logs: Mapping[TopicPartition, Log]) -> dict[TopicPartition, int]:

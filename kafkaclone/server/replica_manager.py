@@ -886,7 +886,7 @@ class ReplicaManager:
                 manager.abort_future_log(tp)
                 continue
             try:
-                _truncate_future_to_current(future, current)
+                manager.truncate_future_log_to(tp, future_truncation_offset(future, current))
                 if current.log_start_offset > future.log_end_offset:
                     future.truncate_fully_and_start_at(current.log_start_offset)
                 if (future.log_end_offset < current.log_end_offset
@@ -1311,10 +1311,11 @@ class ReplicaManager:
         return await answered
 
 
-def _truncate_future_to_current(future: Log, current: Log) -> None:
-    """Truncate ``future`` to where it agrees with ``current`` (Kafka's follower
-    truncation by OffsetForLeaderEpoch, ``current`` answering as the leader): the end of
-    ``future``'s latest epoch in ``current``, or of the latest epoch both know."""
+def future_truncation_offset(future: Log, current: Log) -> int:
+    """Where ``future`` agrees with ``current`` up to (Kafka's follower truncation by
+    OffsetForLeaderEpoch, ``current`` answering as the leader): the end of ``future``'s
+    latest epoch in ``current``, or of the latest epoch both know; its log end offset if
+    nothing is to be dropped."""
     target = future.log_end_offset
     epoch = future.latest_epoch
     if epoch is not None:
@@ -1326,9 +1327,7 @@ def _truncate_future_to_current(future: Log, current: Log) -> None:
         else:
             _, future_end = future.end_offset_for_epoch(current_epoch)
             target = min(target, current_end, future_end)
-    target = min(target, current.log_end_offset)
-    if target < future.log_end_offset:
-        future.truncate_to(target)
+    return min(target, current.log_end_offset)
 
 
 async def _nothing() -> None:

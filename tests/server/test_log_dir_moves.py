@@ -20,7 +20,7 @@ from kafkaclone.log.log import Log
 from kafkaclone.log.manager import LogManager
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server import replica_manager as replica_manager_module
-from kafkaclone.server.replica_manager import ReplicaManager, _truncate_future_to_current
+from kafkaclone.server.replica_manager import ReplicaManager, future_truncation_offset
 from tests.log.conftest import make_batch, values_of
 from tests.server.test_log_dir_failure import (
     ALTER_REPLICA_LOG_DIRS,
@@ -93,9 +93,11 @@ def test_a_move_cut_short_by_a_restart_resumes_after_leader_and_isr(
     lead_three_partitions(broker, dirs)
     for _ in range(30):
         assert produce(broker, [0]) == {0: NONE}
-    written = all_values(broker.replica_manager.log_manager.get_log(TP))  # type: ignore[arg-type]
+    log = broker.replica_manager.log_manager.get_log(TP)
+    assert log is not None
+    written = all_values(log)
     assert len(written) == 30
-    broker.replica_manager.get_partition(TP).log.update_high_watermark(30)  # type: ignore[union-attr]
+    log.update_high_watermark(30)
     alter(broker, TP, dirs[1])
     broker.replica_manager.move_future_logs()
     broker.replica_manager.move_future_logs()
@@ -143,11 +145,10 @@ def test_a_future_log_drops_what_the_current_log_no_longer_has(tmp_path: Path) -
         # The current log (a follower now) truncates to 4 and takes a new leader's record.
         current.truncate_to(4)
         current.append(make_batch([b"x"]), leader_epoch=3)
-        _truncate_future_to_current(future, current)
-        assert future.log_end_offset == 4
-        # Agreeing logs are left alone; an empty future log too.
-        _truncate_future_to_current(future, current)
-        assert future.log_end_offset == 4
+        assert future_truncation_offset(future, current) == 4
+        future.truncate_to(4)
+        # Agreeing logs are left alone.
+        assert future_truncation_offset(future, current) == 4
         future.append_as_follower(records_bytes(current.read(4, 1 << 20).records))
         assert [v for _, v in values_of(future.read(0, 1 << 20).records)] == [
             b"a", b"b", b"c", b"d", b"x"]
