@@ -7,8 +7,9 @@ incompressible records; then kafka-reassign-partitions.sh --execute --throttle m
 {1, 2}. While broker 2 copies the partition, its log size is sampled every 0.25 s. Printed:
 the unthrottled copy time for comparison (the same move without --throttle, on a second
 topic), the throttled copy time, the mean rate over the whole copy, and the steady rate (the
-slope after the first ``replication.quota.window.num`` - 1 windows, whose burst allowance
-Kafka's Rate grants a fresh quota), each against the setting.
+slope after the first ``replication.quota.window.num`` windows, once the quota's samples
+cover its whole span; and the slope over whole quota periods of 11 s, which does not
+depend on where the samples fall in a period), each as measured/setting.
 """
 
 from __future__ import annotations
@@ -27,7 +28,11 @@ from kafkaclone.testing.cluster import LocalCluster
 
 REPO = Path(__file__).resolve().parents[1]
 BURST_WINDOWS_S = 10.0
-"""Kafka's Rate takes the elapsed time as at least (11 - 1) windows of 1 s."""
+"""The steady rate is taken from this many seconds (+ 2) on: by then the quota's 11 samples
+of 1 s cover its whole span."""
+QUOTA_PERIOD_S = 11.0
+"""replication.quota.window.num x replication.quota.window.size.seconds: a window's bytes
+count against the quota for this long."""
 
 
 def script(name: str, *args: str) -> str:
@@ -93,13 +98,24 @@ def main() -> None:
         samples = move(cluster, "throttled", opts.throttle)
         total_s, total_b = samples[-1]
         print(f"throttled at {opts.throttle} B/s: {total_b} bytes in {total_s:.1f} s, "
-              f"mean {total_b / total_s:.0f} B/s ({total_b / total_s / opts.throttle:.2f}x)")
+              f"mean {total_b / total_s:.0f} B/s, measured/setting "
+              f"{total_b / total_s / opts.throttle:.2f}")
         steady = [(t, b) for t, b in samples if t >= BURST_WINDOWS_S + 2]
         if len(steady) >= 2:
             (t0, b0), (t1, b1) = steady[0], steady[-1]
             rate = (b1 - b0) / (t1 - t0)
-            print(f"steady rate from {t0:.1f} s to {t1:.1f} s: {rate:.0f} B/s "
-                  f"({rate / opts.throttle:.2f}x the setting)")
+            print(f"steady rate from {t0:.1f} s to {t1:.1f} s: {rate:.0f} B/s, "
+                  f"measured/setting {rate / opts.throttle:.2f}")
+            # What a quota window held goes again once it expires, so a slope over whole
+            # periods of QUOTA_PERIOD_S does not depend on where the samples fall in one.
+            periods = int((t1 - t0) // QUOTA_PERIOD_S)
+            if periods >= 1:
+                end = t0 + periods * QUOTA_PERIOD_S
+                tp, bp = min(steady, key=lambda sample: abs(sample[0] - end))
+                whole = (bp - b0) / (tp - t0)
+                print(f"steady rate over {periods} whole quota period(s) of "
+                      f"{QUOTA_PERIOD_S:.0f} s ({t0:.1f} s to {tp:.1f} s): {whole:.0f} B/s, "
+                      f"measured/setting {whole / opts.throttle:.2f}")
         else:
             print("the copy ended within the burst allowance: use more --megabytes")
     print(f"load: {os.getloadavg()}")

@@ -444,10 +444,12 @@ class LogManager:
                     self._mark_offline(directory)
                     self.log_dir_failure_channel.maybe_add_offline_log_dir(
                         directory, f"Error while loading log dir {directory}", exc)
+            self._complete_interrupted_swaps()
         except BaseException:
-            for log in self._logs.values():
+            for log in [*self._logs.values(), *self._future_logs.values()]:
                 log.close()
             self._logs.clear()
+            self._future_logs.clear()
             self._unlock_dirs()
             raise
         self._started = True
@@ -472,21 +474,20 @@ class LogManager:
                 logger.info("Found log directory %s marked for deletion", child)
                 self._schedule_dir_deletion(child)
                 continue
-            if child.name.endswith(FUTURE_DIR_SUFFIX):
-                # A move cut short by a restart is not resumed: asked again, it starts over.
-                logger.warning("Deleting future log directory %s of a log directory move "
-                               "interrupted by the restart", child)
-                self._schedule_dir_deletion(child)
-                continue
+            # A -future log (a move between directories cut short by the restart) is
+            # loaded and recovered like any log; the ReplicaManager resumes the move once
+            # the partition's LeaderAndIsr arrives (Kafka's loadLog, isFuture).
+            is_future = child.name.endswith(FUTURE_DIR_SUFFIX)
             tp = parse_topic_partition_name(child.name)
-            if tp in self._logs:
+            loaded = self._future_logs if is_future else self._logs
+            if tp in loaded:
                 raise KafkaStorageError(
                     f"Duplicate log directories for {tp} are found in both "
-                    f"{self._logs[tp].dir} and {child}. It is likely because log directory "
+                    f"{loaded[tp].dir} and {child}. It is likely because log directory "
                     "failure happened while broker was replacing current replica with future "
                     "replica."
                 )
-            self._logs[tp] = Log(
+            log = Log(
                 child,
                 self.config_for(tp.topic),
                 clock=self._clock,
@@ -497,10 +498,30 @@ class LogManager:
                 topic_partition=tp,
                 max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms,
             )
-            self._logs[tp].flush_time_listener = self.flush_time_listener
-            self._logs[tp].log_dir_failure_channel = self.log_dir_failure_channel
+            log.flush_time_listener = self.flush_time_listener
+            log.log_dir_failure_channel = self.log_dir_failure_channel
+            loaded[tp] = log
+            if is_future:
+                logger.info("Loaded future log of partition %s in %s: its move resumes",
+                            tp, directory)
         if had_clean_shutdown:
             clean_marker.unlink()
+
+    def _complete_interrupted_swaps(self) -> None:
+        """A future log whose current log is gone was being swapped in when the broker
+        died (``replace_current_with_future_log`` renames the current log ``-delete``
+        first, and only a caught-up, flushed future log gets there): it becomes the
+        current log. Not while a directory is offline, where the current log may be."""
+        if self._offline_dirs:
+            return
+        for tp, future in list(self._future_logs.items()):
+            if tp in self._logs:
+                continue
+            del self._future_logs[tp]
+            future.rename_dir(log_dir_name(tp))
+            self._logs[tp] = future
+            logger.info("Completed the interrupted swap of partition %s's future log: it "
+                        "is the current log in %s", tp, future.dir.parent)
 
     def _read_checkpoint(self, directory: Path, name: str) -> dict[TopicPartition, int]:
         try:
@@ -555,14 +576,13 @@ class LogManager:
         self._pending_deletions.clear()
         for directory in self._live_dirs:
             logs = self._logs_in_dir(directory)
+            futures = self.future_logs_in_dir(directory)
             try:
-                for log in logs.values():
+                for log in [*logs.values(), *futures.values()]:
                     log.flush()
-                for log in logs.values():
+                for log in [*logs.values(), *futures.values()]:
                     log.close()
-                self._write_recovery_points(directory, logs)
-                self._write_log_start_offsets(directory, logs)
-                self._write_high_watermarks(directory, logs)
+                self._write_checkpoints(directory)
                 (directory / CLEAN_SHUTDOWN_FILE).touch()
             except (OSError, KafkaError) as exc:
                 logger.error("Error while shutting down logs in %s: %s", directory, exc)
@@ -586,6 +606,20 @@ class LogManager:
 
     def _logs_in_dir(self, directory: Path) -> dict[TopicPartition, Log]:
         return {tp: log for tp, log in self._logs.items() if log.dir.parent == directory}
+
+    def _checkpointed_logs(self, directory: Path) -> dict[TopicPartition, Log]:
+        """The logs whose offsets ``directory``'s checkpoint files hold: its current logs
+        and its future logs (never of the same partition: a future log is in another
+        directory than its current one), so a resumed move recovers only its tail."""
+        logs = self._logs_in_dir(directory)
+        logs.update(self.future_logs_in_dir(directory))
+        return logs
+
+    def _write_checkpoints(self, directory: Path) -> None:
+        logs = self._checkpointed_logs(directory)
+        self._write_recovery_points(directory, logs)
+        self._write_log_start_offsets(directory, logs)
+        self._write_high_watermarks(directory, logs)
 
     def next_log_dir(self, tp: TopicPartition | None = None,
                      counts: dict[Path, int] | None = None) -> Path:
@@ -745,7 +779,7 @@ class LogManager:
         directory = log.dir.parent
         log.close()
         log.rename_dir(log_delete_dir_name(tp))
-        logs = self._logs_in_dir(directory)
+        logs = self._checkpointed_logs(directory)
         self._write_recovery_points(directory, logs)
         self._write_log_start_offsets(directory, logs)
         self._write_high_watermarks(directory, logs)
@@ -770,7 +804,7 @@ class LogManager:
             if log is not None and log.truncate_to(offset):
                 touched.add(log.dir.parent)
         for directory in touched:
-            self._write_recovery_points(directory, self._logs_in_dir(directory))
+            self._write_recovery_points(directory, self._checkpointed_logs(directory))
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, new_offset: int) -> None:
         log = self._logs.get(tp)
@@ -778,7 +812,7 @@ class LogManager:
             return
         log.truncate_fully_and_start_at(new_offset)
         directory = log.dir.parent
-        logs = self._logs_in_dir(directory)
+        logs = self._checkpointed_logs(directory)
         self._write_recovery_points(directory, logs)
         self._write_log_start_offsets(directory, logs)
 
@@ -886,6 +920,14 @@ class LogManager:
         logger.info("Created future log for partition %s in %s", tp, destination)
         return log
 
+    def truncate_future_log_to(self, tp: TopicPartition, offset: int) -> None:
+        """Truncate ``tp``'s future log and checkpoint its directory's recovery points at
+        once, as ``truncate_to`` does for current logs."""
+        log = self._future_logs.get(tp)
+        if log is not None and log.truncate_to(offset):
+            directory = log.dir.parent
+            self._write_recovery_points(directory, self._checkpointed_logs(directory))
+
     def abort_future_log(self, tp: TopicPartition) -> None:
         """Drop ``tp``'s future log and its files (the move was cancelled)."""
         log = self._future_logs.pop(tp, None)
@@ -896,23 +938,38 @@ class LogManager:
     def replace_current_with_future_log(self, tp: TopicPartition) -> Log:
         """The future log, caught up, becomes ``tp``'s log (renamed ``<topic>-<p>``); the
         old one is renamed ``-delete`` and removed after file.delete.delay.ms (Kafka's
-        replaceCurrentWithFutureLog)."""
-        future = self._future_logs.pop(tp)
+        replaceCurrentWithFutureLog).
+
+        Unlike Kafka, the current log is renamed away before the future log takes its
+        name, so a kill at any point leaves one log the next start loads as current:
+        before the first rename the move resumes (the future log is caught up, the swap
+        comes at the first step); between the two the future log has no current log left
+        and ``_complete_interrupted_swaps`` finishes the rename; after the second only the
+        ``-delete`` directory is left to delete. (Kafka's order leaves two ``<topic>-<p>``
+        directories in between, which its next start refuses.)"""
+        future = self._future_logs[tp]
         current = self._logs[tp]
         future.update_high_watermark(current.high_watermark)
         future.flush()
-        future.rename_dir(log_dir_name(tp))
-        self._logs[tp] = future
         old_dir = current.dir.parent
-        current.close()
         current.rename_dir(log_delete_dir_name(tp))
+        del self._logs[tp]
+        try:
+            future.rename_dir(log_dir_name(tp))
+        except KafkaStorageError:
+            current.rename_dir(log_dir_name(tp))  # the destination failed: keep the current
+            self._logs[tp] = current
+            raise
+        del self._future_logs[tp]
+        self._logs[tp] = future
+        try:
+            current.close()
+        except KafkaStorageError as exc:  # reported: its directory goes offline
+            logger.error("Error closing the replaced log of %s: %s", tp, exc)
         delay = self.config_for(tp.topic).file_delete_delay_ms / 1000.0
         self._pending_deletions.append(self._clock.callLater(delay, current.delete))
         for directory in (old_dir, future.dir.parent):
-            logs = self._logs_in_dir(directory)
-            self._write_recovery_points(directory, logs)
-            self._write_log_start_offsets(directory, logs)
-            self._write_high_watermarks(directory, logs)
+            self._write_checkpoints(directory)
         logger.info("The current replica of %s is moved from %s to %s", tp, old_dir,
                     future.dir.parent)
         return future
@@ -959,7 +1016,7 @@ class LogManager:
         """Write the recovery points, then delete the producer snapshots they make
         unnecessary (Kafka's checkpointRecoveryOffsetsAndCleanSnapshotsInDir)."""
         for directory in self._live_dirs:
-            logs = self._logs_in_dir(directory)
+            logs = self._checkpointed_logs(directory)
 
             def clean_snapshots(logs: dict[TopicPartition, Log] = logs) -> None:
                 for log in logs.values():
@@ -975,13 +1032,15 @@ class LogManager:
 
     def checkpoint_log_start_offsets(self) -> None:
         for directory in self._live_dirs:
+            logs = self._checkpointed_logs(directory)
             self.checkpoints.write_later(directory / LOG_START_OFFSET_CHECKPOINT,
-                                         self._log_start_offsets(self._logs_in_dir(directory)))
+                                         self._log_start_offsets(logs))
 
     def checkpoint_high_watermarks(self) -> None:
         for directory in self._live_dirs:
+            logs = self._checkpointed_logs(directory)
             self.checkpoints.write_later(directory / REPLICATION_OFFSET_CHECKPOINT,
-                                         self._high_watermarks(self._logs_in_dir(directory)))
+                                         self._high_watermarks(logs))
 
     @staticmethod
     def _recovery_points(logs: Mapping[TopicPartition, Log]) -> dict[TopicPartition, int]:

@@ -120,6 +120,7 @@ from kafkaclone.server.replica_manager import ReplicaManager, ReplicaManagerConf
 from kafkaclone.server.replication_quota import (
     FOLLOWER_REPLICATION_THROTTLED_RATE,
     LEADER_REPLICATION_THROTTLED_RATE,
+    REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND,
     quota_of,
 )
 from kafkaclone.server.request_handler import RequestHandler
@@ -856,6 +857,10 @@ class KafkaBroker(MultiService):
                         follower)
         manager.leader_quota.update_quota(leader)
         manager.follower_quota.update_quota(follower)
+        alter_log_dirs = quota_of(dict(props), REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND)
+        if alter_log_dirs != manager.alter_log_dirs_quota.quota:
+            logger.info("Log directory moves throttled to %s B/s", alter_log_dirs)
+        manager.alter_log_dirs_quota.update_quota(alter_log_dirs)
 
     def _reconfigure_socket_server(self, props: Mapping[str, Any]) -> None:
         """The dynamic connection limits (Kafka's DynamicConnectionQuota): new limits for

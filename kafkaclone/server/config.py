@@ -551,6 +551,9 @@ BROKER_CONFIG: Final = ConfigDef([
                   "Dynamic only: the bytes/s this broker's replica fetchers read for the "
                   "replicas a topic's follower.replication.throttled.replicas names "
                   "(KIP-73)."),
+        ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, MEDIUM,
+                  "Dynamic only: the bytes/s this broker copies for the replicas it moves "
+                  "between its log directories (AlterReplicaLogDirs)."),
         ConfigKey("replica.lag.time.max.ms", LONG, 30000, HIGH,
                   "A follower that has not fetched, or not caught up to the leader's log "
                   "end, for this long is removed from the ISR."),

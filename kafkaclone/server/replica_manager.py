@@ -88,12 +88,14 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic import is_internal
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import (
+    UNDEFINED_EPOCH,
     AppendOrigin,
     TimestampAndOffset,
     log_future_dir_name,
     records_bytes,
 )
 from kafkaclone.log.config import LogConfig
+from kafkaclone.log.log import Log
 from kafkaclone.log.manager import LogManager
 from kafkaclone.server.config import default_int
 from kafkaclone.server.delayed.delete_records import (
@@ -129,7 +131,7 @@ from kafkaclone.server.replica_selector import (
     ReplicaView,
     create_replica_selector,
 )
-from kafkaclone.server.replication_quota import ReplicationQuotaManager
+from kafkaclone.server.replication_quota import ALL_REPLICAS, ReplicationQuotaManager
 
 logger = logging.getLogger(__name__)
 
@@ -366,6 +368,10 @@ class ReplicaManager:
         self._log_dir_event_zk = log_dir_event_zk_client
         self._halt = halt
         self._log_dir_move_call: Any = None
+        self._log_dir_moves: set[TopicPartition] = set()
+        """The moves between log directories being copied (Kafka's
+        ReplicaAlterLogDirsManager's partitions); a future log loaded at start-up joins
+        them once its partition's LeaderAndIsr arrives."""
         self.leader_quota = ReplicationQuotaManager(
             broker_id, clock,
             lambda topic: log_manager.config_for(topic).leader_replication_throttled_replicas)
@@ -374,6 +380,10 @@ class ReplicaManager:
             broker_id, clock,
             lambda topic: log_manager.config_for(topic).follower_replication_throttled_replicas)
         """What this broker's fetchers read for throttled replicas (KIP-73)."""
+        self.alter_log_dirs_quota = ReplicationQuotaManager(
+            broker_id, clock, lambda topic: [ALL_REPLICAS])
+        """What the moves between log directories copy
+        (replica.alter.log.dirs.io.max.bytes.per.second; every move is throttled)."""
         self.replica_fetcher_manager: ReplicaFetcherManager | None = (
             None if fetcher_config is None else ReplicaFetcherManager(
                 fetcher_config, self, clock, fetcher_connection_factory,
@@ -533,6 +543,7 @@ class ReplicaManager:
                 [(p, s) for p, s in chunk if s.leader != self.broker_id], configs, errors)
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.shutdown_idle_fetchers()
+        self._maybe_add_log_dir_moves(partition for partition, _ in accepted)
         for listener in list(self.leadership_listeners):
             try:
                 listener(new_leaders, new_followers)
@@ -827,12 +838,26 @@ class ReplicaManager:
                     manager.abort_future_log(tp)  # a move elsewhere is cancelled
                 else:
                     manager.create_future_log(tp, destination)
+                    self._log_dir_moves.add(tp)
                     self._schedule_log_dir_moves()
                 results[tp] = NONE
             except KafkaError as exc:
                 logger.warning("Unable to alter log dirs for %s: %s", tp, exc)
                 results[tp] = exc.code
         return results
+
+    def _maybe_add_log_dir_moves(self, partitions: Iterable[Partition]) -> None:
+        """Resume the moves of these partitions whose future log was loaded at start-up,
+        now that their log is served (Kafka's maybeAddLogDirFetchers)."""
+        futures = self.log_manager.future_logs
+        resumed = {partition.topic_partition for partition in partitions
+                   if partition.log is not None and partition.topic_partition in futures
+                   and partition.topic_partition not in self._log_dir_moves}
+        if resumed:
+            logger.info("Resuming the moves between log directories of %s",
+                        ", ".join(str(tp) for tp in sorted(resumed)))
+            self._log_dir_moves |= resumed
+            self._schedule_log_dir_moves()
 
     def _schedule_log_dir_moves(self) -> None:
         if self._log_dir_move_call is None or not self._log_dir_move_call.active():
@@ -841,38 +866,49 @@ class ReplicaManager:
     def move_future_logs(self) -> None:
         """One step of every move between log directories (Kafka's
         ReplicaAlterLogDirsThread, on the reactor): copy up to LOG_DIR_MOVE_BYTES of the
-        current log into the future log, following the current log's truncations and
-        start offset; a future log that caught up replaces the current one in the same
-        step (no append can come in between). Reschedules itself while moves remain."""
+        current log into the future log, following the current log's truncations (by
+        leader epoch, as a follower does, so a future log loaded at start-up drops what
+        the current log no longer has) and start offset; a future log that caught up
+        replaces the current one in the same step (no append can come in between).
+        Reschedules itself while moves remain."""
         self._log_dir_move_call = None
         manager = self.log_manager
-        for tp, future in manager.future_logs.items():
+        futures = manager.future_logs
+        for tp in sorted(self._log_dir_moves):
+            future = futures.get(tp)
+            if future is None:  # cancelled, or its directory failed
+                self._log_dir_moves.discard(tp)
+                continue
             partition = self.all_partitions.get(tp)
             current = None if partition is None else partition.log
             if partition is None or current is None:
+                self._log_dir_moves.discard(tp)
                 manager.abort_future_log(tp)
                 continue
             try:
-                if future.log_end_offset > current.log_end_offset:
-                    future.truncate_to(current.log_end_offset)
+                manager.truncate_future_log_to(tp, future_truncation_offset(future, current))
                 if current.log_start_offset > future.log_end_offset:
                     future.truncate_fully_and_start_at(current.log_start_offset)
-                if future.log_end_offset < current.log_end_offset:
+                if (future.log_end_offset < current.log_end_offset
+                        and not self.alter_log_dirs_quota.is_quota_exceeded()):
                     data = current.read(future.log_end_offset, LOG_DIR_MOVE_BYTES)
                     if len(data.records) > 0:
                         future.append_as_follower(records_bytes(data.records))
+                        self.alter_log_dirs_quota.record(len(data.records))
                 future.update_high_watermark(current.high_watermark)
                 if current.log_start_offset > future.log_start_offset:
                     future.delete_records_before(min(current.log_start_offset,
                                                      future.high_watermark))
                 if future.log_end_offset == current.log_end_offset:
+                    self._log_dir_moves.discard(tp)
                     partition.log = manager.replace_current_with_future_log(tp)
                     self.complete_delayed_requests(tp)
             except KafkaError as exc:
                 logger.error("Error moving the replica of %s to %s: %s", tp, future.dir.parent,
                              exc)
+                self._log_dir_moves.discard(tp)
                 manager.abort_future_log(tp)
-        if manager.future_logs and self._running:
+        if self._log_dir_moves and self._running:
             self._log_dir_move_call = self.clock.callLater(LOG_DIR_MOVE_INTERVAL_S,
                                                           self.move_future_logs)
 
@@ -1273,6 +1309,25 @@ class ReplicaManager:
         operation = DelayedDeleteRecords(timeout_ms, statuses, self, answered.callback)
         self.delayed_delete_records.try_complete_else_watch(operation, list(statuses))
         return await answered
+
+
+def future_truncation_offset(future: Log, current: Log) -> int:
+    """Where ``future`` agrees with ``current`` up to (Kafka's follower truncation by
+    OffsetForLeaderEpoch, ``current`` answering as the leader): the end of ``future``'s
+    latest epoch in ``current``, or of the latest epoch both know; its log end offset if
+    nothing is to be dropped."""
+    target = future.log_end_offset
+    epoch = future.latest_epoch
+    if epoch is not None:
+        current_epoch, current_end = current.end_offset_for_epoch(epoch)
+        if current_epoch == UNDEFINED_EPOCH:
+            target = current.log_start_offset
+        elif current_epoch == epoch:
+            target = min(target, current_end)
+        else:
+            _, future_end = future.end_offset_for_epoch(current_epoch)
+            target = min(target, current_end, future_end)
+    return min(target, current.log_end_offset)
 
 
 async def _nothing() -> None:

@@ -5,13 +5,18 @@ what its replica fetchers read. Each has a rate in bytes/s (the broker's dynamic
 ``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``; none:
 unthrottled) and applies to the replicas the topic configs
 ``leader.replication.throttled.replicas`` / ``follower.replication.throttled.replicas``
-name for this broker (``partition:broker,...``, or ``*`` for all).
+name for this broker (``partition:broker,...``, or ``*`` for all). A third, at
+``replica.alter.log.dirs.io.max.bytes.per.second``, throttles every copy between the
+broker's log directories (AlterReplicaLogDirs).
 
-The rate is measured as Kafka's Rate over a SampledStat: ``replication.quota.window.num``
-(11) samples of ``replication.quota.window.size.seconds`` (1 s), the elapsed time taken as
-at least all windows but one, so a fresh quota starts with a burst allowance. Over quota,
-a throttled replica that is not in sync is left out: the leader answers it with no records
-(``should_leader_throttle``), the follower leaves it out of its fetch.
+The rate is measured as Kafka's ReplicationQuotaManager measures it, with a SimpleRate over
+a SampledStat: ``replication.quota.window.num`` (11) samples of
+``replication.quota.window.size.seconds`` (1 s), over the time since the oldest retained
+sample began, taken as at least one window. (Not Kafka's ``Rate`` of the client quotas,
+which counts at least all windows but one and so grants a fresh quota a burst of ten
+windows' bytes.) Over quota, a throttled replica that is not in sync is left out: the
+leader answers it with no records (``should_leader_throttle``), the follower leaves it out
+of its fetch.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from kafkaclone.common.topic_partition import TopicPartition
 
 LEADER_REPLICATION_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_REPLICATION_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
+REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND: Final = (
+    "replica.alter.log.dirs.io.max.bytes.per.second")
 ALL_REPLICAS: Final = "*"
 QUOTA_WINDOW_NUM: Final = 11
 QUOTA_WINDOW_SIZE_S: Final = 1.0
@@ -112,18 +119,17 @@ class ReplicationQuotaManager:
         self._samples[-1].total += num_bytes
 
     def rate(self) -> float:
-        """Bytes/s over the retained samples (Kafka's Rate.measure)."""
+        """Bytes/s over the retained samples (Kafka's SimpleRate.measure)."""
         now = self._clock.seconds()
         self._purge(now)
         if not self._samples:
             return 0.0
-        elapsed = now - self._samples[0].start
-        full_windows = int(elapsed / self._window_s)
-        if full_windows < self._num_samples - 1:
-            elapsed += (self._num_samples - 1 - full_windows) * self._window_s
+        elapsed = max(now - self._samples[0].start, self._window_s)
         return sum(s.total for s in self._samples) / elapsed
 
     def _purge(self, now: float) -> None:
+        """Drop the samples started ``num_samples`` windows ago or earlier (Kafka's
+        SampledStat.purgeObsoleteSamples), so at most ``num_samples`` are retained."""
         horizon = now - self._num_samples * self._window_s
-        while self._samples and self._samples[0].start + self._window_s <= horizon:
+        while self._samples and self._samples[0].start <= horizon:
             self._samples.pop(0)

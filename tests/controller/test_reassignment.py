@@ -368,7 +368,7 @@ def test_throttled_move_is_slowed_and_verify_removes_the_throttles(
     create(cluster, zk, "throttled", {0: [3]})
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 20,
                          "compression.type": "none"})
-    for _ in range(96):  # 1.5 MiB: 10 windows of burst allowance, then 20 s at the rate
+    for _ in range(96):  # 1.5 MiB: ~30 s at the rate (no burst allowance)
         producer.produce("throttled", value=os.urandom(16 * 1024), partition=0)
     assert producer.flush(60) == 0
     plan = tmp_path / "plan.json"

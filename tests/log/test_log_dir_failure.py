@@ -182,15 +182,42 @@ def test_configured_directories_and_the_preferred_one(manager: LogManager,
     assert manager.get_or_create_log(tp).dir.parent == dirs[0]
 
 
-def test_a_future_log_left_by_a_restart_is_deleted(tmp_path: Path, clock: Clock) -> None:
-    leftover = tmp_path / "d1" / f"t-0.{'ab' * 16}-future"
-    leftover.mkdir(parents=True)
-    m = LogManager(LogManagerConfig.from_props({"log.dirs": str(tmp_path / "d1"),
-                                                "broker.id": "1"}), clock=clock)
+def test_a_future_log_left_by_a_restart_is_loaded_as_future(tmp_path: Path,
+                                                             clock: Clock) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    props = {"log.dirs": ",".join(map(str, dirs)), "broker.id": "1"}
+    m = LogManager(LogManagerConfig.from_props(props), clock=clock)
     m.startup()
+    tp = TopicPartition("t", 0)
+    m.get_or_create_log(tp).append(make_batch([b"a", b"b"]), leader_epoch=0)
+    m.create_future_log(tp, str(dirs[1])).append(make_batch([b"a"]), leader_epoch=0)
+    m.shutdown()
+    again = LogManager(LogManagerConfig.from_props(props), clock=clock)
+    again.startup()
     try:
-        assert m.get_log(TopicPartition("t", 0)) is None and m.future_logs == {}
-        clock.advance(m.default_config.file_delete_delay_ms / 1000.0 + 1)
-        assert not leftover.exists()
+        current, future = again.get_log(tp), again.future_logs[tp]
+        assert current is not None and current.dir == dirs[0] / "t-0"
+        assert current.log_end_offset == 2
+        assert future.dir.parent == dirs[1] and future.log_end_offset == 1
     finally:
-        m.shutdown()
+        again.shutdown()
+
+
+def test_a_future_log_without_its_current_log_completes_the_swap(tmp_path: Path,
+                                                                 clock: Clock) -> None:
+    # replace_current_with_future_log renames the current log -delete first: a future log
+    # found without one was caught up and was being swapped in.
+    props = {"log.dirs": str(tmp_path / "d1"), "broker.id": "1"}
+    m = LogManager(LogManagerConfig.from_props(props), clock=clock)
+    m.startup()
+    m.get_or_create_log(TopicPartition("t", 0)).append(make_batch([b"a"]), leader_epoch=0)
+    m.shutdown()
+    (tmp_path / "d1" / "t-0").rename(tmp_path / "d1" / f"t-0.{'ab' * 16}-future")
+    again = LogManager(LogManagerConfig.from_props(props), clock=clock)
+    again.startup()
+    try:
+        log = again.get_log(TopicPartition("t", 0))
+        assert log is not None and log.dir == tmp_path / "d1" / "t-0"
+        assert log.log_end_offset == 1 and again.future_logs == {}
+    finally:
+        again.shutdown()

@@ -44,15 +44,21 @@ def test_only_listed_replicas_are_throttled_and_only_with_a_quota() -> None:
     assert not quota.is_throttled(TopicPartition("t", 0))
 
 
-def test_rate_is_over_ten_windows_at_least_then_the_samples_expire() -> None:
+def test_rate_is_over_the_time_since_the_oldest_sample_at_least_one_window() -> None:
+    # Kafka's SimpleRate (ReplicationQuotaManager): no burst allowance for a fresh quota.
     clock = Clock()
     quota = ReplicationQuotaManager(1, clock, lambda topic: ["*"])
     quota.update_quota(100.0)
-    quota.record(900)
-    assert quota.rate() == pytest.approx(90.0)  # 900 bytes over the 10 s allowance
+    quota.record(90)
+    assert quota.rate() == pytest.approx(90.0)  # over one window at least
     assert not quota.is_quota_exceeded()
-    quota.record(200)
+    quota.record(20)
     assert quota.is_quota_exceeded()
+    clock.advance(0.5)
+    assert quota.rate() == pytest.approx(110.0)
+    clock.advance(0.6)
+    assert quota.rate() == pytest.approx(100.0)  # 110 bytes over 1.1 s
+    assert not quota.is_quota_exceeded()
     for _ in range(20):
         clock.advance(1.0)
         quota.record(100)
@@ -60,3 +66,17 @@ def test_rate_is_over_ten_windows_at_least_then_the_samples_expire() -> None:
     assert quota.rate() == pytest.approx(100.0, rel=0.15)
     clock.advance(13.0)
     assert quota.rate() == 0.0
+
+
+def test_a_sample_expires_after_the_number_of_windows_as_in_kafka() -> None:
+    # SampledStat.purgeObsoleteSamples: obsolete once now - its start >= 11 x 1 s.
+    clock = Clock()
+    quota = ReplicationQuotaManager(1, clock, lambda topic: ["*"])
+    quota.update_quota(100.0)
+    quota.record(1100)
+    clock.advance(10.9)
+    assert quota.rate() == pytest.approx(1100 / 10.9)
+    assert quota.is_quota_exceeded()
+    clock.advance(0.1)
+    assert quota.rate() == 0.0
+    assert not quota.is_quota_exceeded()

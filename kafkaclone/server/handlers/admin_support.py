@@ -77,7 +77,8 @@ _LOG_CLEANER: Final = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
 _SOCKET_SERVER: Final = ("max.connections.per.ip", "max.connections.per.ip.overrides",
                          "max.connections", "max.connection.creation.rate")
 _REPLICATION_THROTTLES: Final = ("leader.replication.throttled.rate",
-                                 "follower.replication.throttled.rate")
+                                 "follower.replication.throttled.rate",
+                                 "replica.alter.log.dirs.io.max.bytes.per.second")
 PER_BROKER_CONFIGS: Final = frozenset(name for name in (
     "listeners", "advertised.listeners", "listener.security.protocol.map")
     if name in BROKER_CONFIG)
