@@ -10,7 +10,7 @@ thread; an update replaces the snapshot in one assignment.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -22,10 +22,14 @@ from kafkaclone.common.errors import (
     ReplicaNotAvailableError,
 )
 from kafkaclone.common.topic import INTERNAL_TOPICS
+from kafkaclone.protocol.api import EncodedResponse
 
 NO_LEADER: Final = -1
 LEADER_DURING_DELETE: Final = -2
 """The leader id the controller sends for a partition of a topic being deleted."""
+MAX_METADATA_ANSWERS: Final = 32
+"""Encoded Metadata answers kept per snapshot (distinct requests: version, topics asked,
+listener ...); the oldest goes first. A 10,000-partition topic's answer is about 400 kB."""
 
 
 
@@ -83,6 +87,8 @@ class MetadataCache:
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
         self._snapshot = _Snapshot()
+        self._metadata_answers: dict[Hashable, EncodedResponse] = {}
+        """The Metadata handler's encoded answers built from ``_snapshot``, by request."""
 
     # --- updates -----------------------------------------------------------------------
 
@@ -119,7 +125,23 @@ class MetadataCache:
                 topic_ids[topic_name] = topic_id
         controller_id = request.controller_id if request.controller_id >= 0 else None
         self._snapshot = _Snapshot(controller_id, brokers, partitions, topic_ids)
+        self._metadata_answers.clear()
         return deleted
+
+    # --- the Metadata handler's answers --------------------------------------------------
+
+    def metadata_answer(self, request_key: Hashable) -> EncodedResponse | None:
+        """The encoded Metadata answer kept for ``request_key`` since the last update."""
+        return self._metadata_answers.get(request_key)
+
+    def keep_metadata_answer(self, request_key: Hashable, answer: EncodedResponse) -> None:
+        """Keep a Metadata answer built from the current snapshot until the next update;
+        ``request_key`` must name everything besides the snapshot that the answer depends
+        on."""
+        answers = self._metadata_answers
+        if len(answers) >= MAX_METADATA_ANSWERS and request_key not in answers:
+            del answers[next(iter(answers))]
+        answers[request_key] = answer
 
     # --- queries -----------------------------------------------------------------------
 
