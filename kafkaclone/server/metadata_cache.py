@@ -206,48 +206,46 @@ class MetadataCache:
         are left out of the replica and ISR lists and flagged REPLICA_NOT_AVAILABLE.
         """
         snapshot = self._snapshot
+        live = snapshot.brokers
+        reachable = frozenset(b for b, broker in live.items() if listener in broker.endpoints)
         result: list[TopicMetadata] = []
         for topic in topics:
             states = snapshot.partitions.get(topic)
             if states is None:
                 continue
             partitions = [
-                self._partition_metadata(snapshot, state, listener,
-                                         error_unavailable_endpoints,
-                                         error_unavailable_listeners)
+                _partition_metadata(live, reachable, state, error_unavailable_endpoints,
+                                    error_unavailable_listeners)
                 for _, state in sorted(states.items())
             ]
             result.append(TopicMetadata(topic, snapshot.topic_ids.get(topic, uuid.UUID(int=0)),
                                         topic in INTERNAL_TOPICS, partitions))
         return result
 
-    @staticmethod
-    def _partition_metadata(snapshot: _Snapshot, state: UpdateMetadataPartitionState, listener: str,
-                            error_unavailable_endpoints: bool,
-                            error_unavailable_listeners: bool) -> PartitionMetadata:
-        def reachable(broker_id: int) -> bool:
-            broker = snapshot.brokers.get(broker_id)
-            return broker is not None and listener in broker.endpoints
 
-        replicas = list(state.replicas)
-        isr = list(state.isr)
-        if error_unavailable_endpoints:
-            replicas = [r for r in replicas if reachable(r)]
-            isr = [r for r in isr if reachable(r)]
-        leader_broker = snapshot.brokers.get(state.leader)
-        if leader_broker is None or listener not in leader_broker.endpoints:
-            if leader_broker is not None and error_unavailable_listeners:
-                error = ListenerNotFoundError.code
-            else:
-                error = LeaderNotAvailableError.code
-            return PartitionMetadata(error, state.partition, NO_LEADER, state.leader_epoch,
-                                     replicas, isr, list(state.offline_replicas))
-        if len(replicas) < len(state.replicas) or len(isr) < len(state.isr):
-            error = ReplicaNotAvailableError.code
+def _partition_metadata(live: dict[int, LiveBroker], reachable: frozenset[int],
+                        state: UpdateMetadataPartitionState, error_unavailable_endpoints: bool,
+                        error_unavailable_listeners: bool) -> PartitionMetadata:
+    """One partition's metadata; ``reachable``: the live brokers with an endpoint on the
+    request's listener."""
+    replicas = list(state.replicas)
+    isr = list(state.isr)
+    if error_unavailable_endpoints:
+        replicas = [r for r in replicas if r in reachable]
+        isr = [r for r in isr if r in reachable]
+    if state.leader not in reachable:
+        if state.leader in live and error_unavailable_listeners:
+            error = ListenerNotFoundError.code
         else:
-            error = NONE
-        return PartitionMetadata(error, state.partition, state.leader, state.leader_epoch,
+            error = LeaderNotAvailableError.code
+        return PartitionMetadata(error, state.partition, NO_LEADER, state.leader_epoch,
                                  replicas, isr, list(state.offline_replicas))
+    if len(replicas) < len(state.replicas) or len(isr) < len(state.isr):
+        error = ReplicaNotAvailableError.code
+    else:
+        error = NONE
+    return PartitionMetadata(error, state.partition, state.leader, state.leader_epoch,
+                             replicas, isr, list(state.offline_replicas))
 
 
 def _live_broker(broker: Any, version: int) -> LiveBroker:
