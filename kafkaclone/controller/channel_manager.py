@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -45,6 +45,8 @@ RETRY_BACKOFF: Final = 0.1
 LAI = APIS[ApiKey.LEADER_AND_ISR].request
 UM = APIS[ApiKey.UPDATE_METADATA].request
 SR = APIS[ApiKey.STOP_REPLICA].request
+_LAI_PARTITION_STATE: Final = LAI.structs["LeaderAndIsrPartitionState"]
+_UM_PARTITION_STATE: Final = UM.structs["UpdateMetadataPartitionState"]
 
 ResponseCallback = Callable[[Any], None]
 
@@ -290,8 +292,9 @@ class ControllerBrokerRequestBatch:
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()
 
-    def _live(self, broker_ids: Iterable[int]) -> list[int]:
-        live = self.context.live_or_shutting_down_broker_ids
+    def _live(self, broker_ids: Iterable[int], live: set[int] | None = None) -> list[int]:
+        if live is None:
+            live = self.context.live_or_shutting_down_broker_ids
         return [b for b in broker_ids if b >= 0 and b in live]
 
     def add_leader_and_isr_request_for_brokers(
@@ -299,15 +302,19 @@ class ControllerBrokerRequestBatch:
         state: LeaderIsrAndControllerEpoch, is_new: bool,
     ) -> None:
         assignment = self.context.partition_full_replica_assignment(tp)
-        for broker_id in self._live(broker_ids):
+        live = self.context.live_or_shutting_down_broker_ids
+        # One entry for every broker it goes to (unless one already had it as new): its
+        # partition state is then built once for all of their requests.
+        entry = _LeaderAndIsrEntry(state, assignment.replicas, assignment.adding_replicas,
+                                   assignment.removing_replicas, is_new)
+        for broker_id in self._live(broker_ids, live):
             requests = self.leader_and_isr_requests.setdefault(broker_id, {})
-            already_new = requests[tp].is_new if tp in requests else False
-            requests[tp] = _LeaderAndIsrEntry(state, assignment.replicas,
-                                              assignment.adding_replicas,
-                                              assignment.removing_replicas,
-                                              is_new or already_new)
-        self.add_update_metadata_request_for_brokers(
-            self.context.live_or_shutting_down_broker_ids, [tp])
+            previous = requests.get(tp)
+            if previous is not None and previous.is_new and not is_new:
+                requests[tp] = replace(entry, is_new=True)
+            else:
+                requests[tp] = entry
+        self._add_update_metadata_partition(tp, live)
 
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int],
                                              tp: TopicPartition, delete_partition: bool) -> None:
@@ -322,22 +329,30 @@ class ControllerBrokerRequestBatch:
 
     def add_update_metadata_request_for_brokers(self, broker_ids: Iterable[int],
                                                 partitions: Iterable[TopicPartition]) -> None:
-        self.update_metadata_brokers.update(self._live(broker_ids))
-        structs = UM.structs
+        live = self.context.live_or_shutting_down_broker_ids
+        self.update_metadata_brokers.update(self._live(broker_ids, live))
         for tp in partitions:
-            state = self.context.partition_leadership_info.get(tp)
-            if state is None:
-                continue
-            lai = state.leader_and_isr
-            leader = (LeaderAndIsr.LEADER_DURING_DELETE
-                      if self.context.is_topic_queued_up_for_deletion(tp.topic) else lai.leader)
-            replicas = self.context.partition_replica_assignment(tp)
-            offline = [r for r in replicas if not self.context.is_replica_online(r, tp)]
-            self.update_metadata_partitions[tp] = structs["UpdateMetadataPartitionState"](
-                topic_name=tp.topic, partition_index=tp.partition,
-                controller_epoch=state.controller_epoch, leader=leader,
-                leader_epoch=lai.leader_epoch, isr=list(lai.isr), zk_version=lai.zk_version,
-                replicas=list(replicas), offline_replicas=offline)
+            self._add_update_metadata_partition(tp, None)
+
+    def _add_update_metadata_partition(self, tp: TopicPartition,
+                                       live_or_shutting_down: set[int] | None) -> None:
+        """``tp``'s state in the UpdateMetadata requests, and with ``live_or_shutting_down``
+        (the context's, computed once by the caller) every live broker as their target."""
+        context = self.context
+        if live_or_shutting_down is not None:
+            self.update_metadata_brokers.update(live_or_shutting_down)
+        state = context.partition_leadership_info.get(tp)
+        if state is None:
+            return
+        lai = state.leader_and_isr
+        leader = (LeaderAndIsr.LEADER_DURING_DELETE
+                  if context.is_topic_queued_up_for_deletion(tp.topic) else lai.leader)
+        replicas = context.partition_replica_assignment(tp)
+        self.update_metadata_partitions[tp] = _UM_PARTITION_STATE(
+            topic_name=tp.topic, partition_index=tp.partition,
+            controller_epoch=state.controller_epoch, leader=leader,
+            leader_epoch=lai.leader_epoch, isr=list(lai.isr), zk_version=lai.zk_version,
+            replicas=list(replicas), offline_replicas=context.offline_replicas(tp, replicas))
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -362,20 +377,28 @@ class ControllerBrokerRequestBatch:
     def _send_leader_and_isr_requests(self, controller_epoch: int) -> None:
         structs = LAI.structs
         listener = getattr(self.channel, "listener_name", "PLAINTEXT")
+        # A partition's state goes to each of its replicas: built once per entry, shared by
+        # their requests (encoding only reads it).
+        built: dict[int, Any] = {}
         for broker_id, entries in sorted(self.leader_and_isr_requests.items()):
             by_topic: dict[str, list[Any]] = {}
             leaders: set[int] = set()
             for tp, entry in sorted(entries.items()):
-                lai = entry.state.leader_and_isr
-                leaders.add(lai.leader)
-                by_topic.setdefault(tp.topic, []).append(
-                    structs["LeaderAndIsrPartitionState"](
+                partition_state = built.get(id(entry))
+                if partition_state is None:
+                    lai = entry.state.leader_and_isr
+                    partition_state = built[id(entry)] = _LAI_PARTITION_STATE(
                         topic_name=tp.topic, partition_index=tp.partition,
                         controller_epoch=entry.state.controller_epoch, leader=lai.leader,
                         leader_epoch=lai.leader_epoch, isr=list(lai.isr),
                         zk_version=lai.zk_version, replicas=list(entry.replicas),
                         adding_replicas=list(entry.adding_replicas),
-                        removing_replicas=list(entry.removing_replicas), is_new=entry.is_new))
+                        removing_replicas=list(entry.removing_replicas), is_new=entry.is_new)
+                leaders.add(partition_state.leader)
+                topic_states = by_topic.get(tp.topic)
+                if topic_states is None:
+                    topic_states = by_topic[tp.topic] = []
+                topic_states.append(partition_state)
             live_leaders = []
             for leader in sorted(leaders):
                 info = self.context.live_brokers.get(leader)

@@ -100,6 +100,13 @@ class ControllerContext:
         return (broker_id in live
                 and tp not in self.replicas_on_offline_dirs.get(broker_id, ()))
 
+    def offline_replicas(self, tp: TopicPartition, replicas: Iterable[int]) -> list[int]:
+        """The replicas among ``replicas`` that are not online (``is_replica_online``)."""
+        live = self.live_broker_ids
+        offline_dirs = self.replicas_on_offline_dirs
+        return [r for r in replicas
+                if r not in live or (r in offline_dirs and tp in offline_dirs[r])]
+
     # -- topics and assignments ----------------------------------------------------------------
 
     def partitions_for_topic(self, topic: str) -> list[TopicPartition]:

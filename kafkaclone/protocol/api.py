@@ -176,15 +176,39 @@ def encode_request(key: int, version: int, correlation_id: int, client_id: str |
     return bytes(out)
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body already encoded for one version, to be sent after the header as it
+    is: a handler's answer kept and sent again while nothing it says has changed (Metadata's,
+    per metadata version). Made by :func:`encode_response_body`."""
+
+    version: int
+    data: bytes
+
+
+def encode_response_body(key: int, version: int, body: Any) -> EncodedResponse:
+    """``body`` encoded once for ``version``, for :func:`encode_response` to send as is."""
+    out = bytearray()
+    api(key).response.encode_into(body, version, out)
+    return EncodedResponse(version, bytes(out))
+
+
 def encode_response(key: int, version: int, correlation_id: int, body: Any) -> bytes:
-    """A response frame without its 4-byte length prefix."""
+    """A response frame without its 4-byte length prefix; ``body`` a response or an
+    :class:`EncodedResponse` of this version."""
     target = api(key)
     out = bytearray()
     ResponseHeader.encode_into(
         ResponseHeader.cls(correlation_id=correlation_id),
         target.response_header_version(version), out,
     )
-    target.response.encode_into(body, version, out)
+    if isinstance(body, EncodedResponse):
+        if body.version != version:
+            raise ValueError(f"a {target.name} body encoded for v{body.version} sent as "
+                             f"v{version}")
+        out += body.data
+    else:
+        target.response.encode_into(body, version, out)
     return bytes(out)
 
 

@@ -10,7 +10,7 @@ thread; an update replaces the snapshot in one assignment.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -22,10 +22,14 @@ from kafkaclone.common.errors import (
     ReplicaNotAvailableError,
 )
 from kafkaclone.common.topic import INTERNAL_TOPICS
+from kafkaclone.protocol.api import EncodedResponse
 
 NO_LEADER: Final = -1
 LEADER_DURING_DELETE: Final = -2
 """The leader id the controller sends for a partition of a topic being deleted."""
+MAX_METADATA_ANSWERS: Final = 32
+"""Encoded Metadata answers kept per snapshot (distinct requests: version, topics asked,
+listener ...); the oldest goes first. A 10,000-partition topic's answer is about 400 kB."""
 
 
 
@@ -83,6 +87,8 @@ class MetadataCache:
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
         self._snapshot = _Snapshot()
+        self._metadata_answers: dict[Hashable, EncodedResponse] = {}
+        """The Metadata handler's encoded answers built from ``_snapshot``, by request."""
 
     # --- updates -----------------------------------------------------------------------
 
@@ -119,7 +125,23 @@ class MetadataCache:
                 topic_ids[topic_name] = topic_id
         controller_id = request.controller_id if request.controller_id >= 0 else None
         self._snapshot = _Snapshot(controller_id, brokers, partitions, topic_ids)
+        self._metadata_answers.clear()
         return deleted
+
+    # --- the Metadata handler's answers --------------------------------------------------
+
+    def metadata_answer(self, request_key: Hashable) -> EncodedResponse | None:
+        """The encoded Metadata answer kept for ``request_key`` since the last update."""
+        return self._metadata_answers.get(request_key)
+
+    def keep_metadata_answer(self, request_key: Hashable, answer: EncodedResponse) -> None:
+        """Keep a Metadata answer built from the current snapshot until the next update;
+        ``request_key`` must name everything besides the snapshot that the answer depends
+        on."""
+        answers = self._metadata_answers
+        if len(answers) >= MAX_METADATA_ANSWERS and request_key not in answers:
+            del answers[next(iter(answers))]
+        answers[request_key] = answer
 
     # --- queries -----------------------------------------------------------------------
 
@@ -184,48 +206,46 @@ class MetadataCache:
         are left out of the replica and ISR lists and flagged REPLICA_NOT_AVAILABLE.
         """
         snapshot = self._snapshot
+        live = snapshot.brokers
+        reachable = frozenset(b for b, broker in live.items() if listener in broker.endpoints)
         result: list[TopicMetadata] = []
         for topic in topics:
             states = snapshot.partitions.get(topic)
             if states is None:
                 continue
             partitions = [
-                self._partition_metadata(snapshot, state, listener,
-                                         error_unavailable_endpoints,
-                                         error_unavailable_listeners)
+                _partition_metadata(live, reachable, state, error_unavailable_endpoints,
+                                    error_unavailable_listeners)
                 for _, state in sorted(states.items())
             ]
             result.append(TopicMetadata(topic, snapshot.topic_ids.get(topic, uuid.UUID(int=0)),
                                         topic in INTERNAL_TOPICS, partitions))
         return result
 
-    @staticmethod
-    def _partition_metadata(snapshot: _Snapshot, state: UpdateMetadataPartitionState, listener: str,
-                            error_unavailable_endpoints: bool,
-                            error_unavailable_listeners: bool) -> PartitionMetadata:
-        def reachable(broker_id: int) -> bool:
-            broker = snapshot.brokers.get(broker_id)
-            return broker is not None and listener in broker.endpoints
 
-        replicas = list(state.replicas)
-        isr = list(state.isr)
-        if error_unavailable_endpoints:
-            replicas = [r for r in replicas if reachable(r)]
-            isr = [r for r in isr if reachable(r)]
-        leader_broker = snapshot.brokers.get(state.leader)
-        if leader_broker is None or listener not in leader_broker.endpoints:
-            if leader_broker is not None and error_unavailable_listeners:
-                error = ListenerNotFoundError.code
-            else:
-                error = LeaderNotAvailableError.code
-            return PartitionMetadata(error, state.partition, NO_LEADER, state.leader_epoch,
-                                     replicas, isr, list(state.offline_replicas))
-        if len(replicas) < len(state.replicas) or len(isr) < len(state.isr):
-            error = ReplicaNotAvailableError.code
+def _partition_metadata(live: dict[int, LiveBroker], reachable: frozenset[int],
+                        state: UpdateMetadataPartitionState, error_unavailable_endpoints: bool,
+                        error_unavailable_listeners: bool) -> PartitionMetadata:
+    """One partition's metadata; ``reachable``: the live brokers with an endpoint on the
+    request's listener."""
+    replicas = list(state.replicas)
+    isr = list(state.isr)
+    if error_unavailable_endpoints:
+        replicas = [r for r in replicas if r in reachable]
+        isr = [r for r in isr if r in reachable]
+    if state.leader not in reachable:
+        if state.leader in live and error_unavailable_listeners:
+            error = ListenerNotFoundError.code
         else:
-            error = NONE
-        return PartitionMetadata(error, state.partition, state.leader, state.leader_epoch,
+            error = LeaderNotAvailableError.code
+        return PartitionMetadata(error, state.partition, NO_LEADER, state.leader_epoch,
                                  replicas, isr, list(state.offline_replicas))
+    if len(replicas) < len(state.replicas) or len(isr) < len(state.isr):
+        error = ReplicaNotAvailableError.code
+    else:
+        error = NONE
+    return PartitionMetadata(error, state.partition, state.leader, state.leader_epoch,
+                             replicas, isr, list(state.offline_replicas))
 
 
 def _live_broker(broker: Any, version: int) -> LiveBroker:

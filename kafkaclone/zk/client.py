@@ -783,13 +783,13 @@ class KafkaZkClient:
     ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """The states of the partitions that have one."""
         tps = list(partitions)
-        outcomes = await gather(self.get_topic_partition_state(tp) for tp in tps)
+        reads = await self._zookeeper_client.get_data_many(
+            [TopicPartitionStateZNode.path(tp) for tp in tps])
         result = {}
-        for tp, outcome in zip(tps, outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                raise outcome
-            if outcome is not None:
-                result[tp] = outcome
+        for tp, read in zip(tps, reads, strict=True):
+            if read is not None:
+                data, stat = read
+                result[tp] = TopicPartitionStateZNode.decode(data, int(stat.version))
         return result
 
     async def update_leader_and_isr(

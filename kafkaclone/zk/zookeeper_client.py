@@ -60,6 +60,13 @@ MAX_REQUEST_DATA_BYTES = JUTE_MAX_BUFFER - 1024
 """The most payload and path bytes one request may carry: jute.maxbuffer less room for the
 request headers and ACLs."""
 
+READ_WINDOW: Final = 500
+"""getData requests ``get_data_many`` keeps in flight per lane (bounded: each holds a
+pending request in kazoo and a reply buffer until its window is handed over)."""
+READ_LANES: Final = 2
+"""Windows of ``get_data_many`` in flight at once: the next window's requests go out while
+the reactor takes the previous one's replies."""
+
 
 class SessionOptions(TypedDict, total=False):
     """The keyword options of ``ZooKeeperClient.from_connect_string``, for the factories
@@ -381,6 +388,62 @@ class ZooKeeperClient:
             self._armed_data_watches[path] = (True, int(stat.mzxid))
         return (data or b""), stat
 
+    async def get_data_many(
+        self, paths: Sequence[str], *, window: int = READ_WINDOW, lanes: int = READ_LANES
+    ) -> list[tuple[bytes, ZnodeStat] | None]:
+        """``get_data_and_stat`` of many znodes, pipelined (Kafka's handleRequests of
+        GetDataRequests): per path in order (data, stat), or None where the znode does not
+        exist. ``lanes`` windows of up to ``window`` requests are in flight at once, and each
+        window's replies come to the reactor in one call instead of one per znode. A path
+        with a ZNodeChangeHandler is read by ``get_data_and_stat``, which arms its watch.
+        Requests cut by a connection loss are sent again once reconnected; any other error
+        is raised (the first, once every request of its window has answered)."""
+        results: list[tuple[bytes, ZnodeStat] | None] = [None] * len(paths)
+        watched = [i for i, path in enumerate(paths) if path in self._znode_change_handlers]
+        for i in watched:
+            results[i] = await self.get_data_and_stat(paths[i])
+        unwatched = [i for i, path in enumerate(paths)
+                     if path not in self._znode_change_handlers]
+        windows = [unwatched[i : i + window] for i in range(0, len(unwatched), window)]
+
+        async def lane() -> None:
+            while windows:
+                indices = windows.pop(0)
+                while indices:
+                    indices = await self._get_window(paths, indices, results)
+                    if indices:
+                        logger.debug("ZooKeeper connection lost during %d reads, retrying",
+                                     len(indices))
+                        await self._wait_until_connected()
+
+        for outcome in await gather(lane() for _ in range(max(1, lanes))):
+            if isinstance(outcome, Exception):
+                raise outcome
+        return results
+
+    async def _get_window(
+        self, paths: Sequence[str], indices: list[int],
+        results: list[tuple[bytes, ZnodeStat] | None],
+    ) -> list[int]:
+        """One window of ``get_data_many``: its reads sent at once, their results stored
+        in ``results``; the indices whose read was cut by a connection loss, to redo."""
+        self._check_open()
+        outcomes = await self._deferred_all(
+            [self._zk.get_async(paths[i]) for i in indices])
+        lost: list[int] = []
+        error: BaseException | None = None
+        for i, (value, exception) in zip(indices, outcomes, strict=True):
+            if exception is None:
+                data, stat = value
+                results[i] = (data or b""), stat
+            elif isinstance(exception, ConnectionLoss):
+                lost.append(i)
+            elif not isinstance(exception, NoNodeError) and error is None:
+                error = exception
+        if error is not None:
+            raise error
+        return lost
+
     async def get_children_and_stat(
         self, path: str, register_watch: bool = False
     ) -> tuple[list[str], ZnodeStat] | None:
@@ -472,6 +535,29 @@ class ZooKeeperClient:
             self._reactor.callFromThread(_fire, d, result.value, result.exception)
 
         async_result.rawlink(completed)
+        return d
+
+    def _deferred_all(self, async_results: Sequence[Any]
+                      ) -> Deferred[list[tuple[Any, BaseException | None]]]:
+        """A Deferred fired on the reactor thread, once, with every kazoo IAsyncResult's
+        (value, exception) in order, when the last of them completes."""
+        d: Deferred[list[tuple[Any, BaseException | None]]] = Deferred()
+        if not async_results:
+            d.callback([])
+            return d
+        lock = threading.Lock()
+        remaining = [len(async_results)]
+
+        def completed(_result: Any) -> None:  # a kazoo thread
+            with lock:
+                remaining[0] -= 1
+                if remaining[0]:
+                    return
+            outcomes = [(r.value, r.exception) for r in async_results]
+            self._reactor.callFromThread(_fire, d, outcomes, None)
+
+        for async_result in async_results:
+            async_result.rawlink(completed)
         return d
 
     def _wait_until_connected(self) -> Deferred[None]:

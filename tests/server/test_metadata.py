@@ -312,3 +312,106 @@ def test_kafka_python_consumer_sees_partitions(broker, dispatcher):
     topics, partitions = run_client_while_serving(dispatcher, client)
     assert "demo" in topics
     assert partitions == {0, 1, 2}
+
+
+def kafka_python_metadata_on(dispatcher, listener, version, topics, **fields):
+    request = MetadataRequest(version=version, topics=topics, **fields)
+    request.with_header(correlation_id=3, client_id="kp")
+    conn = KafkaServerFactory(dispatcher, listener_name=listener).buildProtocol(None)
+    transport = StringTransport()
+    conn.makeConnection(transport)
+    conn.dataReceived(request.encode(header=True, framed=True))
+    return MetadataResponse.decode(transport.value()[4:], version=version, header=True)
+
+
+def two_listener_update(*, live=(1, 2, 3), leaders=(1, 2, 3), internal=(1, 2, 3)):
+    """Brokers with PLAINTEXT on port 9000 + id and, those in ``internal``, INTERNAL on
+    port 9100 + id."""
+    body = update_metadata_request(live=live, leaders=leaders)
+    s = UPDATE.structs
+    for b in body.live_brokers:
+        b.endpoints = [s["UpdateMetadataEndpoint"](port=9000 + b.id, host="127.0.0.1",
+                                                   listener="PLAINTEXT", security_protocol=0)]
+        if b.id in internal:
+            b.endpoints.append(s["UpdateMetadataEndpoint"](
+                port=9100 + b.id, host="127.0.0.1", listener="INTERNAL", security_protocol=0))
+    return body
+
+
+def summary(response):
+    return ([(b.node_id, b.host, b.port) for b in response.brokers],
+            [(t.name, t.error_code, [(p.partition_index, p.error_code, p.leader_id,
+                                      p.replica_nodes, p.isr_nodes) for p in t.partitions])
+             for t in response.topics])
+
+
+def all_topics(version):
+    return [] if version == 0 else None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("version", [0, 1, 5, 6, 9, 11])
+def test_a_kept_metadata_answer_gives_way_to_the_next_update_metadata(
+        broker, dispatcher, version):
+    assert apply_update(dispatcher, update_metadata_request(leaders=(1, 2, 3))) == 0
+    first = kafka_python_metadata(dispatcher, version, all_topics(version))
+    again = kafka_python_metadata(dispatcher, version, all_topics(version))
+    assert summary(again) == summary(first)
+    assert [p.leader_id for p in again.topics[0].partitions] == [1, 2, 3]
+
+    assert apply_update(dispatcher, update_metadata_request(leaders=(3, 1, 2))) == 0
+    moved = kafka_python_metadata(dispatcher, version, all_topics(version))
+    assert [p.leader_id for p in moved.topics[0].partitions] == [3, 1, 2]
+
+    assert apply_update(dispatcher, update_metadata_request(live=(1, 2),
+                                                            leaders=(3, 1, 2))) == 0
+    lost = kafka_python_metadata(dispatcher, version, all_topics(version))
+    assert sorted(b.node_id for b in lost.brokers) == [1, 2]
+    dead_led = lost.topics[0].partitions[0]
+    assert (dead_led.leader_id, dead_led.error_code) == (-1, 5)
+    if version == 0:  # broker 3 left out of the replicas, flagged REPLICA_NOT_AVAILABLE
+        assert lost.topics[0].partitions[1].replica_nodes == [1, 2]
+        assert lost.topics[0].partitions[1].error_code == 9
+
+    assert apply_update(dispatcher, update_metadata_request(delete_topic=True)) == 0
+    assert kafka_python_metadata(dispatcher, version, all_topics(version)).topics == []
+
+
+@pytest.mark.timeout(60)
+def test_kept_metadata_answers_are_per_listener_and_version(broker, dispatcher):
+    assert apply_update(dispatcher, two_listener_update()) == 0
+    for _ in range(2):
+        plain = kafka_python_metadata_on(dispatcher, "PLAINTEXT", 9, None)
+        internal = kafka_python_metadata_on(dispatcher, "INTERNAL", 9, None)
+        assert sorted(b.port for b in plain.brokers) == [9001, 9002, 9003]
+        assert sorted(b.port for b in internal.brokers) == [9101, 9102, 9103]
+        v1 = kafka_python_metadata_on(dispatcher, "INTERNAL", 1, None)
+        assert sorted(b.port for b in v1.brokers) == [9101, 9102, 9103]
+        assert [p.leader_id for p in v1.topics[0].partitions] == [1, 2, 3]
+
+    # broker 1 drops its INTERNAL listener: only that listener's answers change
+    assert apply_update(dispatcher, two_listener_update(internal=(2, 3))) == 0
+    internal = kafka_python_metadata_on(dispatcher, "INTERNAL", 9, None)
+    assert sorted(b.node_id for b in internal.brokers) == [2, 3]
+    assert [p.error_code for p in internal.topics[0].partitions] == [72, 0, 0]
+    v5 = kafka_python_metadata_on(dispatcher, "INTERNAL", 5, None)
+    assert [p.error_code for p in v5.topics[0].partitions] == [5, 0, 0]
+    plain = kafka_python_metadata_on(dispatcher, "PLAINTEXT", 9, None)
+    assert [(p.leader_id, p.error_code) for p in plain.topics[0].partitions] == [
+        (1, 0), (2, 0), (3, 0)]
+
+
+@pytest.mark.timeout(60)
+def test_answers_naming_unknown_topics_are_not_kept(broker, dispatcher):
+    """Each such request tries the auto-creation again, as before answers were kept."""
+    broker.auto_create_topics_enable = True
+    apply_update(dispatcher, update_metadata_request())
+    for _ in range(2):
+        response = kafka_python_metadata(dispatcher, 9, [MetadataRequest.MetadataRequestTopic(
+            name=name) for name in ("demo", "fresh")], allow_auto_topic_creation=True)
+        assert [(t.name, t.error_code) for t in response.topics] == [("demo", 0), ("fresh", 5)]
+    assert broker.created == ["fresh", "fresh"]
+    # the same topic asked with auto-creation refused is its own answer
+    response = kafka_python_metadata(dispatcher, 9, [MetadataRequest.MetadataRequestTopic(
+        name="fresh")], allow_auto_topic_creation=False)
+    assert [(t.name, t.error_code) for t in response.topics] == [("fresh", 3)]

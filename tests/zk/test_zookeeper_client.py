@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import (
+    BadVersionError,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+)
+from kazoo.security import make_digest_acl
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 
@@ -296,3 +303,66 @@ def test_a_request_cut_by_a_connection_loss_is_retried(
         found = run(pending)
         assert found is not None
         assert found[0] == b"data"
+
+
+@pytest.mark.timeout(60)
+def test_get_data_many_reads_in_windows_missing_znodes_are_none(
+    make_zookeeper_client: ZooKeeperClientFactory, zk: KazooClient
+) -> None:
+    client = make_zookeeper_client()
+    for i in range(0, 20, 2):
+        zk.create(f"/many/{i}", str(i).encode(), makepath=True)
+    zk.set("/many/4", b"four")
+    watched = RecordingZNodeChange("/many/6")
+    client.register_znode_change_handler(watched)
+    paths = [f"/many/{i}" for i in range(20)]
+    threads: list[threading.Thread] = []
+
+    async def read() -> list[Any]:
+        found = await client.get_data_many(paths, window=3, lanes=2)
+        threads.append(threading.current_thread())
+        return found
+
+    found = run(read())
+    assert threads == [MAIN_THREAD]
+    assert [None if f is None else f[0] for f in found] == [
+        (b"four" if i == 4 else str(i).encode()) if i % 2 == 0 else None for i in range(20)]
+    assert found[4] is not None and found[4][1].version == 1
+    assert run(client.get_data_many([])) == []
+    # a watched path is read with its watch armed
+    zk.set("/many/6", b"six")
+    run_until(lambda: watched.names() == ["changed"])
+
+
+@pytest.mark.timeout(60)
+def test_get_data_many_raises_a_read_error_other_than_a_missing_znode(
+    make_zookeeper_client: ZooKeeperClientFactory, zk: KazooClient
+) -> None:
+    client = make_zookeeper_client()
+    zk.create("/open", b"a")
+    zk.create("/secret", b"b", acl=[make_digest_acl("someone", "else", all=True)])
+    try:
+        with pytest.raises(NoAuthError):
+            run(client.get_data_many(["/open", "/missing", "/secret"], window=2))
+    finally:
+        zk.delete("/secret")  # the recursive cleanup could not list its children
+    found = run(client.get_data_many(["/open", "/missing"]))
+    assert found[0] is not None and found[0][0] == b"a"
+    assert found[1] is None
+
+
+@pytest.mark.timeout(60)
+def test_get_data_many_resends_reads_cut_by_a_connection_loss(
+    make_zookeeper_client: ZooKeeperClientFactory, zk_proxy: TcpProxy, zk_chroot: str,
+    zk: KazooClient,
+) -> None:
+    client = make_zookeeper_client(f"{zk_proxy.connect_string}{zk_chroot}")
+    for i in range(50):
+        zk.create(f"/cut/{i}", str(i).encode(), makepath=True)
+    paths = [f"/cut/{i}" for i in range(50)]
+    for _ in range(3):
+        pending = Deferred.fromCoroutine(client.get_data_many(paths, window=10))
+        zk_proxy.drop()
+        found = run(pending)
+        assert [f[0] if f is not None else None for f in found] == [
+            str(i).encode() for i in range(50)]

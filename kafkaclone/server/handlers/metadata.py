@@ -11,6 +11,12 @@ As Kafka 2.8 (``KafkaApis.handleTopicMetadataRequest``):
   UNKNOWN_TOPIC_OR_PARTITION;
 - v10 and v11 carry topic ids in the response but do not look topics up by id: a request
   naming a topic by id only is INVALID_REQUEST.
+
+An answer naming only known topics is kept encoded in the MetadataCache until its next
+update, by everything else it depends on (version, topics asked, auto-creation allowed,
+listener, the authorized-operations flags, cluster id), and sent again as it is to the same
+request. Not kept: answers when an authorizer is configured (ACLs change without an
+UpdateMetadata) or when the request quota is on (its throttle time goes into the body).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from kafkaclone.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkaclone.common.topic import is_internal, validate_topic_name
+from kafkaclone.protocol.api import EncodedResponse, encode_response_body
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import MetadataRequest, MetadataResponse
 from kafkaclone.server.handlers.registry import RequestContext, handler
@@ -74,7 +81,8 @@ def _topic_entry(error_code: int, name: str, topic: TopicMetadata | None,
 
 
 @handler(ApiKey.METADATA, versions=(0, 11))
-async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest
+                          ) -> MetadataResponse | EncodedResponse:
     broker: BrokerServices = ctx.broker
     cache = broker.metadata_cache
     version = ctx.api_version
@@ -87,6 +95,36 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         return MetadataResponse(topics=[_topic_entry(InvalidRequestError.code, t.name or "",
                                                      None, False)
                                         for t in request.topics or ()])
+    allow_auto_create = broker.auto_create_topics_enable and (
+        version < 4 or bool(request.allow_auto_topic_creation))
+    include_cluster_operations = (
+        8 <= version <= 10 and bool(request.include_cluster_authorized_operations))
+    answer_key = None
+    if broker.authorizer is None and not ctx.quotas.request.enabled:
+        answer_key = (version, None if requested is None else tuple(requested),
+                      allow_auto_create, listener, include_operations,
+                      include_cluster_operations, broker.cluster_id)
+        kept = cache.metadata_answer(answer_key)
+        if kept is not None:
+            return kept
+    response = await _metadata_response(ctx, request, requested, allow_auto_create,
+                                        include_operations, include_cluster_operations)
+    if answer_key is not None and all(topic.error_code == 0 for topic in response.topics):
+        answer = encode_response_body(ApiKey.METADATA, version, response)
+        cache.keep_metadata_answer(answer_key, answer)
+        return answer
+    return response
+
+
+async def _metadata_response(ctx: RequestContext, request: MetadataRequest,
+                             requested: list[str] | None, allow_auto_create: bool,
+                             include_operations: bool,
+                             include_cluster_operations: bool) -> MetadataResponse:
+    """The answer built from the MetadataCache (auto-creating what may be)."""
+    broker: BrokerServices = ctx.broker
+    cache = broker.metadata_cache
+    version = ctx.api_version
+    listener = ctx.connection.listener_name
     names = cache.all_topics() if requested is None else requested
     # Topics the principal may not Describe: left out of "every topic", answered
     # TOPIC_AUTHORIZATION_FAILED when named, without saying whether they exist.
@@ -109,8 +147,6 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
             errors[name] = InvalidTopicExceptionError.code
             continue
         creatable.append(name)
-    allow_auto_create = broker.auto_create_topics_enable and (
-        version < 4 or bool(request.allow_auto_topic_creation))
     if creatable and allow_auto_create and not ctx.authorize_cluster(AclOperation.CREATE):
         # Creating needs Create on the cluster or on the topic.
         refused = ctx.unauthorized_names(AclOperation.CREATE, ResourceType.TOPIC, creatable)
@@ -136,8 +172,6 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         for b, ep in cache.alive_endpoints(listener)
     ]
     controller_id = cache.controller_id
-    include_cluster_operations = (
-        8 <= version <= 10 and bool(request.include_cluster_authorized_operations))
     return MetadataResponse(
         brokers=brokers,
         cluster_id=broker.cluster_id,
