@@ -176,7 +176,8 @@ class _NewLog:
         try:
             self.log = Log(self.directory, self.config, clock=self.clock,
                            topic_partition=self.tp,
-                           max_producer_id_expiration_ms=self.max_producer_id_expiration_ms)
+                           max_producer_id_expiration_ms=self.max_producer_id_expiration_ms,
+                           new_dir=True)
         except KafkaError as exc:
             self.error = exc
         except Exception as exc:  # on a worker thread: kept for the clock's thread to tell
@@ -625,7 +626,8 @@ class LogManager:
         try:
             log = Log(directory, self.config_for(tp.topic), clock=self._clock,
                       topic_partition=tp,
-                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms,
+                      new_dir=True)
         except KafkaStorageError as exc:
             self._log_creation_failed(tp, directory, exc)
             raise
@@ -871,7 +873,8 @@ class LogManager:
         try:
             log = Log(directory, self.config_for(tp.topic), clock=self._clock,
                       topic_partition=tp,
-                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms,
+                      new_dir=True)
             if current.log_start_offset > 0:
                 log.truncate_fully_and_start_at(current.log_start_offset)
         except KafkaStorageError as exc:
