@@ -693,21 +693,41 @@ class LogManager:
         flush=False)`` left to write, in parallel on the I/O threads, and return once all are
         on disk: the partitions whose write failed (their directories reported offline)."""
         failures: dict[TopicPartition, KafkaStorageError] = {}
-
-        def flush(tp: TopicPartition, log: Log) -> None:
-            try:
-                log.flush_leader_epoch_cache()
-            except KafkaStorageError as exc:
-                failures[tp] = exc
-
-        work = [functools.partial(flush, tp, log) for tp, log in logs.items()
-                if log.leader_epoch_cache_unflushed]
+        work = self._leader_epoch_writes(logs, failures)
         if self._io_threads is None or len(work) < 2:
             for item in work:
                 item()
         else:
             self._io_threads.run_all(work)
         return failures
+
+    def flush_leader_epochs_then(
+            self, logs: Mapping[TopicPartition, Log],
+            done: Callable[[dict[TopicPartition, KafkaStorageError]], None]) -> None:
+        """``flush_leader_epochs`` without waiting for the writes: they run on the I/O
+        threads while the clock's thread goes on, then ``done`` is called on the clock's
+        thread with the failures."""
+        failures: dict[TopicPartition, KafkaStorageError] = {}
+        work = self._leader_epoch_writes(logs, failures)
+        if self._io_threads is None:
+            for item in work:
+                item()
+            done(failures)
+        else:
+            self._io_threads.run_all_then(work, lambda: done(failures))
+
+    @staticmethod
+    def _leader_epoch_writes(logs: Mapping[TopicPartition, Log],
+                             failures: dict[TopicPartition, KafkaStorageError]
+                             ) -> list[Callable[[], None]]:
+        def flush(tp: TopicPartition, log: Log) -> None:
+            try:
+                log.flush_leader_epoch_cache()
+            except KafkaStorageError as exc:
+                failures[tp] = exc
+
+        return [functools.partial(flush, tp, log) for tp, log in logs.items()
+                if log.leader_epoch_cache_unflushed]
 
     def _new_log_dir(self, tp: TopicPartition, config: LogConfig | None, is_new: bool,
                      counts: dict[Path, int] | None = None) -> Path:
