@@ -25,7 +25,8 @@ in parallel, where the disk takes concurrent fsyncs for little more than one:
 :meth:`LogManager.create_logs` opens new logs on the I/O threads while the reactor goes on
 (a log is registered, and visible, only once open), and
 :meth:`LogManager.flush_leader_epochs` writes the checkpoints of many logs at once and
-returns when all are on disk, so a leader still accepts nothing before its epoch is
+returns when all are on disk (:meth:`LogManager.flush_leader_epochs_then` calls back
+instead, the reactor going on), so a leader still accepts nothing before its epoch is
 durable.
 
 An I/O error in a directory (a log's append, roll, flush or index write, a checkpoint, a

@@ -16,8 +16,9 @@ Kafka 2.8's ``ReplicaManager`` in ZooKeeper mode, the parts the controller drive
 
 Requests are handled one at a time (Kafka's replicaStateChangeLock), on the reactor. A
 LeaderAndIsr is applied ``STATE_CHANGE_SLICE`` partitions at a time (their logs created), the
-reactor serving the data path (and a SIGTERM) between slices: thousands of new partitions
-never stall it.
+reactor serving the data path (and a SIGTERM) between slices and while a slice's new logs
+and new leaders' epoch checkpoints are written on the I/O threads: thousands of new
+partitions never stall it.
 
 The data path, leader side (Kafka's appendRecords / fetchMessages and their purgatories):
 
