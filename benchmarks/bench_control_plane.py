@@ -13,6 +13,8 @@ For each partition count N, on a fresh 3-broker LocalCluster:
 3. ``shutdown``: SIGTERM a surviving broker (leading about half of them now), timed until
    the process exits (a controlled shutdown moves its leaderships first).
 
+``--create-only`` stops after step 1.
+
 Meanwhile a producer (acks=1, one record every 10 ms) and a consumer on another topic, led
 by the broker that is neither killed nor stopped, record their worst wait: the longest
 delivery time and the longest gap between two received records. Goals (issue 17, at
@@ -170,7 +172,8 @@ class Profiler:
             shutil.copy(broker.log_path, os.path.join(self.directory, f"{n}-broker{broker_id}.log"))
 
 
-def run(n: int, timeout: float, profiler: Profiler) -> dict[str, float]:
+def run(n: int, timeout: float, profiler: Profiler, create_only: bool = False
+        ) -> dict[str, float]:
     with LocalCluster(3, overrides={"auto.create.topics.enable": "false"}) as cluster:
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers,
@@ -194,6 +197,10 @@ def run(n: int, timeout: float, profiler: Profiler) -> dict[str, float]:
         results["create"] = time.monotonic() - start if waited == waited else waited
         profiler.stop()
         results["create_worst_delivery"], results["create_worst_gap"], _ = watcher.reset()
+        if create_only:
+            profiler.keep_logs(cluster, n)
+            watcher.close()
+            return results
 
         profiler.start(cluster, n, "failover", controller)
         start = time.monotonic()
@@ -222,10 +229,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--py-spy", dest="py_spy", metavar="DIR",
                         help="record each phase of each broker with py-spy into DIR")
+    parser.add_argument("--create-only", action="store_true",
+                        help="only the create phase (no failover, no shutdown)")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()}")
     for n in (int(p) for p in args.partitions.split(",")):
-        results = run(n, args.timeout, Profiler(args.py_spy))
+        results = run(n, args.timeout, Profiler(args.py_spy), args.create_only)
         print(f"partitions={n} " + " ".join(f"{k}={v:.2f}" for k, v in results.items()),
               flush=True)
         print(f"load: {os.getloadavg()}", flush=True)

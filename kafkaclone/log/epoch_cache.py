@@ -33,16 +33,21 @@ class LeaderEpochFileCache:
         topic_partition: TopicPartition,
         log_end_offset: Callable[[], int],
         checkpoint: LeaderEpochCheckpointFile,
+        *,
+        load: bool = True,
     ) -> None:
+        """``load=False``: a new log's, with no checkpoint file yet; the file is written
+        when an epoch is first assigned (``flush``), not created empty beforehand."""
         self.topic_partition = topic_partition
         self._log_end_offset = log_end_offset
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
         self.unflushed = False
         """Whether an ``assign(..., flush=False)`` is not in the checkpoint yet."""
-        checkpoint.create_if_missing()
-        for epoch, start_offset in checkpoint.read():
-            self._assign(EpochEntry(epoch, start_offset))
+        if load:
+            checkpoint.create_if_missing()
+            for epoch, start_offset in checkpoint.read():
+                self._assign(EpochEntry(epoch, start_offset))
 
     # -- reading --
 

@@ -17,6 +17,12 @@ after a crash the log is recovered from the recovery point and the indexes of ev
 segment past it are rebuilt from the .log file, so an index never needs to be more
 current on disk than the data it points into. Unlike Kafka, files are not preallocated
 to ``segment.index.bytes``: a file is always exactly its entries.
+
+A new segment's index files are created when first written (as Kafka's LazyIndex creates
+them on first use), not with the segment: an empty segment has none, and a missing index
+file of an empty segment is an empty index (``LogSegment.sanity_check``). Writing one out
+(``flush``/``close``) with ``create=True`` creates the file even with no entries, which the
+segment asks for once its log holds data (a missing index of a non-empty log is rebuilt).
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ class _Index:
         self._persisted = 0
         """How many entries the file holds (the first ones)."""
         self._file_length = 0
+        self._file_exists = False
 
     # -- entries --
 
@@ -128,10 +135,12 @@ class _Index:
     def _encode(self, start: int) -> bytes:
         raise NotImplementedError
 
-    def _write_pending(self, *, fsync: bool) -> None:
+    def _write_pending(self, *, fsync: bool, create: bool) -> None:
         pending = len(self._offsets) - self._persisted
         length = len(self._offsets) * self.ENTRY_SIZE
-        if pending == 0 and self._file_length == length and not fsync:
+        if not self._file_exists and not self._offsets and not create:
+            return  # nothing to write, and no file needed yet
+        if self._file_exists and pending == 0 and self._file_length == length and not fsync:
             return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -145,23 +154,21 @@ class _Index:
             os.close(fd)
         self._persisted = len(self._offsets)
         self._file_length = length
+        self._file_exists = True
 
     def _truncate_file(self, entries: int) -> None:
         if entries < self._persisted:
             self._persisted = entries
 
-    def create_file(self) -> None:
-        """Create the (empty) file, as a new segment does."""
-        with open(self.path, "ab"):
-            pass
+    def flush(self, *, create: bool = True) -> None:
+        """Write the entries not yet in the file and fsync it; with no file yet and no
+        entries, create it only if ``create``."""
+        self._write_pending(fsync=True, create=create)
 
-    def flush(self) -> None:
-        """Write the entries not yet in the file and fsync it."""
-        self._write_pending(fsync=True)
-
-    def close(self) -> None:
-        """Write the entries not yet in the file (no fsync: flush first for durability)."""
-        self._write_pending(fsync=False)
+    def close(self, *, create: bool = True) -> None:
+        """Write the entries not yet in the file (no fsync: flush first for durability);
+        with no file yet and no entries, create it only if ``create``."""
+        self._write_pending(fsync=False, create=create)
 
     def rename_to(self, path: Path) -> None:
         try:
@@ -200,6 +207,7 @@ class OffsetIndex(_Index):
         self._positions: array[int] = interleaved[1::2]
         self._persisted = len(self._offsets)
         self._file_length = max(length, 0)
+        self._file_exists = length >= 0
 
     @property
     def last_offset(self) -> int:
@@ -292,6 +300,7 @@ class TimeIndex(_Index):
         self._timestamps, self._offsets = _decode_time_entries(data)
         self._persisted = len(self._offsets)
         self._file_length = max(length, 0)
+        self._file_exists = length >= 0
 
     @property
     def last_entry(self) -> TimestampOffset:

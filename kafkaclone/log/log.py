@@ -143,10 +143,14 @@ class Log:
         had_clean_shutdown: bool = True,
         topic_partition: TopicPartition | None = None,
         max_producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        new_dir: bool = False,
     ) -> None:
         """Open the log in ``directory`` (created if missing), recovering it from
         ``recovery_point`` unless ``had_clean_shutdown``; its producer state from the
-        latest snapshot and the log past it."""
+        latest snapshot and the log past it. ``new_dir``: a new log, whose directory is
+        expected not to exist: once this call has created it, nothing is read from it (no
+        listing, no checkpoint, no index), and the log holds only the directory and its
+        first segment's ``.log`` file; if the directory exists after all, it is loaded."""
         self.dir = Path(directory)
         self.config = config
         self._clock = clock
@@ -170,16 +174,25 @@ class Log:
         self.truncations = 0
         """Times the log was truncated: the cleaner drops a cleaning that saw a change."""
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            created = new_dir and _create_dir(self.dir)
+            if not created:
+                self.dir.mkdir(parents=True, exist_ok=True)
             self.producer_state_manager = ProducerStateManager(
                 self.topic_partition, self.dir,
-                max_producer_id_expiration_ms=max_producer_id_expiration_ms)
+                max_producer_id_expiration_ms=max_producer_id_expiration_ms,
+                load_snapshots=not created)
             self.leader_epoch_cache = LeaderEpochFileCache(
                 self.topic_partition,
                 lambda: self.log_end_offset,
                 LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT),
+                load=not created,
             )
-            next_offset = self._load_segments(had_clean_shutdown)
+            if created:
+                self._add_segment(LogSegment.open(self.dir, self._log_start_offset,
+                                                  self.config, self._clock))
+                next_offset = self._recovery_point = self._log_start_offset
+            else:
+                next_offset = self._load_segments(had_clean_shutdown)
         except OSError as exc:
             self._abandon_segments()
             raise KafkaStorageError(f"Error while loading log dir {self.dir}: {exc}") from exc
@@ -1220,6 +1233,15 @@ class Log:
         self._segments = []
         self._base_offsets = []
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _create_dir(directory: Path) -> bool:
+    """Create ``directory``; False if it exists already."""
+    try:
+        directory.mkdir(parents=True)
+    except FileExistsError:
+        return False
+    return True
 
 
 def _unlink(path: Path) -> None:

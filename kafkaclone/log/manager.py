@@ -25,7 +25,8 @@ in parallel, where the disk takes concurrent fsyncs for little more than one:
 :meth:`LogManager.create_logs` opens new logs on the I/O threads while the reactor goes on
 (a log is registered, and visible, only once open), and
 :meth:`LogManager.flush_leader_epochs` writes the checkpoints of many logs at once and
-returns when all are on disk, so a leader still accepts nothing before its epoch is
+returns when all are on disk (:meth:`LogManager.flush_leader_epochs_then` calls back
+instead, the reactor going on), so a leader still accepts nothing before its epoch is
 durable.
 
 An I/O error in a directory (a log's append, roll, flush or index write, a checkpoint, a
@@ -176,7 +177,8 @@ class _NewLog:
         try:
             self.log = Log(self.directory, self.config, clock=self.clock,
                            topic_partition=self.tp,
-                           max_producer_id_expiration_ms=self.max_producer_id_expiration_ms)
+                           max_producer_id_expiration_ms=self.max_producer_id_expiration_ms,
+                           new_dir=True)
         except KafkaError as exc:
             self.error = exc
         except Exception as exc:  # on a worker thread: kept for the clock's thread to tell
@@ -659,7 +661,8 @@ class LogManager:
         try:
             log = Log(directory, self.config_for(tp.topic), clock=self._clock,
                       topic_partition=tp,
-                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms,
+                      new_dir=True)
         except KafkaStorageError as exc:
             self._log_creation_failed(tp, directory, exc)
             raise
@@ -725,21 +728,41 @@ class LogManager:
         flush=False)`` left to write, in parallel on the I/O threads, and return once all are
         on disk: the partitions whose write failed (their directories reported offline)."""
         failures: dict[TopicPartition, KafkaStorageError] = {}
-
-        def flush(tp: TopicPartition, log: Log) -> None:
-            try:
-                log.flush_leader_epoch_cache()
-            except KafkaStorageError as exc:
-                failures[tp] = exc
-
-        work = [functools.partial(flush, tp, log) for tp, log in logs.items()
-                if log.leader_epoch_cache_unflushed]
+        work = self._leader_epoch_writes(logs, failures)
         if self._io_threads is None or len(work) < 2:
             for item in work:
                 item()
         else:
             self._io_threads.run_all(work)
         return failures
+
+    def flush_leader_epochs_then(
+            self, logs: Mapping[TopicPartition, Log],
+            done: Callable[[dict[TopicPartition, KafkaStorageError]], None]) -> None:
+        """``flush_leader_epochs`` without waiting for the writes: they run on the I/O
+        threads while the clock's thread goes on, then ``done`` is called on the clock's
+        thread with the failures."""
+        failures: dict[TopicPartition, KafkaStorageError] = {}
+        work = self._leader_epoch_writes(logs, failures)
+        if self._io_threads is None:
+            for item in work:
+                item()
+            done(failures)
+        else:
+            self._io_threads.run_all_then(work, lambda: done(failures))
+
+    @staticmethod
+    def _leader_epoch_writes(logs: Mapping[TopicPartition, Log],
+                             failures: dict[TopicPartition, KafkaStorageError]
+                             ) -> list[Callable[[], None]]:
+        def flush(tp: TopicPartition, log: Log) -> None:
+            try:
+                log.flush_leader_epoch_cache()
+            except KafkaStorageError as exc:
+                failures[tp] = exc
+
+        return [functools.partial(flush, tp, log) for tp, log in logs.items()
+                if log.leader_epoch_cache_unflushed]
 
     def _new_log_dir(self, tp: TopicPartition, config: LogConfig | None, is_new: bool,
                      counts: dict[Path, int] | None = None) -> Path:
@@ -905,7 +928,8 @@ class LogManager:
         try:
             log = Log(directory, self.config_for(tp.topic), clock=self._clock,
                       topic_partition=tp,
-                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms)
+                      max_producer_id_expiration_ms=self.config.transactional_id_expiration_ms,
+                      new_dir=True)
             if current.log_start_offset > 0:
                 log.truncate_fully_and_start_at(current.log_start_offset)
         except KafkaStorageError as exc:

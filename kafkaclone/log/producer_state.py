@@ -431,8 +431,9 @@ class ProducerStateManager:
     state covers the log (``map_end_offset``)."""
 
     def __init__(self, topic_partition: TopicPartition, log_dir: Path, *,
-                 max_producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
-                 ) -> None:
+                 max_producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 load_snapshots: bool = True) -> None:
+        """``load_snapshots=False``: ``log_dir`` was just created, it holds none."""
         self.topic_partition = topic_partition
         self.log_dir = log_dir
         self.max_producer_id_expiration_ms = max_producer_id_expiration_ms
@@ -442,7 +443,7 @@ class ProducerStateManager:
         self.unreplicated_txns: dict[int, TxnMetadata] = {}
         """Completed transactions whose marker is not below the high watermark yet, by
         first offset: they still hold the last stable offset back."""
-        self._snapshots: dict[int, Path] = self._load_snapshots()
+        self._snapshots: dict[int, Path] = self._load_snapshots() if load_snapshots else {}
         self._last_map_offset = 0
         self._last_snap_offset = 0
 

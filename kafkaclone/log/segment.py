@@ -118,7 +118,9 @@ class LogSegment:
         file_already_exists: bool = False,
         file_suffix: str = "",
     ) -> LogSegment:
-        """Open (or, unless ``file_already_exists``, create) the segment's files."""
+        """Open (or, unless ``file_already_exists``, create) the segment's files: the
+        ``.log`` file; the index files are created when first written (``close``,
+        ``flush``) once there is something to index."""
         log = FileRecords(
             log_file(directory, base_offset, file_suffix),
             create=not file_already_exists,
@@ -135,9 +137,6 @@ class LogSegment:
                 base_offset,
                 config.segment_index_bytes,
             )
-            if not file_already_exists:
-                offset_index.create_file()
-                time_index.create_file()
             txn_index = TransactionIndex(
                 base_offset, transaction_index_file(directory, base_offset, file_suffix))
         except BaseException:
@@ -514,11 +513,13 @@ class LogSegment:
         return truncated
 
     def sanity_check(self) -> None:
-        """CorruptIndexError (rebuild the indexes) if an index file is missing or
-        inconsistent with itself or with the log's size."""
-        for index in (self.offset_index, self.time_index):
-            if not index.file_exists():
-                raise CorruptIndexError(f"Index file {index.path} does not exist")
+        """CorruptIndexError (rebuild the indexes) if an index file of a non-empty log is
+        missing (an empty segment's index files are created on first use), or an index
+        is inconsistent with itself or with the log's size."""
+        if self.log.size > 0:
+            for index in (self.offset_index, self.time_index):
+                if not index.file_exists():
+                    raise CorruptIndexError(f"Index file {index.path} does not exist")
         self.offset_index.sanity_check(self.log.size)
         self.time_index.sanity_check()
         last_offset_entry = self.offset_index.last_entry
@@ -540,16 +541,18 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the log and write out and fsync both indexes."""
         self.log.flush()
-        self.offset_index.flush()
-        self.time_index.flush()
+        has_data = self.log.size > 0
+        self.offset_index.flush(create=has_data)
+        self.time_index.flush(create=has_data)
         self.txn_index.flush()
 
     def close(self) -> None:
         """Write the indexes out (with the segment's largest timestamp) and close."""
         try:
             self._append_final_time_index_entry()
-            self.offset_index.close()
-            self.time_index.close()
+            has_data = self.log.size > 0
+            self.offset_index.close(create=has_data)
+            self.time_index.close(create=has_data)
         finally:
             self.log.close()
 

@@ -16,8 +16,9 @@ Kafka 2.8's ``ReplicaManager`` in ZooKeeper mode, the parts the controller drive
 
 Requests are handled one at a time (Kafka's replicaStateChangeLock), on the reactor. A
 LeaderAndIsr is applied ``STATE_CHANGE_SLICE`` partitions at a time (their logs created), the
-reactor serving the data path (and a SIGTERM) between slices: thousands of new partitions
-never stall it.
+reactor serving the data path (and a SIGTERM) between slices and while a slice's new logs
+and new leaders' epoch checkpoints are written on the I/O threads: thousands of new
+partitions never stall it.
 
 The data path, leader side (Kafka's appendRecords / fetchMessages and their purgatories):
 
@@ -535,7 +536,7 @@ class ReplicaManager:
                     errors[partition.topic_partition] = NotLeaderOrFollowerError.code
                 accepted = accepted[:start]
                 break
-            new_leaders += self._make_leaders(
+            new_leaders += await self._make_leaders(
                 controller_id, controller_epoch,
                 [(p, s) for p, s in chunk if s.leader == self.broker_id], configs, errors)
             new_followers += self._make_followers(
@@ -611,7 +612,7 @@ class ReplicaManager:
                                                   controller_epoch)
         return [(p, s) for p, s in states if p.topic_partition not in failures]
 
-    def _make_leaders(
+    async def _make_leaders(
         self,
         controller_id: int,
         controller_epoch: int,
@@ -620,12 +621,22 @@ class ReplicaManager:
         errors: dict[TopicPartition, int],
     ) -> list[Partition]:
         """Kafka's makeLeaders: stop fetching these partitions, then make_leader. The new
-        leader epochs' checkpoints are written together (in parallel) before this returns,
-        so none of these leaders serves a request before its epoch is on disk."""
+        leader epochs' checkpoints are written together (in parallel) before any of these
+        partitions becomes leader, so none serves a request before its epoch is on disk.
+        Those not leading already take no appends meanwhile: their epochs are written
+        while the reactor serves the data path (``_write_new_leader_epochs``); those that
+        lead already (a new epoch for the same leader) are written with the reactor
+        waiting, after make_leader."""
         made: list[Partition] = []
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.remove_fetcher_for_partitions(
                 partition.topic_partition for partition, _ in states)
+        states = await self._write_new_leader_epochs(controller_id, controller_epoch, states,
+                                                     errors)
+        if self._shutting_down:
+            for partition, _ in states:
+                errors[partition.topic_partition] = NotLeaderOrFollowerError.code
+            return []
         for partition, state in states:
             tp = partition.topic_partition
             try:
@@ -646,6 +657,43 @@ class ReplicaManager:
             errors[tp] = self._storage_or_unknown(failure, tp, "leader", controller_id,
                                                   controller_epoch)
         return [p for p in made if p.topic_partition not in failures]
+
+    async def _write_new_leader_epochs(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
+        errors: dict[TopicPartition, int],
+    ) -> Sequence[tuple[Partition, LeaderAndIsrPartitionState]]:
+        """Assign the new leader epoch of each partition of ``states`` that is not a
+        leader yet (its fetcher removed, nothing appends to its log) at its log end offset,
+        as make_leader will, and write the checkpoints on the I/O threads, the reactor
+        serving meanwhile. Returns ``states`` but for the partitions whose write failed."""
+        logs: dict[TopicPartition, Log] = {}
+        failed: set[TopicPartition] = set()
+        for partition, state in states:
+            tp = partition.topic_partition
+            # A new partition's log is created, not yet given to it (make_leader does).
+            log = partition.log or self.log_manager.get_log(tp)
+            if log is None or partition.is_leader or state.leader_epoch <= partition.leader_epoch:
+                continue
+            try:
+                log.assign_epoch_start_offset(state.leader_epoch, log.log_end_offset,
+                                              flush=False)
+            except KafkaError as exc:
+                errors[tp] = self._storage_or_unknown(exc, tp, "leader", controller_id,
+                                                      controller_epoch)
+                failed.add(tp)
+                continue
+            logs[tp] = log
+        if logs:
+            written: Deferred[dict[TopicPartition, KafkaStorageError]] = Deferred()
+            self.log_manager.flush_leader_epochs_then(logs, written.callback)
+            for tp, failure in (await written).items():
+                errors[tp] = self._storage_or_unknown(failure, tp, "leader", controller_id,
+                                                      controller_epoch)
+                failed.add(tp)
+        return [(p, s) for p, s in states if p.topic_partition not in failed]
 
     def _make_followers(
         self,

@@ -18,7 +18,7 @@ BASE = 1000
 
 def offset_index(tmp_path: Path, max_size: int = 1024) -> OffsetIndex:
     index = OffsetIndex(tmp_path / "00000000000000001000.index", BASE, max_size)
-    index.create_file()
+    index.close()  # creates the (empty) file
     return index
 
 
@@ -102,7 +102,7 @@ def test_offset_index_sanity_check_against_log_size(tmp_path: Path) -> None:
 
 def test_time_index(tmp_path: Path) -> None:
     index = TimeIndex(tmp_path / "00000000000000001000.timeindex", BASE, 1200)
-    index.create_file()
+    index.close()  # creates the (empty) file
     assert index.last_entry == TimestampOffset(-1, BASE)
     index.maybe_append(100, BASE + 1)
     index.maybe_append(100, BASE + 2)  # same timestamp: ignored

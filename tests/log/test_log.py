@@ -28,10 +28,96 @@ def test_new_log(open_log: LogFactory, log_dir: Path) -> None:
     assert log.topic_partition == TopicPartition("topic", 0)
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 0, 0)
     assert log.num_segments == 1
+    # The index files are created on first use (Kafka's LazyIndex); a log loaded from a
+    # directory creates its leader-epoch checkpoint empty, as Kafka's does.
     assert sorted(os.listdir(log_dir)) == [
-        "00000000000000000000.index", "00000000000000000000.log",
-        "00000000000000000000.timeindex", "leader-epoch-checkpoint",
+        "00000000000000000000.log", "leader-epoch-checkpoint",
     ]
+
+
+INDEX_FILES = ["00000000000000000000.index", "00000000000000000000.timeindex"]
+LOG_FILE = "00000000000000000000.log"
+
+
+def test_new_dir_log_has_only_its_log_file_until_used(open_log: LogFactory,
+                                                       log_dir: Path) -> None:
+    log = open_log({"index.interval.bytes": 1}, new_dir=True)
+    assert (log.log_end_offset, log.recovery_point, log.latest_epoch) == (0, 0, None)
+    assert os.listdir(log_dir) == [LOG_FILE]
+    log.assign_epoch_start_offset(3, 0)  # a new leader: its epoch is on disk at once
+    assert sorted(os.listdir(log_dir)) == [LOG_FILE, "leader-epoch-checkpoint"]
+    log.append(make_batch(2, timestamp=T0 + 1), leader_epoch=3)
+    log.append(make_batch(2, timestamp=T0 + 2), leader_epoch=3)
+    log.flush()
+    assert sorted(os.listdir(log_dir)) == sorted([LOG_FILE, *INDEX_FILES,
+                                                  "leader-epoch-checkpoint"])
+    assert (log_dir / INDEX_FILES[0]).stat().st_size == 8  # the first batch is not indexed
+    log.close()
+    reopened = open_log()
+    assert reopened.log_end_offset == 4
+    assert reopened.active_segment.offset_index.entries == 1
+    assert reopened.leader_epoch_cache.epoch_entries == [EpochEntry(3, 0)]
+
+
+def test_new_dir_log_over_an_existing_directory_loads_it(open_log: LogFactory) -> None:
+    log = open_log()
+    log.append(make_batch([b"a", b"b", b"c"]), leader_epoch=1)
+    log.close()
+    again = open_log(new_dir=True)
+    assert again.log_end_offset == 3
+    assert values_of(again.read(0, 10_000).records) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert again.leader_epoch_cache.epoch_entries == [EpochEntry(1, 0)]
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_empty_new_log_reopens_after_kill_style_close(open_log: LogFactory, log_dir: Path,
+                                                      clean: bool) -> None:
+    log = open_log(new_dir=True)
+    log.close_handlers()  # nothing written out, as after kill -9
+    reopened = open_log(had_clean_shutdown=clean)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (0, 0)
+    assert not set(INDEX_FILES) & set(os.listdir(log_dir))  # no rebuild of empty indexes
+    reopened.append(make_batch(1), leader_epoch=0)
+    assert reopened.log_end_offset == 1
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_log_with_data_but_no_index_files_reopens(open_log: LogFactory, log_dir: Path,
+                                                  clean: bool) -> None:
+    """kill -9 before any index file was written: recovery (or, after a clean shutdown,
+    the missing files' sanity check) rebuilds the indexes from the .log."""
+    log = open_log({"index.interval.bytes": 1}, new_dir=True)
+    for i in range(3):
+        log.append(make_batch(2, timestamp=T0 + i), leader_epoch=0)
+    log.close_handlers()
+    assert not set(INDEX_FILES) & set(os.listdir(log_dir))
+    reopened = open_log({"index.interval.bytes": 1}, had_clean_shutdown=clean)
+    assert reopened.log_end_offset == 6
+    assert reopened.active_segment.offset_index.entries == 2
+    assert reopened.active_segment.time_index.last_entry.timestamp == T0 + 2
+    assert [offset for offset, _ in values_of(reopened.read(4, 10_000).records)] == [4, 5]
+    reopened.close()
+    assert set(INDEX_FILES) <= set(os.listdir(log_dir))
+
+
+def test_new_dir_log_truncates_and_reopens(open_log: LogFactory, log_dir: Path) -> None:
+    log = open_log({"index.interval.bytes": 1}, new_dir=True)
+    for i in range(4):
+        log.append(make_batch(2, timestamp=T0 + i), leader_epoch=0)
+    assert log.truncate_to(5)  # the batch holding offset 5 goes whole: the end is 4
+    assert log.log_end_offset == 4
+    assert log.active_segment.offset_index.entries == 1  # offset 3's; 5's and 7's went
+    log.close()
+    assert (log_dir / INDEX_FILES[0]).stat().st_size == 8
+    reopened = open_log({"index.interval.bytes": 1})
+    assert reopened.log_end_offset == 4
+    assert reopened.active_segment.offset_index.entries == 1
+    reopened.truncate_fully_and_start_at(10)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (10, 10)
+    reopened.close()
+    names = os.listdir(log_dir)
+    assert "00000000000000000010.log" in names
+    assert not [name for name in names if name.endswith((".index", ".timeindex"))]
 
 
 def test_append_assigns_offsets_and_reports(open_log: LogFactory) -> None:

@@ -42,6 +42,9 @@ def fill(segment: LogSegment, batches: int, records: int = 2, start_ts: int = T0
 
 
 def test_files_are_named_by_20_digit_base_offset(tmp_path: Path, segment: LogSegment) -> None:
+    assert os.listdir(tmp_path) == ["00000000000000000040.log"]  # indexes: on first use
+    fill(segment, 1)
+    segment.close()
     assert sorted(os.listdir(tmp_path)) == [
         "00000000000000000040.index",
         "00000000000000000040.log",
@@ -194,6 +197,7 @@ def test_should_roll_by_wall_clock_without_timestamps(segment: LogSegment, clock
 
 def test_change_suffix_and_delete(tmp_path: Path, segment: LogSegment) -> None:
     fill(segment, 2)
+    segment.flush()  # writes out the index files
     segment.close_handlers()
     segment.change_file_suffixes("", ".deleted")
     assert sorted(os.listdir(tmp_path)) == [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from twisted.internet.testing import StringTransport
 from kafkaclone.common.errors import NotControllerError, StaleBrokerEpochError
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
+from kafkaclone.log.log import Log
 from kafkaclone.log.manager import LogIoThreads, LogManager, _NewLog
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
@@ -201,6 +203,61 @@ def test_new_logs_and_leader_epochs_are_written_on_the_io_threads(
             assert partition.log is not None
             checkpoint = partition.log.dir / "leader-epoch-checkpoint"
             assert checkpoint.read_text() == "0\n1\n0 0\n"
+    finally:
+        io_threads.shutdown()
+        manager.shutdown()
+
+
+@pytest.mark.timeout(60)
+def test_new_leader_epochs_are_written_while_the_reactor_serves(
+        tmp_path: Path, zk_client: KafkaZkClient) -> None:
+    """The new leaders' epoch checkpoints are written on the I/O threads while the reactor
+    goes on (a write waits here until the reactor has taken a turn), and no partition is
+    a leader before its epoch is on disk."""
+    io_threads = LogIoThreads(4, reactor.callFromThread, "test-io")
+    manager = LogManager(LogManagerConfig.from_props({"log.dirs": str(tmp_path / "logs"),
+                                                      "broker.id": "1"}), clock=reactor,
+                         io_threads=io_threads)
+    manager.startup()
+    turns = [0]
+    writes_saw_a_turn: list[bool] = []
+    leaders_without_epoch: list[TopicPartition] = []
+    original = Log.flush_leader_epoch_cache
+
+    def flush_after_a_turn(log: Log) -> None:  # on an I/O thread
+        start = turns[0]
+        deadline = time.monotonic() + 5
+        while turns[0] == start and time.monotonic() < deadline:
+            time.sleep(0.005)
+        writes_saw_a_turn.append(turns[0] != start)
+        original(log)
+
+    count = STATE_CHANGE_SLICE + 5
+    broker = Broker(ReplicaManager(1, manager, zk_client, clock=reactor),
+                    Controller(active=True))
+    done = [False]
+
+    def probe() -> None:  # once per reactor turn while the request is applied
+        turns[0] += 1
+        for partition in broker.replica_manager.leader_partitions():
+            assert partition.log is not None
+            checkpoint = partition.log.dir / "leader-epoch-checkpoint"
+            if not checkpoint.exists() or checkpoint.read_text() != "0\n1\n0 0\n":
+                leaders_without_epoch.append(partition.topic_partition)
+        if not done[0]:
+            reactor.callLater(0.001, probe)
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Log, "flush_leader_epoch_cache", flush_after_a_turn)
+            reactor.callLater(0, probe)
+            response = call(RequestHandler(broker=broker), ApiKey.LEADER_AND_ISR, 5,
+                            leader_and_isr(leaders=(1,) * count))
+            done[0] = True
+        assert set(errors_of(response, 5).values()) == {NONE}
+        assert len(broker.replica_manager.leader_partitions()) == count
+        assert len(writes_saw_a_turn) == count and all(writes_saw_a_turn)
+        assert leaders_without_epoch == []
     finally:
         io_threads.shutdown()
         manager.shutdown()
