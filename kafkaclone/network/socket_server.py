@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import struct
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
@@ -91,6 +92,7 @@ below it one ``pread`` and a buffered write cost less than handing the socket to
 sender and back (measured over loopback: some 40-60 µs more per response at 64 KiB and
 below, 50-100 µs less at 256 KiB and above)."""
 INT_MAX: Final = 2**31 - 1
+_FRAME_LENGTH: Final = struct.Struct(">I")
 _LOGGED_HEADER_BYTES: Final = 256
 """What the DEBUG request log keeps of a request: its header, client id included."""
 
@@ -475,7 +477,7 @@ class KafkaServerProtocol(Int32StringReceiver):
             while len(buffer) - offset >= 4 and not self.channel.closed:
                 if self._must_mute():
                     break
-                length = int.from_bytes(buffer[offset:offset + 4], "big")
+                (length,) = _FRAME_LENGTH.unpack_from(buffer, offset)
                 if length > self.MAX_LENGTH:
                     del buffer[:offset]
                     self.lengthLimitExceeded(length)
