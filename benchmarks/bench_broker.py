@@ -477,11 +477,13 @@ async def _rate_connection(host: str, port: int, frame: bytes, count: int,
             if window > 0:
                 writer.write(frame * window)
                 sent += window
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                print(f"    (a connection stopped after {RATE_SECONDS} s)", flush=True)
+            try:
+                data = await asyncio.wait_for(reader.read(1 << 16),
+                                              max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                print(f"    (a connection stopped after {RATE_SECONDS} s, {answered:,} "
+                      f"answered)", flush=True)
                 break
-            data = await asyncio.wait_for(reader.read(1 << 16), remaining)
             if not data:
                 raise RuntimeError("the broker closed the connection")
             buffer += data
