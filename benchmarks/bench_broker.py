@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/bench_broker.py [--records 1000000] [--consume 2000000]
         [--latency-seconds 10] [--latency-rate 10000]
-        [--only produce1,produce3,consume,latency,sendfile] [--fetch-records 4000000]
-        [--profile DIR]
+        [--only produce1,produce3,consume,latency,sendfile,rate] [--fetch-records 4000000]
+        [--rate-requests 200000] [--rate-connections 8] [--profile DIR]
 
 The issue's four benchmarks, each run against a local cluster (ZooKeeper + broker processes
 through kafkaclone.testing.LocalCluster) and, in the same run, against librdkafka's built-in
@@ -25,6 +25,14 @@ says how close the broker comes to the client's own ceiling:
    bytes (``copied``: what a TLS connection does), and the path before zero copy (``bytes``:
    records read as bytes, CRC-checked and copied into the frame); the same broker restarted
    through benchmarks/copied_fetch_broker.py for the last two, the page cache warm for all.
+6. ``rate`` (not in the default set): request-rate capacity, the broker's CPU per request.
+   ``--rate-connections`` connections to one broker, each pipelining (up to
+   :data:`RATE_WINDOW` unanswered) raw one-record Produce v8 requests with acks=1, encoded
+   once with the project's protocol encoders, to the partitions of a 1-broker topic, in all
+   ``--rate-requests`` (at most :data:`RATE_SECONDS` s); the broker's CPU time (user +
+   system, from ``/proc/<pid>/stat``) over the run gives requests per broker CPU second,
+   that is per core (the goal: >= 25,000). It also prints the in-process figure of
+   benchmarks/request_path.py (µs of CPU per request without sockets or reactor).
 
 ``--profile DIR`` runs py-spy on the (first) broker during each broker run and writes the
 raw collapsed stacks plus a summary of the hottest functions to DIR.
@@ -33,6 +41,7 @@ raw collapsed stacks plus a summary of the hottest functions to DIR.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import os
 import shutil
@@ -51,7 +60,12 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 import kafkaclone.testing.cluster as local_cluster
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.cluster import LocalCluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import request_path  # benchmarks/ is not a package
 
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 6
@@ -322,6 +336,8 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=int, default=10_000)
     parser.add_argument("--only", default="produce1,produce3,consume,latency")
     parser.add_argument("--fetch-records", type=int, default=4_000_000)
+    parser.add_argument("--rate-requests", type=int, default=200_000)
+    parser.add_argument("--rate-connections", type=int, default=8)
     parser.add_argument("--profile", type=Path, default=None)
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -352,6 +368,9 @@ def main() -> None:
 
     if "sendfile" in only:
         sendfile_benchmark(args.fetch_records)
+
+    if "rate" in only:
+        rate_benchmark(args.rate_requests, args.rate_connections, args.profile)
 
     if only & {"produce3", "latency"}:
         with LocalCluster(3, overrides={"log.flush.interval.messages": "9223372036854775807"}
@@ -397,6 +416,103 @@ def print_request_timing(cluster: LocalCluster) -> None:
         if " count:" not in line:
             break
         print(f"    {line}", flush=True)
+
+
+RATE_WINDOW = 32
+"""Unanswered requests per connection in the rate benchmark (librdkafka's default
+max.in.flight is 1,000,000; the broker reads at most 100 ahead of its answers)."""
+RATE_SECONDS = 120.0
+
+
+def rate_benchmark(requests: int, connections: int, profile: Path | None) -> None:
+    """Requests per broker CPU second: one broker, ``connections`` connections pipelining
+    one-record acks=1 Produce v8 requests, ``requests`` in all."""
+    print(f"    ({uptime()})", flush=True)
+    with LocalCluster(1, overrides={"log.flush.interval.messages": "9223372036854775807"}
+                      ) as cluster:
+        create_topic(cluster, "rate", 1)
+        host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        broker = cluster.brokers[1]
+        assert broker.pid is not None
+        frames = [request_path.produce_frame(c, "rate", c % PARTITIONS)
+                  for c in range(connections)]
+        per_connection = [requests // connections + (c < requests % connections)
+                          for c in range(connections)]
+        # A first round to warm up (connections, the partitions' first segments).
+        asyncio.run(_rate_load(host, int(port), frames, [1_000] * connections))
+        with profiled(cluster, "rate", profile):
+            before, started = cpu_seconds([broker.pid]), time.perf_counter()
+            answered = asyncio.run(_rate_load(host, int(port), frames, per_connection))
+            used = cpu_seconds([broker.pid]) - before
+            elapsed = time.perf_counter() - started
+    print(f"    {answered:,} requests in {elapsed:.2f} s ({answered / elapsed:,.0f}/s over "
+          f"{connections} connections): broker {used:.2f} CPU s, "
+          f"{used / answered * 1e6:.1f} µs per request", flush=True)
+    print(f"{'one-record Produce acks=1, 1 broker':<46} {answered / used:>12,.0f} requests "
+          f"per broker CPU s   goal >= 25,000", flush=True)
+    in_process = request_path.produce_us_per_request()
+    print(f"{'  in process (benchmarks/request_path.py)':<46} {in_process:>12.1f} µs CPU per "
+          f"request", flush=True)
+    print(f"    ({uptime()})", flush=True)
+
+
+async def _rate_load(host: str, port: int, frames: list[bytes], counts: list[int]) -> int:
+    """Run one pipelining connection per frame, each until ``counts`` of its requests are
+    answered (or :data:`RATE_SECONDS`); the requests answered."""
+    deadline = time.monotonic() + RATE_SECONDS
+    answered = await asyncio.gather(*(_rate_connection(host, port, frame, count, deadline)
+                                      for frame, count in zip(frames, counts, strict=True)))
+    return sum(answered)
+
+
+async def _rate_connection(host: str, port: int, frame: bytes, count: int,
+                           deadline: float) -> int:
+    reader, writer = await asyncio.open_connection(host, port)
+    sent = answered = 0
+    buffer = bytearray()
+    last = b""
+    try:
+        while answered < count:
+            window = min(RATE_WINDOW - (sent - answered), count - sent)
+            if window > 0:
+                writer.write(frame * window)
+                sent += window
+            try:
+                data = await asyncio.wait_for(reader.read(1 << 16),
+                                              max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                print(f"    (a connection stopped after {RATE_SECONDS} s, {answered:,} "
+                      f"answered)", flush=True)
+                break
+            if not data:
+                raise RuntimeError("the broker closed the connection")
+            buffer += data
+            position = 0
+            while len(buffer) - position >= 4:
+                end = position + 4 + int.from_bytes(buffer[position:position + 4], "big")
+                if end > len(buffer):
+                    break
+                if answered == 0 or answered == count - 1:
+                    last = bytes(buffer[position + 4:end])
+                    _check_produce_response(last)
+                answered += 1
+                position = end
+            del buffer[:position]
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return answered
+
+
+def _check_produce_response(frame: bytes) -> None:
+    _, response = api.decode_response(ApiKey.PRODUCE, request_path.PRODUCE_VERSION, frame)
+    errors = {p.error_code for t in response.responses for p in t.partition_responses}
+    if errors != {0}:
+        raise RuntimeError(f"produce answered with errors {errors}")
+
+
+def uptime() -> str:
+    return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def kcat_produce(cluster: LocalCluster, topic: str, records: int) -> None:

@@ -92,6 +92,8 @@ class RequestMetrics:
 
     def __init__(self) -> None:
         self.histograms: dict[str, dict[str, Histogram]] = {}
+        self._by_key: dict[int, tuple[Histogram, ...]] = {}
+        """An API key's histograms in METRIC_NAMES order (the per-request lookup)."""
 
     def _of(self, api: str) -> dict[str, Histogram]:
         found = self.histograms.get(api)
@@ -102,13 +104,28 @@ class RequestMetrics:
     def record(self, api: str, queue_ms: float, local_ms: float, remote_ms: float,
                response_queue_ms: float, send_ms: float) -> None:
         histograms = self._of(api)
-        histograms[REQUEST_QUEUE_TIME].record(queue_ms)
-        histograms[LOCAL_TIME].record(local_ms)
-        histograms[REMOTE_TIME].record(remote_ms)
-        histograms[RESPONSE_QUEUE_TIME].record(response_queue_ms)
-        histograms[RESPONSE_SEND_TIME].record(send_ms)
-        histograms[TOTAL_TIME].record(queue_ms + local_ms + remote_ms + response_queue_ms
-                                      + send_ms)
+        self._record(tuple(histograms[name] for name in METRIC_NAMES), queue_ms, local_ms,
+                     remote_ms, response_queue_ms, send_ms)
+
+    def record_key(self, api_key: int, queue_ms: float, local_ms: float, remote_ms: float,
+                   response_queue_ms: float, send_ms: float) -> None:
+        """:meth:`record` by API key (what the socket server calls for every request)."""
+        histograms = self._by_key.get(api_key)
+        if histograms is None:
+            by_name = self._of(api_name(api_key))
+            histograms = self._by_key[api_key] = tuple(by_name[name] for name in METRIC_NAMES)
+        self._record(histograms, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms)
+
+    @staticmethod
+    def _record(histograms: tuple[Histogram, ...], queue_ms: float, local_ms: float,
+                remote_ms: float, response_queue_ms: float, send_ms: float) -> None:
+        queue, local, remote, response_queue, send, total = histograms
+        queue.record(queue_ms)
+        local.record(local_ms)
+        remote.record(remote_ms)
+        response_queue.record(response_queue_ms)
+        send.record(send_ms)
+        total.record(queue_ms + local_ms + remote_ms + response_queue_ms + send_ms)
 
     def snapshot(self) -> dict[str, dict[str, dict[str, float]]]:
         """``{api: {metric: {"count", "mean", "p50", "p99", "max"}}}`` in milliseconds."""

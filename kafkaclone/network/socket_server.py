@@ -51,14 +51,15 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import struct
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from time import monotonic
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from twisted.internet import protocol, tcp
-from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import ISSLTransport
 from twisted.protocols.basic import Int32StringReceiver
 from twisted.python.failure import Failure
@@ -70,7 +71,6 @@ from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
 from kafkaclone.network.authenticator import SaslServerAuthenticator, SaslServerConfig
 from kafkaclone.network.request_metrics import (
     RequestMetrics,
-    api_name,
     request_description,
 )
 from kafkaclone.network.tls import SslPrincipalMapper, subject_dn
@@ -92,6 +92,7 @@ below it one ``pread`` and a buffered write cost less than handing the socket to
 sender and back (measured over loopback: some 40-60 µs more per response at 64 KiB and
 below, 50-100 µs less at 256 KiB and above)."""
 INT_MAX: Final = 2**31 - 1
+_FRAME_LENGTH: Final = struct.Struct(">I")
 _LOGGED_HEADER_BYTES: Final = 256
 """What the DEBUG request log keeps of a request: its header, client id included."""
 
@@ -293,6 +294,27 @@ class RequestChannel:
               header: bytes | None = None) -> None:
         """Answer ``result`` in turn. ``api_key`` (-1: an exchange that is not a request,
         untimed), ``received`` and ``dequeued`` time the request."""
+        if (result.called and not self._slots and not self.closed and not self._closing
+                and not isinstance(result.result, Failure)):
+            # Answered at once (most requests) with nothing before it: sent now, without
+            # a slot or callbacks; nothing about the muting changed.
+            response = cast("Response | None", result.result)
+            if api_key < 0 or self._metrics is None:
+                if response is not None:
+                    self._send(response)
+                return
+            sending = monotonic()
+            if response is not None:
+                self._send(response)
+            sent = monotonic()
+            self._metrics.record_key(api_key, (dequeued - received) * 1000,
+                                     (sending - dequeued) * 1000, 0.0, 0.0,
+                                     (sent - sending) * 1000)
+            if header is not None:
+                slot = _Slot(api_key, received, dequeued, header)
+                slot.local_done = slot.completed = sending
+                self._log_request(slot, sending, sent)
+            return
         slot = _Slot(api_key, received, dequeued, header)
         if api_key >= 0:
             slot.local_done = monotonic()
@@ -339,22 +361,24 @@ class RequestChannel:
 
     def _timed(self, slot: _Slot, sending: float, sent: float) -> None:
         assert self._metrics is not None
-        name = api_name(slot.api_key)
-        queue_ms = (slot.dequeued - slot.received) * 1000
-        local_ms = (slot.local_done - slot.dequeued) * 1000
-        remote_ms = (slot.completed - slot.local_done) * 1000
-        response_queue_ms = (sending - slot.completed) * 1000
-        send_ms = (sent - sending) * 1000
-        self._metrics.record(name, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms)
+        self._metrics.record_key(slot.api_key, (slot.dequeued - slot.received) * 1000,
+                                 (slot.local_done - slot.dequeued) * 1000,
+                                 (slot.completed - slot.local_done) * 1000,
+                                 (sending - slot.completed) * 1000, (sent - sending) * 1000)
         if slot.header is not None:
-            connection, details = (self._describe() if self._describe is not None
-                                   else ("?", ""))
-            request_log.debug(
-                "Completed request:%s from connection %s;totalTime:%.3f,requestQueueTime:%.3f,"
-                "localTime:%.3f,remoteTime:%.3f,throttleTime:0,responseQueueTime:%.3f,"
-                "sendTime:%.3f,%s", request_description(slot.header), connection,
-                (sent - slot.received) * 1000, queue_ms, local_ms, remote_ms,
-                response_queue_ms, send_ms, details)
+            self._log_request(slot, sending, sent)
+
+    def _log_request(self, slot: _Slot, sending: float, sent: float) -> None:
+        """The DEBUG request log's line (Kafka's kafka.request.logger)."""
+        assert slot.header is not None
+        connection, details = self._describe() if self._describe is not None else ("?", "")
+        request_log.debug(
+            "Completed request:%s from connection %s;totalTime:%.3f,requestQueueTime:%.3f,"
+            "localTime:%.3f,remoteTime:%.3f,throttleTime:0,responseQueueTime:%.3f,"
+            "sendTime:%.3f,%s", request_description(slot.header), connection,
+            (sent - slot.received) * 1000, (slot.dequeued - slot.received) * 1000,
+            (slot.local_done - slot.dequeued) * 1000, (slot.completed - slot.local_done) * 1000,
+            (sending - slot.completed) * 1000, (sent - sending) * 1000, details)
 
     def close_after_flush(self) -> None:
         """Close once the responses queued so far have been sent (a refused SASL exchange:
@@ -453,7 +477,7 @@ class KafkaServerProtocol(Int32StringReceiver):
             while len(buffer) - offset >= 4 and not self.channel.closed:
                 if self._must_mute():
                     break
-                length = int.from_bytes(buffer[offset:offset + 4], "big")
+                (length,) = _FRAME_LENGTH.unpack_from(buffer, offset)
                 if length > self.MAX_LENGTH:
                     del buffer[:offset]
                     self.lengthLimitExceeded(length)
@@ -559,14 +583,24 @@ class KafkaServerProtocol(Int32StringReceiver):
             self.authenticator.frame_received(string)
             return
         if not self._timed or len(string) < 2:
-            self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string))
+            self.channel.track(self._dispatch(string))
             return
         dequeued = monotonic()
         header = bytes(string[:_LOGGED_HEADER_BYTES]) if request_log.isEnabledFor(
             logging.DEBUG) else None
         api_key = (string[0] << 8) | string[1]
-        self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, string),
-                           api_key, min(self._data_received_at, dequeued), dequeued, header)
+        self.channel.track(self._dispatch(string), api_key,
+                           min(self._data_received_at, dequeued), dequeued, header)
+
+    def _dispatch(self, frame: bytes | bytearray) -> Deferred[Response | None]:
+        """The dispatcher's Deferred for ``frame`` (Twisted's maybeDeferred, inline: a
+        raise becomes a failed Deferred)."""
+        info = self.info
+        assert info is not None
+        try:
+            return self.dispatcher.dispatch(info, frame)
+        except Exception:
+            return fail()
 
     def sendString(self, string: bytes) -> None:
         """The response frame: its length, then the response, written as a sequence (the
@@ -655,8 +689,7 @@ class KafkaServerProtocol(Int32StringReceiver):
     # -- AuthenticatorChannel ----------------------------------------------------------------
 
     def forward(self, frame: bytes | bytearray) -> None:
-        assert self.info is not None
-        self.channel.track(maybeDeferred(self.dispatcher.dispatch, self.info, frame))
+        self.channel.track(self._dispatch(frame))
 
     def respond(self, response: bytes) -> None:
         self.channel.track(succeed(response))

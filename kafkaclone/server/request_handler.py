@@ -17,6 +17,7 @@ This is the broker's request dispatcher (Kafka's ``KafkaApis.handle``). For each
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from typing import Any, Final, TypeVar
 
@@ -54,27 +55,30 @@ class RequestHandler:
         self.handlers = load_handlers() if handlers is None else handlers
         self.metrics = metrics
         """Per-API request counts and times, when the broker serves metrics."""
+        self._routes: dict[int, _Route] = {}
+        """By ``api_key << 16 | api_version``: the requests seen and served."""
+        self._client_ids: dict[bytes, str] = {}
 
     def dispatch(self, connection: ConnectionInfo,
                  frame: bytes | bytearray) -> Deferred[Response | None]:
         started = time.perf_counter()
-        try:
+        route: _Route | None = None
+        if len(frame) >= _HEADER.size:
+            key, version, correlation_id, id_length = _HEADER.unpack_from(frame)
+            route = self._routes.get((key << 16) | version) if version >= 0 else None
+        if route is not None:
+            body_pos, client_id = self._read_client_id(frame, id_length, route.flexible_header)
+            if body_pos < 0:
+                route = None
+        if route is None:
+            found = self._route_slowly(connection, frame)
+            if not isinstance(found, _Route):
+                return found
+            route = found
             key, version, correlation_id = protocol_api.peek_request_header(frame)
-            header, target, body_pos = protocol_api.decode_request_header(frame)
-        except UnsupportedVersionError as exc:
-            if key == ApiKey.API_VERSIONS:
-                return succeed(protocol_api.encode_response(
-                    ApiKey.API_VERSIONS, 0, correlation_id, unsupported_version_response()))
-            raise CloseConnection(f"{exc.message} (from {connection.client_host})") from exc
-        except KafkaError as exc:
-            raise CloseConnection(f"unreadable request header: {exc.message}") from exc
-
-        registered = self.handlers.get(target.key)
-        if registered is None or not registered.serves(version):
-            if key == ApiKey.API_VERSIONS:
-                return succeed(protocol_api.encode_response(
-                    ApiKey.API_VERSIONS, 0, correlation_id, unsupported_version_response()))
-            raise CloseConnection(f"{target.name} v{version} is not served by this broker")
+            header, _, body_pos = protocol_api.decode_request_header(frame)
+            client_id = None if header.client_id is None else str(header.client_id)
+        target = route.api
         try:
             view = memoryview(frame)
             body, end = target.request.decode(view, version, body_pos)
@@ -88,11 +92,10 @@ class RequestHandler:
             raise CloseConnection(
                 f"malformed {target.request.name} v{version}: {exc.message}") from exc
 
-        client_id = None if header.client_id is None else str(header.client_id)
         ctx = RequestContext(target, version, correlation_id, client_id, connection, self.broker,
                              len(frame), self.quotas)
         timing = _Timing(started)
-        coroutine = _call(registered, ctx, body, key, version, correlation_id, timing)
+        coroutine = _call(route, ctx, body, key, version, correlation_id, timing)
         # Most requests complete without waiting (Metadata, acks=1 Produce, a Fetch with
         # data): run the coroutine's first step here and answer at once, without Twisted's
         # coroutine driver. One that awaits (acks=all, a long poll, ZooKeeper) is handed to
@@ -111,6 +114,95 @@ class RequestHandler:
         if self.metrics is not None:
             result.addBoth(_recorded, self.metrics, key, started)
         return result
+
+
+    def _read_client_id(self, frame: bytes | bytearray, length: int,
+                        flexible: bool) -> tuple[int, str | None]:
+        """The body's position and the header's client id (a nullable INT16 string, in
+        the flexible header v2 too, then its tagged fields); -1 when the header is not the
+        plain case (tagged fields present, a bad length or text): the full decoder reads
+        it then. Client ids are decoded once (a connection sends the same one every time)."""
+        position = _HEADER.size
+        if length < 0:
+            client_id = None
+            if length != -1:
+                return -1, None
+        else:
+            raw = bytes(frame[position:position + length])
+            position += length
+            if len(raw) != length:
+                return -1, None
+            client_id = self._client_ids.get(raw)
+            if client_id is None:
+                try:
+                    client_id = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    return -1, None
+                if len(self._client_ids) >= _CLIENT_IDS_KEPT:
+                    self._client_ids.clear()
+                self._client_ids[raw] = client_id
+        if flexible:
+            if position >= len(frame) or frame[position] != 0:
+                return -1, None  # tagged fields
+            position += 1
+        return position, client_id
+
+    def _route_slowly(self, connection: ConnectionInfo,
+                      frame: bytes | bytearray) -> _Route | Deferred[Response | None]:
+        """The route of a request no route is known for yet, kept for the next one of its
+        API and version; the answer itself for an ApiVersions of a version the broker does
+        not know (KIP-511). CloseConnection for a header that does not parse or a request
+        the broker does not serve."""
+        try:
+            key, version, correlation_id = protocol_api.peek_request_header(frame)
+            _, target, _ = protocol_api.decode_request_header(frame)
+        except UnsupportedVersionError as exc:
+            if key == ApiKey.API_VERSIONS:
+                return succeed(protocol_api.encode_response(
+                    ApiKey.API_VERSIONS, 0, correlation_id, unsupported_version_response()))
+            raise CloseConnection(f"{exc.message} (from {connection.client_host})") from exc
+        except KafkaError as exc:
+            raise CloseConnection(f"unreadable request header: {exc.message}") from exc
+
+        registered = self.handlers.get(target.key)
+        if registered is None or not registered.serves(version):
+            if key == ApiKey.API_VERSIONS:
+                return succeed(protocol_api.encode_response(
+                    ApiKey.API_VERSIONS, 0, correlation_id, unsupported_version_response()))
+            raise CloseConnection(f"{target.name} v{version} is not served by this broker")
+        route = _Route(registered, target, version)
+        if target.request_header_version(version) != 0:
+            self._routes[(key << 16) | version] = route
+        return route
+
+
+_HEADER: Final = struct.Struct(">hhih")
+"""A request header's api key, api version, correlation id and client id length (header
+v1 and v2; v0, ControlledShutdown v0's, has no client id and takes the full decoder)."""
+_CLIENT_IDS_KEPT: Final = 1024
+
+
+class _Route:
+    """What the dispatcher needs of one API at one version, found once: its handler, its
+    header versions, and how its response starts (the response header)."""
+
+    __slots__ = ("api", "flexible_header", "registered", "response_header")
+
+    def __init__(self, registered: RegisteredHandler, api: protocol_api.Api,
+                 version: int) -> None:
+        self.registered = registered
+        self.api = api
+        self.flexible_header = api.request_header_version(version) == 2
+        self.response_header = api.response_header_version(version)
+
+    def encode_response(self, version: int, correlation_id: int, body: Any) -> bytes:
+        """:func:`kafkaclone.protocol.api.encode_response`, the header written directly:
+        the correlation id, then (header v1) no tagged fields."""
+        out = bytearray(correlation_id.to_bytes(4, "big", signed=True))
+        if self.response_header == 1:
+            out.append(0)
+        self.api.response.encode_into(body, version, out)
+        return bytes(out)
 
 
 class _Timing:
@@ -135,12 +227,12 @@ throttle times: never throttled by request_percentage (ClientRequestQuotaManager
 sensor)."""
 
 
-async def _call(registered: RegisteredHandler, ctx: RequestContext, body: Any, key: int,
+async def _call(route: _Route, ctx: RequestContext, body: Any, key: int,
                 version: int, correlation_id: int, timing: _Timing) -> Response | None:
     """The handler, and its response encoded (in the coroutine rather than in a callback
     added to its Deferred: one callback fewer per request). A Fetch response is encoded
     in parts: its records may be ranges of segment files, sent with sendfile."""
-    response = await registered.fn(ctx, body)
+    response = await route.registered.fn(ctx, body)
     quotas = ctx.quotas
     if quotas.request.enabled or quotas.produce.enabled or quotas.fetch.enabled:
         _throttle(ctx, key, body, response, timing)
@@ -148,7 +240,7 @@ async def _call(registered: RegisteredHandler, ctx: RequestContext, body: Any, k
         return None
     if key == ApiKey.FETCH:
         return protocol_api.encode_response_parts(key, version, correlation_id, response)
-    return protocol_api.encode_response(key, version, correlation_id, response)
+    return route.encode_response(version, correlation_id, response)
 
 
 def _throttle(ctx: RequestContext, key: int, body: Any, response: Any,

@@ -138,15 +138,15 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         denied = frozenset(topic.name for topic in request.topic_data)
         denied_code = TransactionalIdAuthorizationFailedError.code
-    order: list[tuple[str, list[int]]] = []
+    order: list[tuple[str, list[tuple[int, TopicPartition]]]] = []
     results: dict[TopicPartition, ProducePartitionResult] = {}
     entries: dict[TopicPartition, memoryview] = {}
     for topic in request.topic_data:
-        indexes: list[int] = []
-        order.append((topic.name, indexes))
+        partitions: list[tuple[int, TopicPartition]] = []
+        order.append((topic.name, partitions))
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
-            indexes.append(data.index)
+            partitions.append((data.index, tp))
             if topic.name in denied:
                 results[tp] = ProducePartitionResult(denied_code)
                 continue
@@ -191,9 +191,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         return None
     return ProduceResponse(responses=[
         _TopicResponse(name=name, partition_responses=[
-            _partition_response(index, results[TopicPartition(name, index)])
-            for index in indexes])
-        for name, indexes in order
+            _partition_response(index, results[tp]) for index, tp in partitions])
+        for name, partitions in order
     ], throttle_time_ms=throttle_ms)
 
 
