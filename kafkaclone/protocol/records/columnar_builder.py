@@ -217,13 +217,27 @@ def _uniform_runs(sizes: list[Int64Array]) -> list[int] | None:
 def _write_varint_columns(rows: npt.NDArray[np.uint8], column: int,
                           zigzagged: npt.NDArray[np.uint64], size: int) -> int:
     """Write each row's varint (``size`` bytes in every row) at ``column`` of ``rows``,
-    one byte position at a time; returns the next column."""
+    one byte position at a time (or all rows at once when they hold one value: lengths,
+    equal timestamps); returns the next column."""
+    first = zigzagged[0]
+    if (zigzagged == first).all():
+        # One byte position at a time: numpy's loop over a strided 1-D column is fast, a
+        # 2-D block a few bytes wide is not.
+        for j, constant in enumerate(_varint_bytes(int(first), size)):
+            if constant:  # the buffer starts zeroed
+                rows[:, column + j] = constant
+        return column + size
     for j in range(size):
         byte = ((zigzagged >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8)
         if j + 1 < size:
             byte |= 0x80
         rows[:, column + j] = byte
     return column + size
+
+
+def _varint_bytes(zigzagged: int, size: int) -> bytes:
+    return bytes(((zigzagged >> (7 * j)) & 0x7F) | (0x80 if j + 1 < size else 0)
+                 for j in range(size))
 
 
 def _encode_run(out: npt.NDArray[np.uint8], positions: Int64Array, a: int, b: int,
