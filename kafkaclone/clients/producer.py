@@ -163,6 +163,7 @@ class ProducerBatch:
         "created",
         "done",
         "drained_at",
+        "encoded",
         "error",
         "log_append_time",
         "max_timestamp",
@@ -183,6 +184,9 @@ class ProducerBatch:
         self.records: list[tuple[bytes | None, bytes | None, Any, int]] = []
         self.buf = bytearray()
         """The records encoded so far (kafkaclone.clients.records)."""
+        self.encoded: memoryview | None = None
+        """The records of a batch from ``send_batch``: a view of the encoder's buffer, not
+        a copy (the buffer lives until the last of its batches is done)."""
         self.columns: ColumnRecords | None = None
         """The records of a batch from ``send_batch`` (then ``records`` stays empty)."""
         self.sealed = False
@@ -622,18 +626,19 @@ class Producer:
         now = _monotonic()
         for first, end in itertools.pairwise(encoded.starts.tolist()):
             batch = ProducerBatch(topic, partition, now, int(timestamps[first]))
-            batch.buf = bytearray(encoded.buffer[
-                int(encoded.positions[first]):int(encoded.positions[end])])
+            records = encoded.buffer.data[
+                int(encoded.positions[first]):int(encoded.positions[end])]
+            batch.encoded = records
             batch.max_timestamp = int(timestamps[first:end].max())
             batch.columns = ColumnRecords(values, keys, timestamps, first, end - first)
             batch.sealed = True
-            batch.size = RECORD_BATCH_OVERHEAD + len(batch.buf)
+            batch.size = RECORD_BATCH_OVERHEAD + len(records)
             with self._lock:
                 pool = self._pool
-                if pool.used + len(batch.buf) > pool.total and pool.used > 0:
-                    pool.reserve(len(batch.buf), _monotonic() + self.max_block_s)
+                if pool.used + len(records) > pool.total and pool.used > 0:
+                    pool.reserve(len(records), _monotonic() + self.max_block_s)
                 else:
-                    pool.used += len(batch.buf)
+                    pool.used += len(records)
                 self._batches.setdefault((topic, partition), deque()).append(batch)
                 self._incomplete += end - first
             if self._txn is not None:
@@ -921,7 +926,8 @@ class Producer:
         stats = self._stats
         for batch in batches:
             batch.attempts += 1
-            records = finish_batch(batch.buf, batch.record_count, batch.base_timestamp,
+            records = finish_batch(batch.buf if batch.encoded is None else batch.encoded,
+                                   batch.record_count, batch.base_timestamp,
                                    batch.max_timestamp, self.codec,
                                    producer_id=batch.producer_id,
                                    producer_epoch=batch.producer_epoch,

@@ -94,13 +94,15 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
                      headers))
 
 
-def finish_batch(records: bytes | bytearray, count: int, base_timestamp: int,
+def finish_batch(records: bytes | bytearray | memoryview, count: int, base_timestamp: int,
                  max_timestamp: int, codec: Codec, *, base_offset: int = 0,
                  producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                 base_sequence: int = NO_SEQUENCE, is_transactional: bool = False) -> bytes:
+                 base_sequence: int = NO_SEQUENCE, is_transactional: bool = False
+                 ) -> bytearray:
     """The v2 batch around ``count`` encoded records: header (with the idempotent
     producer's id, epoch and base sequence, if any, and the transactional flag),
-    compression, CRC32C."""
+    compression, CRC32C. Returned as the buffer it was built in (not copied again: the
+    request encoder copies it once more into the request)."""
     body = compress(codec, records) if codec is not Codec.NONE else records
     out = bytearray(RECORD_BATCH_OVERHEAD + len(body))
     out[RECORD_BATCH_OVERHEAD:] = body
@@ -111,4 +113,4 @@ def finish_batch(records: bytes | bytearray, count: int, base_timestamp: int,
                      producer_id, producer_epoch, base_sequence, count)
     crc = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:])
     out[CRC_OFFSET:CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-    return bytes(out)
+    return out

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from kafkaclone.common.errors import KafkaError, OffsetOutOfRangeError
 from kafkaclone.protocol.records.columnar import RecordColumns, decode_columns
-from kafkaclone.protocol.records.columnar_builder import BinaryColumn
+from kafkaclone.protocol.records.columnar_builder import CHUNK_RECORDS, BinaryColumn
 from kafkaclone.spark.offsets import OffsetRange, PartitionOffsets, report_data_loss
 from kafkaclone.spark.options import ReaderOptions, TopicPartition
 
@@ -322,6 +322,14 @@ WRITER_BATCH_SIZE: Final = 512 * 1024
 hands the producer thousands of rows at once, and larger batches cost fewer requests."""
 
 
+WRITER_CHUNK_RECORDS: Final = CHUNK_RECORDS
+"""Rows of one partition gathered (over Spark's Arrow batches, which hold 10,000 rows of
+every partition mixed) before one ``send_batch`` call: the encoder's cost is mostly per
+call, so a few thousand rows a call cost twice as much per row as 16k."""
+WRITER_CHUNK_BYTES: Final = 8 * 1024 * 1024
+"""... or this many value and key bytes, whichever comes first (large values)."""
+
+
 def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
     """Produce every row of ``batches`` (columns ``value`` and optional ``key``, ``topic``,
     ``partition``, ``headers``, as Spark's Kafka sink takes them; strings are written as
@@ -330,14 +338,16 @@ def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
 
     Rows go to the producer as columns (``Producer.send_batch``: Arrow's buffers encoded
     into record batches without a Python call per row) when every row of an Arrow batch
-    has the same topic, no headers, and either a partition or no key; other rows (a key
-    without a partition: the producer's partitioner hashes each key) are sent one by one."""
+    has the same topic, no headers, and either a partition or no key; they are gathered
+    per partition over Arrow batches (:class:`ColumnGatherer`). Other rows (a key without
+    a partition: the producer's partitioner hashes each key) are sent one by one, after
+    the rows gathered before them, so each partition keeps the rows' order."""
     clients = _clients()
     conf = options.producer_config()
     conf.setdefault("batch.size", str(WRITER_BATCH_SIZE))
     producer = clients.Producer(conf)
+    gatherer = ColumnGatherer(producer)
     errors: list[str] = []
-    futures: list[Any] = []
     written = 0
 
     def on_delivery(err: Any, _msg: Any = None) -> None:
@@ -346,11 +356,10 @@ def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
 
     try:
         for batch in batches:
-            sent = _send_columns(producer, options, batch)
-            if sent is not None:
-                futures += sent
+            if gatherer.add(options, batch):
                 written += batch.num_rows
                 continue
+            gatherer.flush()
             columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
             values = columns["value"]
             keys = columns.get("key") or [None] * len(values)
@@ -376,10 +385,11 @@ def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
                     on_delivery=on_delivery,
                 )
                 written += 1
+        gatherer.flush()
         producer.flush()
     finally:
         producer.close()
-    for future in futures:
+    for future in gatherer.futures:
         error = future.exception(0)
         if error is not None and len(errors) < 10:
             errors.append(str(error))
@@ -388,61 +398,129 @@ def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
     return written
 
 
-def _send_columns(producer: Any, options: Any, batch: pa.RecordBatch) -> list[Any] | None:
-    """Send ``batch`` through ``producer.send_batch``, one call per partition, if its rows
-    allow it (see :func:`write_batches`); None if they do not."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+class _Pending:
+    """One partition's gathered rows: Arrow slices, not yet sent."""
 
-    names = batch.schema.names
-    if batch.num_rows == 0:
-        return []
-    if options.include_headers and "headers" in names and batch.column("headers").null_count \
-            < batch.num_rows:
-        return None
-    topic = options.topic
-    if not topic:
-        topics = pc.unique(batch.column("topic")) if "topic" in names else None
-        if topics is None or len(topics) != 1 or not topics[0].is_valid:
-            return None
-        topic = topics[0].as_py()
-    key = batch.column("key") if "key" in names else None
-    if key is not None and key.null_count == batch.num_rows:
+    __slots__ = ("keyed", "keys", "nbytes", "rows", "values")
+
+    def __init__(self) -> None:
+        self.values: list[pa.Array] = []
+        self.keys: list[pa.Array | None] = []
+        self.keyed = False
+        self.rows = 0
+        self.nbytes = 0
+
+
+class ColumnGatherer:
+    """Rows of Arrow batches gathered per (topic, partition) and handed to
+    ``producer.send_batch`` WRITER_CHUNK_RECORDS rows (or WRITER_CHUNK_BYTES) at a time.
+    A batch's rows are put in partition order with one ``take`` per column and sliced
+    (no copy) per partition; the slices are joined when sent. Every record of a call gets
+    the call's time as its timestamp."""
+
+    def __init__(self, producer: Any) -> None:
+        self.producer = producer
+        self.pending: dict[tuple[str, int], _Pending] = {}
+        self.futures: list[Any] = []
+
+    def add(self, options: Any, batch: pa.RecordBatch) -> bool:
+        """Gather ``batch`` if its rows allow the columnar path (see
+        :func:`write_batches`); False (nothing taken) if they do not."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = batch.schema.names
+        if batch.num_rows == 0:
+            return True
+        if options.include_headers and "headers" in names and \
+                batch.column("headers").null_count < batch.num_rows:
+            return False
+        topic = options.topic
+        if not topic:
+            topics = pc.unique(batch.column("topic")) if "topic" in names else None
+            if topics is None or len(topics) != 1 or not topics[0].is_valid:
+                return False
+            topic = topics[0].as_py()
+        key = batch.column("key") if "key" in names else None
+        if key is not None and key.null_count == batch.num_rows:
+            key = None
+        value = batch.column("value")
+        if not _binary_like(value.type) or (key is not None and not _binary_like(key.type)):
+            return False
+        partition = batch.column("partition") if "partition" in names else None
+        if partition is not None and partition.null_count == batch.num_rows:
+            partition = None
+        if partition is None:
+            if key is not None:
+                return False  # each key hashed by the producer's partitioner
+            # No key, no partition: the whole Arrow batch to one partition, chosen by the
+            # producer's partitioner as for its first record (the sticky partitioner moves
+            # on when a batch fills).
+            self._gather(topic, self.producer.choose_partition(topic), value, None)
+            return True
+        if partition.null_count:
+            return False
+        numbers = partition.to_numpy(zero_copy_only=False)
+        first_number = numbers[0]
+        if (numbers == first_number).all():
+            self._gather(topic, int(first_number), value, key)
+            return True
+        order = np.argsort(numbers, kind="stable")
+        sorted_numbers = numbers[order]
+        cuts = np.flatnonzero(np.diff(sorted_numbers)) + 1
+        firsts = np.concatenate(([0], cuts)).tolist()
+        ends = np.concatenate((cuts, [len(order)])).tolist()
+        rows = pa.array(order)
+        value = value.take(rows)
+        key = None if key is None else key.take(rows)
+        for first, end in zip(firsts, ends, strict=True):
+            self._gather(topic, int(sorted_numbers[first]), value.slice(first, end - first),
+                         None if key is None else key.slice(first, end - first))
+        return True
+
+    def _gather(self, topic: str, partition: int, value: pa.Array,
+                key: pa.Array | None) -> None:
+        pending = self.pending.get((topic, partition))
+        if pending is None:
+            pending = self.pending[(topic, partition)] = _Pending()
+        pending.values.append(value)
+        pending.keys.append(key)
+        pending.keyed = pending.keyed or key is not None
+        pending.rows += len(value)
+        pending.nbytes += value.nbytes + (0 if key is None else key.nbytes)
+        if pending.rows >= WRITER_CHUNK_RECORDS or pending.nbytes >= WRITER_CHUNK_BYTES:
+            self._send(topic, partition, self.pending.pop((topic, partition)))
+
+    def flush(self) -> None:
+        """Send every gathered row."""
+        pending, self.pending = self.pending, {}
+        for (topic, partition), rows in pending.items():
+            self._send(topic, partition, rows)
+
+    def _send(self, topic: str, partition: int, pending: _Pending) -> None:
+        import pyarrow as pa
+
+        value = _joined(pending.values)
         key = None
-    value = batch.column("value")
-    if not _binary_like(value.type) or (key is not None and not _binary_like(key.type)):
-        return None
-    timestamps = np.full(batch.num_rows, time.time_ns() // 1_000_000, dtype=np.int64)
-    partition = batch.column("partition") if "partition" in names else None
-    if partition is not None and partition.null_count == batch.num_rows:
-        partition = None
-    if partition is None:
-        if key is not None:
-            return None  # each key hashed by the producer's partitioner
-        # No key, no partition: the whole Arrow batch to one partition, chosen by the
-        # producer's partitioner as for its first record (the sticky partitioner moves on
-        # when a batch fills).
-        target = producer.choose_partition(topic)
-        return list(producer.send_batch(topic, target, _binary_column(value),
-                                        None, timestamps))
-    if partition.null_count:
-        return None
-    numbers = partition.to_numpy(zero_copy_only=False).astype(np.int64)
-    futures: list[Any] = []
-    order = np.argsort(numbers, kind="stable")
-    sorted_numbers = numbers[order]
-    cuts = np.flatnonzero(np.diff(sorted_numbers)) + 1
-    firsts = np.concatenate(([0], cuts)).tolist()
-    ends = np.concatenate((cuts, [len(order)])).tolist()
-    single = len(firsts) == 1
-    for first, end in zip(firsts, ends, strict=True):
-        rows = None if single else pa.array(order[first:end])
-        part_value = value if rows is None else value.take(rows)
-        part_key = key if rows is None or key is None else key.take(rows)
-        futures += producer.send_batch(
-            topic, int(sorted_numbers[first]), _binary_column(part_value),
-            None if part_key is None else _binary_column(part_key), timestamps[first:end])
-    return futures
+        if pending.keyed:
+            key_type = next(k.type for k in pending.keys if k is not None)
+            key = _joined([pa.nulls(len(v), key_type) if k is None else k
+                           for v, k in zip(pending.values, pending.keys, strict=True)])
+        timestamps = np.full(len(value), time.time_ns() // 1_000_000, dtype=np.int64)
+        self.futures += self.producer.send_batch(
+            topic, partition, _binary_column(value),
+            None if key is None else _binary_column(key), timestamps)
+
+
+def _joined(arrays: list[pa.Array]) -> pa.Array:
+    """One array of the arrays' values (strings as their UTF-8 bytes), joined in order."""
+    import pyarrow as pa
+
+    if len(arrays) == 1:
+        return arrays[0]
+    if len({a.type for a in arrays}) > 1:
+        arrays = [a.cast(pa.large_binary()) for a in arrays]
+    return pa.concat_arrays(arrays)
 
 
 def _binary_like(arrow_type: pa.DataType) -> bool:

@@ -15,6 +15,7 @@ strided 2-D views), or through a boolean mask when the widths vary.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Final
 
@@ -197,6 +198,75 @@ def _copy_ranges(out: npt.NDArray[np.uint8], starts: Int64Array, lengths: Int64A
     out[mask] = payload
 
 
+def _uniform_runs(sizes: list[Int64Array]) -> list[int] | None:
+    """The bounds of the runs of consecutive records whose every field has one width
+    (fixed-width keys and values: a few runs per batch, where the offset delta's varint
+    grows), or None when there are too many runs for run-by-run encoding to pay."""
+    count = len(sizes[0])
+    if count == 0:
+        return None
+    changes = np.zeros(count - 1, dtype=np.bool_)
+    for field in sizes:
+        changes |= field[1:] != field[:-1]
+    breaks = np.flatnonzero(changes)
+    if len(breaks) > max(8, count // 512):
+        return None
+    return [0, *(breaks + 1).tolist(), count]
+
+
+def _write_varint_columns(rows: npt.NDArray[np.uint8], column: int,
+                          zigzagged: npt.NDArray[np.uint64], size: int) -> int:
+    """Write each row's varint (``size`` bytes in every row) at ``column`` of ``rows``,
+    one byte position at a time (or all rows at once when they hold one value: lengths,
+    equal timestamps); returns the next column."""
+    first = zigzagged[0]
+    if (zigzagged == first).all():
+        # One byte position at a time: numpy's loop over a strided 1-D column is fast, a
+        # 2-D block a few bytes wide is not.
+        for j, constant in enumerate(_varint_bytes(int(first), size)):
+            if constant:  # the buffer starts zeroed
+                rows[:, column + j] = constant
+        return column + size
+    for j in range(size):
+        byte = ((zigzagged >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8)
+        if j + 1 < size:
+            byte |= 0x80
+        rows[:, column + j] = byte
+    return column + size
+
+
+def _varint_bytes(zigzagged: int, size: int) -> bytes:
+    return bytes(((zigzagged >> (7 * j)) & 0x7F) | (0x80 if j + 1 < size else 0)
+                 for j in range(size))
+
+
+def _encode_run(out: npt.NDArray[np.uint8], positions: Int64Array, a: int, b: int,
+                fields: list[tuple[npt.NDArray[np.uint64], Int64Array]],
+                value_len: tuple[npt.NDArray[np.uint64], Int64Array],
+                keys: BinaryColumn | None, values: BinaryColumn,
+                key_length: int, value_length: int) -> None:
+    """Records ``a:b``, all of one layout, written as the rows of a 2-D view of ``out``:
+    each field a column (or a block of columns for the key and value bytes)."""
+    width = int(positions[a + 1] - positions[a])
+    rows = out[int(positions[a]):int(positions[b])].reshape(b - a, width)
+    column = 0
+    for index, (zigzagged, sizes) in enumerate(fields):
+        column = _write_varint_columns(rows, column, zigzagged[a:b], int(sizes[a]))
+        if index == 0:
+            column += 1  # the attributes byte: 0
+    if key_length > 0 and keys is not None:
+        start = int(keys.offsets[a])
+        rows[:, column:column + key_length] = \
+            keys.data[start:start + (b - a) * key_length].reshape(b - a, key_length)
+        column += key_length
+    column = _write_varint_columns(rows, column, value_len[0][a:b], int(value_len[1][a]))
+    if value_length > 0:
+        start = int(values.offsets[a])
+        rows[:, column:column + value_length] = \
+            values.data[start:start + (b - a) * value_length].reshape(b - a, value_length)
+    # The last column, the header count, stays 0.
+
+
 def encode_records(values: BinaryColumn, keys: BinaryColumn | None, timestamps: Int64Array,
                    batch_size: int) -> EncodedRecords:
     """Encode ``len(values)`` records (no headers) into consecutive batches of about
@@ -232,10 +302,17 @@ def encode_records(values: BinaryColumn, keys: BinaryColumn | None, timestamps: 
     positions = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(record_sizes, out=positions[1:])
     out = np.zeros(int(positions[-1]), dtype=np.uint8)  # the header count: 0
+    fields = [(body_z, body_sizes), (timestamp_delta_z, timestamp_delta_sizes),
+              (offset_delta_z, offset_delta_sizes), (key_len_z, key_len_sizes)]
+    runs = _uniform_runs([body_sizes, timestamp_delta_sizes, offset_delta_sizes,
+                          key_lengths, value_lengths])
+    if runs is not None:
+        for a, b in itertools.pairwise(runs):
+            _encode_run(out, positions, a, b, fields, (value_len_z, value_len_sizes),
+                        keys, values, int(key_lengths[a]), int(value_lengths[a]))
+        return EncodedRecords(out, starts, positions, record_sizes)
     head, head_sizes = pack_varints(
-        [(body_z, body_sizes), (timestamp_delta_z, timestamp_delta_sizes),
-         (offset_delta_z, offset_delta_sizes), (key_len_z, key_len_sizes)],
-        prefix=np.array([1, 0, 0, 0], dtype=np.int64))  # 1: the attributes byte
+        fields, prefix=np.array([1, 0, 0, 0], dtype=np.int64))  # 1: the attributes byte
     at = positions[:-1].copy()
     _copy_ranges(out, at, head_sizes, head)
     at += head_sizes
