@@ -197,7 +197,10 @@ class _Route:
 
     def encode_response(self, version: int, correlation_id: int, body: Any) -> bytes:
         """:func:`kafkaclone.protocol.api.encode_response`, the header written directly:
-        the correlation id, then (header v1) no tagged fields."""
+        the correlation id, then (header v1) no tagged fields. ``body`` a response or an
+        :class:`~kafkaclone.protocol.api.EncodedResponse` of this version (sent as is)."""
+        if type(body) is protocol_api.EncodedResponse:
+            return protocol_api.encode_response(self.api.key, version, correlation_id, body)
         out = bytearray(correlation_id.to_bytes(4, "big", signed=True))
         if self.response_header == 1:
             out.append(0)
