@@ -1,8 +1,8 @@
 """The compiled APIs and the framing of requests and responses.
 
 Every module in :mod:`kafkaclone.protocol.messages` that declares a ``REQUEST`` and a
-``RESPONSE`` is an API; it is compiled once at import and registered by its key. Adding an
-API is adding a declaration module, nothing else.
+``RESPONSE`` is an API, registered by its key at import; its messages are compiled on first
+use. Adding an API is adding a declaration module, nothing else.
 
 Header versions follow Kafka: a request whose version is flexible (KIP-482) carries request
 header v2, otherwise v1 (ControlledShutdown v0 alone uses v0); a flexible response carries
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -27,23 +28,46 @@ from kafkaclone.protocol.messages.headers import REQUEST_HEADER, RESPONSE_HEADER
 from kafkaclone.protocol.schema import Message, MessageSpec, compile_message
 
 
-@dataclass(frozen=True)
 class Api:
-    key: ApiKey
-    request: Message[Any]
-    response: Message[Any]
+    """One declared API: its key and its request and response messages, compiled on first
+    use (compiling every API's codecs at import cost a process about a second of CPU, and
+    a client or a tool speaks a handful of them)."""
+
+    __slots__ = ("_request", "_response", "key", "request_spec", "response_spec")
+
+    def __init__(self, key: ApiKey, request_spec: MessageSpec,
+                 response_spec: MessageSpec) -> None:
+        self.key = key
+        self.request_spec = request_spec
+        self.response_spec = response_spec
+        self._request: Message[Any] | None = None
+        self._response: Message[Any] | None = None
+
+    @property
+    def request(self) -> Message[Any]:
+        message = self._request
+        if message is None:
+            message = self._request = compile_message(self.request_spec)
+        return message
+
+    @property
+    def response(self) -> Message[Any]:
+        message = self._response
+        if message is None:
+            message = self._response = compile_message(self.response_spec)
+        return message
 
     @property
     def name(self) -> str:
-        return self.request.name.removesuffix("Request")
+        return self.request_spec.name.removesuffix("Request")
 
     @property
     def min_version(self) -> int:
-        return self.request.min_version
+        return self.request_spec.valid.low
 
     @property
     def max_version(self) -> int:
-        return self.request.max_version
+        return self.request_spec.valid.high
 
     def request_header_version(self, version: int) -> int:
         if self.key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
@@ -60,16 +84,32 @@ RequestHeader: Final[Message[message_types.RequestHeader]] = compile_message(REQ
 ResponseHeader: Final[Message[message_types.ResponseHeader]] = compile_message(RESPONSE_HEADER)
 
 
-def _load_apis() -> tuple[dict[int, Api], dict[str, Message[Any]]]:
+class _Messages(Mapping[str, Message[Any]]):
+    """Declared messages by name, each compiled when first looked up."""
+
+    def __init__(self, specs: dict[str, MessageSpec]) -> None:
+        self._specs = specs
+
+    def __getitem__(self, name: str) -> Message[Any]:
+        return compile_message(self._specs[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+def _load_apis() -> tuple[dict[int, Api], dict[str, MessageSpec]]:
     apis: dict[int, Api] = {}
-    messages: dict[str, Message[Any]] = {}
+    specs: dict[str, MessageSpec] = {}
     for info in sorted(pkgutil.iter_modules(_messages_pkg.__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{_messages_pkg.__name__}.{info.name}")
         for spec in vars(module).values():
             if isinstance(spec, MessageSpec) and spec.kind == "data" and spec.name not in (
                 "RequestHeader", "ResponseHeader"
             ):
-                messages[spec.name] = compile_message(spec)
+                specs[spec.name] = spec
         req_spec = getattr(module, "REQUEST", None)
         resp_spec = getattr(module, "RESPONSE", None)
         if req_spec is None or resp_spec is None:
@@ -79,18 +119,18 @@ def _load_apis() -> tuple[dict[int, Api], dict[str, Message[Any]]]:
         key = ApiKey(req_spec.api_key)
         if key in apis:
             raise ValueError(f"API {key.name} is declared twice")
-        api = Api(key, compile_message(req_spec), compile_message(resp_spec))
-        apis[key] = api
-        messages[api.request.name] = api.request
-        messages[api.response.name] = api.response
-    return dict(sorted(apis.items())), messages
+        apis[key] = Api(key, req_spec, resp_spec)
+        specs[req_spec.name] = req_spec
+        specs[resp_spec.name] = resp_spec
+    return dict(sorted(apis.items())), specs
 
 
 _LOADED: Final = _load_apis()
 APIS: Final[dict[int, Api]] = _LOADED[0]
-"""Every declared API by key."""
-MESSAGES: Final[dict[str, Message[Any]]] = _LOADED[1]
-"""Every compiled message (request, response and embedded data) by name."""
+"""Every declared API by key (its messages compiled on first use)."""
+MESSAGES: Final[Mapping[str, Message[Any]]] = _Messages(_LOADED[1])
+"""Every declared message (request, response and embedded data) by name, compiled when
+first looked up."""
 
 
 def api(key: int) -> Api:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -421,6 +422,7 @@ def _message_class(spec: MessageSpec) -> type[Any]:
 
 
 _COMPILED: dict[int, tuple[MessageSpec, Message[Any]]] = {}
+_COMPILING = threading.RLock()
 
 
 def compile_message(spec: MessageSpec) -> Message[Any]:
@@ -432,9 +434,13 @@ def compile_message(spec: MessageSpec) -> Message[Any]:
     cached = _COMPILED.get(id(spec))
     if cached is not None and cached[0] is spec:
         return cached[1]
-    message = _compile(spec)
-    _COMPILED[id(spec)] = (spec, message)
-    return message
+    with _COMPILING:  # APIs compile on first use, maybe from two threads at once
+        cached = _COMPILED.get(id(spec))
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        message = _compile(spec)
+        _COMPILED[id(spec)] = (spec, message)
+        return message
 
 
 def _compile(spec: MessageSpec) -> Message[Any]:

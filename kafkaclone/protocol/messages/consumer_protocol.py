@@ -40,7 +40,7 @@ CONSUMER_PROTOCOL_ASSIGNMENT = data(
 
 def _message(spec: MessageSpec) -> Message[Any]:
     # compile_message caches per declaration: this is the same Message (and class) that the
-    # registry holds in kafkaclone.protocol.api.MESSAGES.
+    # registry compiles (kafkaclone.protocol.api).
     return compile_message(spec)
 
 
