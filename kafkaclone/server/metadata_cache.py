@@ -134,10 +134,19 @@ class MetadataCache:
         """The encoded Metadata answer kept for ``request_key`` since the last update."""
         return self._metadata_answers.get(request_key)
 
-    def keep_metadata_answer(self, request_key: Hashable, answer: EncodedResponse) -> None:
-        """Keep a Metadata answer built from the current snapshot until the next update;
-        ``request_key`` must name everything besides the snapshot that the answer depends
-        on."""
+    @property
+    def generation(self) -> object:
+        """What changes with every update: an answer built since this was read may be kept
+        only while it is the same."""
+        return self._snapshot
+
+    def keep_metadata_answer(self, request_key: Hashable, answer: EncodedResponse,
+                             generation: object) -> None:
+        """Keep a Metadata answer built from the snapshot of ``generation`` until the next
+        update (not at all if an update came while it was built); ``request_key`` must name
+        everything besides the snapshot that the answer depends on."""
+        if generation is not self._snapshot:
+            return
         answers = self._metadata_answers
         if len(answers) >= MAX_METADATA_ANSWERS and request_key not in answers:
             del answers[next(iter(answers))]

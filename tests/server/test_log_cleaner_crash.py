@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafkaclone.log.common import CRASH_POINT_ENV, CRASH_POINTS
@@ -93,13 +93,28 @@ class Writes:
         assert set(table) <= set(self.acked) | set(self.unsure)
 
 
+def high_watermark(consumer: Consumer, topic: str) -> int:
+    """The partition's high watermark, asked until the broker's metadata has the partition
+    with a leader: right after a restart the controller's UpdateMetadata may not have
+    reached it yet (librdkafka then answers "Local: Unknown partition")."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(CkTopicPartition(topic, 0),
+                                                      timeout=10)[1])
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_table(cluster: LocalCluster, topic: str) -> tuple[dict[bytes, bytes | None], int]:
     """The topic read from offset 0 up to its end with confluent-kafka, as a table (the last
     value of each key), and how many records were read."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
                          "group.id": f"reader-{topic}", "enable.auto.commit": False})
     try:
-        _, high = consumer.get_watermark_offsets(CkTopicPartition(topic, 0), timeout=20)
+        high = high_watermark(consumer, topic)
         consumer.assign([CkTopicPartition(topic, 0, 0)])
         table: dict[bytes, bytes | None] = {}
         count = 0

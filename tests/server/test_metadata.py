@@ -415,3 +415,18 @@ def test_answers_naming_unknown_topics_are_not_kept(broker, dispatcher):
     response = kafka_python_metadata(dispatcher, 9, [MetadataRequest.MetadataRequestTopic(
         name="fresh")], allow_auto_topic_creation=False)
     assert [(t.name, t.error_code) for t in response.topics] == [("fresh", 3)]
+
+
+@pytest.mark.timeout(60)
+def test_an_answer_built_across_an_update_is_not_kept(broker, dispatcher):
+    """An answer whose building spanned an UpdateMetadata (its handler waited) speaks of
+    the snapshot before it: it is sent, not kept."""
+    assert apply_update(dispatcher, update_metadata_request(leaders=(1, 2, 3))) == 0
+    cache = broker.metadata_cache
+    before = cache.generation
+    assert apply_update(dispatcher, update_metadata_request(leaders=(3, 1, 2))) == 0
+    stale = api.EncodedResponse(9, b"stale")
+    cache.keep_metadata_answer("key", stale, before)
+    assert cache.metadata_answer("key") is None
+    cache.keep_metadata_answer("key", stale, cache.generation)
+    assert cache.metadata_answer("key") is stale

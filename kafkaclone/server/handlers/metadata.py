@@ -107,11 +107,12 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest
         kept = cache.metadata_answer(answer_key)
         if kept is not None:
             return kept
+    generation = cache.generation
     response = await _metadata_response(ctx, request, requested, allow_auto_create,
                                         include_operations, include_cluster_operations)
     if answer_key is not None and all(topic.error_code == 0 for topic in response.topics):
         answer = encode_response_body(ApiKey.METADATA, version, response)
-        cache.keep_metadata_answer(answer_key, answer)
+        cache.keep_metadata_answer(answer_key, answer, generation)
         return answer
     return response
 
