@@ -242,14 +242,20 @@ def encode_response(key: int, version: int, correlation_id: int, body: Any) -> b
         ResponseHeader.cls(correlation_id=correlation_id),
         target.response_header_version(version), out,
     )
-    if isinstance(body, EncodedResponse):
+    encode_response_body_into(target, version, body, out)
+    return bytes(out)
+
+
+def encode_response_body_into(target: Api, version: int, body: Any, out: bytearray) -> None:
+    """``body``, a response or an :class:`EncodedResponse` of ``version`` (written as it
+    is), encoded onto ``out``."""
+    if type(body) is EncodedResponse:
         if body.version != version:
             raise ValueError(f"a {target.name} body encoded for v{body.version} sent as "
                              f"v{version}")
         out += body.data
     else:
         target.response.encode_into(body, version, out)
-    return bytes(out)
 
 
 def encode_response_parts(key: int, version: int, correlation_id: int,

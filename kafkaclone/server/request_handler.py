@@ -27,7 +27,7 @@ from kafkaclone.common.errors import KafkaError, UnsupportedVersionError
 from kafkaclone.network.socket_server import CloseConnection, ConnectionInfo, Response
 from kafkaclone.protocol import api as protocol_api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.message_types import FetchRequest
+from kafkaclone.protocol.message_types import FetchRequest, RequestHeader
 from kafkaclone.server.handlers.api_versions import unsupported_version_response
 from kafkaclone.server.handlers.registry import (
     RegisteredHandler,
@@ -72,11 +72,11 @@ class RequestHandler:
                 route = None
         if route is None:
             found = self._route_slowly(connection, frame)
-            if not isinstance(found, _Route):
+            if isinstance(found, Deferred):
                 return found
-            route = found
-            key, version, correlation_id = protocol_api.peek_request_header(frame)
-            header, _, body_pos = protocol_api.decode_request_header(frame)
+            route, header, body_pos = found
+            key, version = header.request_api_key, header.request_api_version
+            correlation_id = header.correlation_id
             client_id = None if header.client_id is None else str(header.client_id)
         target = route.api
         try:
@@ -147,15 +147,16 @@ class RequestHandler:
             position += 1
         return position, client_id
 
-    def _route_slowly(self, connection: ConnectionInfo,
-                      frame: bytes | bytearray) -> _Route | Deferred[Response | None]:
-        """The route of a request no route is known for yet, kept for the next one of its
-        API and version; the answer itself for an ApiVersions of a version the broker does
-        not know (KIP-511). CloseConnection for a header that does not parse or a request
-        the broker does not serve."""
+    def _route_slowly(self, connection: ConnectionInfo, frame: bytes | bytearray
+                      ) -> tuple[_Route, RequestHeader, int] | Deferred[Response | None]:
+        """The route of a request the quick header read did not serve (kept for the next
+        one of its API and version), with its header fully decoded and the body's position;
+        the answer itself for an ApiVersions of a version the broker does not know
+        (KIP-511). CloseConnection for a header that does not parse or a request the
+        broker does not serve."""
         try:
             key, version, correlation_id = protocol_api.peek_request_header(frame)
-            _, target, _ = protocol_api.decode_request_header(frame)
+            header, target, body_pos = protocol_api.decode_request_header(frame)
         except UnsupportedVersionError as exc:
             if key == ApiKey.API_VERSIONS:
                 return succeed(protocol_api.encode_response(
@@ -170,10 +171,12 @@ class RequestHandler:
                 return succeed(protocol_api.encode_response(
                     ApiKey.API_VERSIONS, 0, correlation_id, unsupported_version_response()))
             raise CloseConnection(f"{target.name} v{version} is not served by this broker")
-        route = _Route(registered, target, version)
-        if target.request_header_version(version) != 0:
-            self._routes[(key << 16) | version] = route
-        return route
+        route = self._routes.get((key << 16) | version)
+        if route is None:
+            route = _Route(registered, target, version)
+            if target.request_header_version(version) != 0:
+                self._routes[(key << 16) | version] = route
+        return route, header, body_pos
 
 
 _HEADER: Final = struct.Struct(">hhih")
@@ -199,12 +202,10 @@ class _Route:
         """:func:`kafkaclone.protocol.api.encode_response`, the header written directly:
         the correlation id, then (header v1) no tagged fields. ``body`` a response or an
         :class:`~kafkaclone.protocol.api.EncodedResponse` of this version (sent as is)."""
-        if type(body) is protocol_api.EncodedResponse:
-            return protocol_api.encode_response(self.api.key, version, correlation_id, body)
         out = bytearray(correlation_id.to_bytes(4, "big", signed=True))
         if self.response_header == 1:
             out.append(0)
-        self.api.response.encode_into(body, version, out)
+        protocol_api.encode_response_body_into(self.api, version, body, out)
         return bytes(out)
 
 
