@@ -140,12 +140,9 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None,
     source = stdin if stdin is not None else sys.stdin.buffer
     progress = Progress("records", err, enabled=err.isatty() and not sys.stdin.isatty()
                         if stdin is None else False)
-    failed = False
     line_number = 0
 
     def report(error: KafkaError, key_size: int, value_size: int) -> None:
-        nonlocal failed
-        failed = True
         err.write(f"Error when sending message to topic {opts.topic} with key: "
                   f"{'null' if key_size < 0 else f'{key_size} bytes'}, value: "
                   f"{value_size} bytes with error: ({SOURCE})\n"
@@ -169,7 +166,7 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None,
         if len(values) == 1:
             producer.send(opts.topic, values[0], on_delivery=on_delivery)
             return
-        column = BinaryColumn.of(list(values))
+        column = BinaryColumn.of(values)
         offsets = column.offsets.tolist()
         first = 0
         for future in producer.send_batch(opts.topic, producer.choose_partition(opts.topic),

@@ -279,7 +279,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
                 producer.send(opts.topic, value, on_delivery=Acknowledgement(
                     stats, sent, 1, len(value), send_start, err))
             else:
-                column = BinaryColumn.of(list(values)) if values else repeated(payload, count)
+                column = BinaryColumn.of(values) if values else repeated(payload, count)
                 offsets = column.offsets.tolist()
                 first = sent
                 for future in producer.send_batch(opts.topic,

@@ -16,6 +16,7 @@ strided 2-D views), or through a boolean mask when the widths vary.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -46,7 +47,7 @@ class BinaryColumn:
         return len(self.offsets) - 1
 
     @classmethod
-    def of(cls, values: list[bytes | None]) -> BinaryColumn:
+    def of(cls, values: Sequence[bytes | None]) -> BinaryColumn:
         """A column of Python values (for tests and small inputs)."""
         lengths = np.array([0 if v is None else len(v) for v in values], dtype=np.int64)
         offsets = np.zeros(len(values) + 1, dtype=np.int64)
