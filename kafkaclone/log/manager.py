@@ -1027,9 +1027,10 @@ class LogManager:
         return total
 
     def flush_dirty_logs(self) -> None:
-        """Flush every log whose last flush is older than its flush.ms."""
+        """Flush every log whose last flush is older than its flush.ms, future logs too
+        (Kafka's flushDirtyLogs), so a move's recovery point advances between rolls."""
         now = now_ms(self._clock)
-        for log in list(self._logs.values()):
+        for log in [*self._logs.values(), *self._future_logs.values()]:
             if now - log.last_flush_time >= log.config.flush_ms and not log.closed:
                 try:
                     log.flush()

@@ -173,6 +173,19 @@ def test_flush_scheduler_honours_flush_ms(manager: ManagerFactory, clock: Clock)
     assert log.recovery_point == 1
 
 
+def test_flush_scheduler_flushes_future_logs_too(manager: ManagerFactory,
+                                                 dirs: list[Path], clock: Clock) -> None:
+    # Kafka's flushDirtyLogs goes over the future logs of moves between directories too.
+    m = manager({"log.flush.scheduler.interval.ms": "1000", "log.flush.interval.ms": "2000"})
+    m.get_or_create_log(TP0).append(make_batch(2), leader_epoch=0)
+    future_dir = next(d for d in dirs if d != m.get_log(TP0).dir.parent)  # type: ignore[union-attr]
+    future = m.create_future_log(TP0, str(future_dir))
+    future.append(make_batch(1), leader_epoch=0)
+    assert future.recovery_point == 0
+    clock.advance(3)
+    assert future.recovery_point == 1
+
+
 def test_checkpoints_on_schedule(manager: ManagerFactory, dirs: list[Path],
                                  clock: Clock) -> None:
     m = manager({"log.flush.offset.checkpoint.interval.ms": "10000"})
