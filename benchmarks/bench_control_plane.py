@@ -177,7 +177,8 @@ def run(n: int, timeout: float, profiler: Profiler, create_only: bool = False
     with LocalCluster(3, overrides={"auto.create.topics.enable": "false"}) as cluster:
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers,
-                             "socket.timeout.ms": int(timeout * 1000)})
+                             # librdkafka's upper bound for this setting
+                             "socket.timeout.ms": min(int(timeout * 1000), 300_000)})
         controller = admin.list_topics(timeout=30).controller_id
         survivors = sorted(set(cluster.brokers) - {controller})
         stopped, watched = survivors

@@ -15,8 +15,11 @@ brokers' ``leader.replication.throttled.rate`` / ``follower.replication.throttle
 and the topics' ``leader.replication.throttled.replicas`` (the partitions' current
 replicas) / ``follower.replication.throttled.replicas`` (the replicas being added);
 ``--verify`` removes them once no partition of the file is still moving, as Kafka does.
-Moving replicas between the log directories of one broker is not supported: a log dir other
-than "any" and ``--replica-alter-log-dirs-throttle`` are refused.
+A log dir other than "any" moves that replica into that directory of its broker
+(AlterReplicaLogDirs, retried until the replica exists there or ``--timeout`` ms pass);
+``--replica-alter-log-dirs-throttle`` sets those brokers'
+``replica.alter.log.dirs.io.max.bytes.per.second``; ``--verify`` and ``--cancel`` report
+and cancel those moves too (DescribeLogDirs).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -65,6 +69,11 @@ CANNOT_EXECUTE_BECAUSE_OF_EXISTING: Final = (
 ACTIONS: Final = ("generate", "execute", "verify", "cancel", "list")
 
 Assignment = dict[TopicPartition, list[int]]
+Replica = tuple[str, int, int]
+"""Kafka's TopicPartitionReplica: (topic, partition, broker id)."""
+ReplicaDirs = dict[Replica, str]
+"""A replica's target log directory, for the replicas the file does not leave at "any"."""
+MOVE_RETRY_SECONDS: Final = 0.1
 
 
 class ReassignmentFailedError(CommandError):
@@ -108,11 +117,10 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
                              "broker-list")
     elif opts.action in ("execute", "verify", "cancel") and not opts.reassignment_json_file:
         raise UsageError("Missing required option(s): reassignment-json-file")
-    if opts.replica_alter_log_dirs_throttle >= 0:
-        raise UsageError("--replica-alter-log-dirs-throttle is not supported: kafkaclone "
-                         "does not move replicas between the log directories of a broker")
     if opts.throttle >= 0 and opts.action != "execute":
         raise UsageError("Option throttle is only allowed with execute")
+    if opts.replica_alter_log_dirs_throttle >= 0 and opts.action != "execute":
+        raise UsageError("Option replica-alter-log-dirs-throttle is only allowed with execute")
     return opts
 
 
@@ -138,9 +146,9 @@ def parse_topics_data(text_or_doc: Any) -> list[str]:
     return [str(entry["topic"]) for entry in topics]
 
 
-def parse_partition_reassignment_data(doc: Any) -> Assignment:
-    """Kafka's parsePartitionReassignmentData: each partition's target replicas. A log dir
-    other than "any" is refused (no moves between log directories here)."""
+def parse_partition_reassignment_data(doc: Any) -> tuple[Assignment, ReplicaDirs]:
+    """Kafka's parsePartitionReassignmentData: each partition's target replicas, and the
+    target log directory of each replica given one other than "any"."""
     if not isinstance(doc, dict) or doc.get("version", 1) != 1:
         raise CommandError("Not supported version field value "
                            f"{doc.get('version') if isinstance(doc, dict) else doc}")
@@ -148,6 +156,7 @@ def parse_partition_reassignment_data(doc: Any) -> Assignment:
     if not isinstance(entries, list):
         raise CommandError("Missing or invalid 'partitions' in the reassignment JSON file")
     result: Assignment = {}
+    replica_dirs: ReplicaDirs = {}
     for entry in entries:
         try:
             tp = TopicPartition(str(entry["topic"]), int(entry["partition"]))
@@ -158,9 +167,9 @@ def parse_partition_reassignment_data(doc: Any) -> Assignment:
         if len(log_dirs) != len(replicas):
             raise CommandError(f"Size of replicas list {replicas} is different from size of "
                                f"log dirs list {log_dirs} for partition {tp}")
-        if any(d != ANY_LOG_DIR for d in log_dirs):
-            raise CommandError(f"Moving replicas of {tp} to a given log directory is not "
-                               "supported: use \"any\"")
+        if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
+            raise CommandError(f"Invalid log_dirs {log_dirs} for partition {tp}: a list of "
+                               f"\"{ANY_LOG_DIR}\" or absolute paths")
         if tp in result:
             raise CommandError(f"Partition reassignment contains duplicate topic partitions: "
                                f"{tp}")
@@ -168,21 +177,38 @@ def parse_partition_reassignment_data(doc: Any) -> Assignment:
             raise CommandError(f"Partition replica lists may not contain duplicate entries: "
                                f"{tp} contains {','.join(map(str, replicas))}")
         result[tp] = replicas
+        replica_dirs.update({(tp.topic, tp.partition, broker): log_dir
+                             for broker, log_dir in zip(replicas, log_dirs, strict=True)
+                             if log_dir != ANY_LOG_DIR})
     if not result:
         raise CommandError("Partition reassignment list cannot be empty")
-    return result
+    return result, replica_dirs
 
 
-def format_as_reassignment_json(assignment: Assignment) -> str:
+def format_as_reassignment_json(assignment: Assignment,
+                                replica_dirs: Mapping[Replica, str] | None = None) -> str:
     """Kafka's formatAsReassignmentJson (compact, partitions sorted)."""
+    dirs = replica_dirs or {}
     partitions = [{"topic": tp.topic, "partition": tp.partition, "replicas": replicas,
-                   "log_dirs": [ANY_LOG_DIR] * len(replicas)}
+                   "log_dirs": [dirs.get((tp.topic, tp.partition, b), ANY_LOG_DIR)
+                                for b in replicas]}
                   for tp, replicas in sorted(assignment.items())]
     return json.dumps({"version": 1, "partitions": partitions}, separators=(",", ":"))
 
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
     return ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(partitions))
+
+
+def _replica_names(replicas: Iterable[Replica]) -> str:
+    """Kafka's TopicPartitionReplica strings (``topic-partition-broker``), sorted by broker
+    first as its compareTopicPartitionReplicas."""
+    return ",".join(f"{t}-{p}-{b}" for t, p, b in sorted(replicas, key=lambda r: (r[2], r[0],
+                                                                                    r[1])))
+
+
+def _plural(items: Sized) -> str:
+    return "" if len(items) == 1 else "s"
 
 
 # -- actions -----------------------------------------------------------------------------------
@@ -237,7 +263,8 @@ def generate_assignment(admin: AdminClient, topics: Sequence[str], broker_list: 
 
 
 def execute_assignment(admin: AdminClient, proposed: Assignment, throttle: int,
-                       additional: bool, out: TextIO) -> None:
+                       additional: bool, out: TextIO, replica_dirs: ReplicaDirs | None = None,
+                       log_dir_throttle: int = -1, timeout_ms: int = 10000) -> None:
     ongoing = admin.list_partition_reassignments()
     if ongoing and not additional:
         raise ReassignmentFailedError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
@@ -248,10 +275,18 @@ def execute_assignment(admin: AdminClient, proposed: Assignment, throttle: int,
     out.write("Current partition replica assignment\n\n"
               f"{format_as_reassignment_json({tp: current[tp] for tp in proposed})}\n\n"
               "Save this to use as the --reassignment-json-file option during rollback\n")
-    if throttle >= 0:
+    replica_dirs = replica_dirs or {}
+    if throttle >= 0 or log_dir_throttle >= 0:
         out.write(f"{YOU_MUST_RUN_VERIFY_PERIODICALLY}\n")
+    if throttle >= 0:
         set_throttles(admin, current, proposed, ongoing, throttle)
         out.write(f"The inter-broker throttle limit was set to {throttle} B/s\n")
+    if log_dir_throttle >= 0:
+        moving_brokers = sorted({broker for _, _, broker in replica_dirs})
+        _alter(admin, {ConfigResource(BROKER, str(b)): [
+            AlterConfigOp(LOG_DIR_THROTTLED_RATE, str(log_dir_throttle), SET)]
+            for b in moving_brokers})
+        out.write(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s\n")
     results = admin.alter_partition_reassignments(
         {(tp.topic, tp.partition): replicas for tp, replicas in proposed.items()})
     errors = {TopicPartition(*key): e for key, e in results.items() if e is not None}
@@ -262,6 +297,107 @@ def execute_assignment(admin: AdminClient, proposed: Assignment, throttle: int,
     plural = "" if len(proposed) == 1 else "s"
     out.write(f"Successfully started partition reassignment{plural} for "
               f"{_names(proposed)}\n")
+    if replica_dirs:
+        execute_moves(admin, replica_dirs, timeout_ms, out)
+
+
+def execute_moves(admin: AdminClient, moves: Mapping[Replica, str], timeout_ms: int,
+                  out: TextIO) -> None:
+    """Kafka's executeMoves: ask each replica's broker to move it to its directory, again
+    every 100 ms for those not there yet (REPLICA_NOT_AVAILABLE: a replica being added by
+    the reassignment exists only once its broker has it; the broker keeps the wish for
+    when it does), until all are started or ``timeout_ms`` has passed."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    pending = dict(moves)
+    while True:
+        started: list[Replica] = []
+        for replica, error in admin.alter_replica_log_dirs(pending).items():
+            if error is None:
+                started.append(replica)
+            elif error.name != "REPLICA_NOT_AVAILABLE":
+                topic, partition, broker = replica
+                raise CommandError(f"Failed to alter dir for {topic}-{partition}-{broker}: "
+                                   f"{type(error).__name__}: {error.message}")
+        if started:
+            out.write(f"Successfully started log directory move{_plural(started)} for: "
+                      f"{_replica_names(started)}\n")
+        for replica in started:
+            pending.pop(replica, None)
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise ReassignmentFailedError(
+                f"Timed out before log directory move{_plural(pending)} could be started "
+                f"for: {_replica_names(pending)}")
+        time.sleep(MOVE_RETRY_SECONDS)
+
+
+class MoveState:
+    """Kafka's LogDirMoveState of one replica: where it is, where a move is taking it."""
+
+    __slots__ = ("current", "future", "target")
+
+    def __init__(self, target: str, current: str | None, future: str | None) -> None:
+        self.target = target
+        self.current = current
+        self.future = future
+
+    @property
+    def done(self) -> bool:
+        """Nothing is moving: completed, cancelled or missing (ActiveMoveState is the one
+        not done)."""
+        return self.future is None
+
+
+def log_dir_move_states(admin: AdminClient, targets: Mapping[Replica, str]
+                        ) -> dict[Replica, MoveState | None]:
+    """Kafka's findLogDirMoveStates: each replica's current and future directory from its
+    broker's DescribeLogDirs; None where the broker does not have it in a live directory."""
+    brokers = sorted({broker for _, _, broker in targets})
+    described = admin.describe_log_dirs(brokers)
+    states: dict[Replica, MoveState | None] = {}
+    for replica, target in targets.items():
+        topic, partition, broker = replica
+        current = future = None
+        found = False
+        for log_dir, description in described.get(broker, {}).items():
+            info = description.replica_infos.get((topic, partition))
+            if description.error is not None or info is None:
+                continue
+            found = True
+            if info.is_future:
+                future = log_dir
+            else:
+                current = log_dir
+        states[replica] = MoveState(target, current, future) if found else None
+    return states
+
+
+def format_move_states(states: Mapping[Replica, MoveState | None]) -> list[str]:
+    """Kafka's replicaMoveStatesToString, a line per replica."""
+    lines = []
+    for replica in sorted(states, key=lambda r: (r[2], r[0], r[1])):
+        topic, partition, broker = replica
+        name = f"{topic}-{partition}"
+        state = states[replica]
+        if state is None:
+            lines.append(f"Partition {name} cannot be found in any live log directory on "
+                         f"broker {broker}.")
+        elif state.current is None:
+            lines.append(f"Partition {name} is not found in any live log dir on broker "
+                         f"{broker}. There is likely an offline log directory on the broker.")
+        elif state.future is not None:
+            if state.future == state.target:
+                lines.append(f"Reassignment of replica {name}-{broker} is still in progress.")
+            else:
+                lines.append(f"Partition {name} on broker {broker} is being moved to log dir "
+                             f"{state.future} instead of {state.target}.")
+        elif state.current == state.target:
+            lines.append(f"Reassignment of replica {name}-{broker} completed successfully.")
+        else:
+            lines.append(f"Partition {name} on broker {broker} is not being moved from log "
+                         f"dir {state.current} to {state.target}.")
+    return lines
 
 
 def set_throttles(admin: AdminClient, current: Assignment, proposed: Assignment,
@@ -327,9 +463,9 @@ def clear_all_throttles(admin: AdminClient, targets: Assignment, out: TextIO) ->
 
 
 def verify_assignment(admin: AdminClient, targets: Assignment, preserve_throttles: bool,
-                      out: TextIO) -> bool:
-    """Print each partition's state; clear the throttles once none is moving. Whether
-    some partition is still moving."""
+                      out: TextIO, replica_dirs: ReplicaDirs | None = None) -> bool:
+    """Print each partition's state and each log-dir move's; clear the throttles once
+    nothing is moving. Whether something is still moving."""
     ongoing = admin.list_partition_reassignments([(tp.topic, tp.partition) for tp in targets])
     current = current_assignment(admin, {tp.topic for tp in targets})
     lines = ["Status of partition reassignment:"]
@@ -344,14 +480,17 @@ def verify_assignment(admin: AdminClient, targets: Assignment, preserve_throttle
                          f"set is {','.join(map(str, current.get(tp, [])))} rather than "
                          f"{','.join(map(str, target))}.")
     out.write("\n".join(lines) + "\n")
-    moving = bool(ongoing)
+    moves = log_dir_move_states(admin, replica_dirs) if replica_dirs else {}
+    out.write("\n".join(format_move_states(moves)) + "\n")
+    moving = bool(ongoing) or any(s is not None and not s.done for s in moves.values())
     if not moving and not preserve_throttles:
         clear_all_throttles(admin, targets, out)
     return moving
 
 
 def cancel_assignment(admin: AdminClient, targets: Assignment, preserve_throttles: bool,
-                      out: TextIO) -> None:
+                      out: TextIO, replica_dirs: ReplicaDirs | None = None,
+                      timeout_ms: int = 10000) -> None:
     ongoing = admin.list_partition_reassignments([(tp.topic, tp.partition) for tp in targets])
     cancelling = sorted(TopicPartition(*key) for key, r in ongoing.items()
                         if r.adding_replicas or r.removing_replicas)
@@ -370,6 +509,15 @@ def cancel_assignment(admin: AdminClient, targets: Assignment, preserve_throttle
                   f"{_names(cancelling)}\n")
     else:
         out.write("None of the specified partition reassignments are active.\n")
+    # A move in progress is cancelled as Kafka does: by moving the replica to the
+    # directory it is in now (the broker drops the future log).
+    moves = log_dir_move_states(admin, replica_dirs) if replica_dirs else {}
+    stay = {replica: state.current for replica, state in moves.items()
+            if state is not None and state.current is not None and not state.done}
+    if stay:
+        execute_moves(admin, stay, timeout_ms, out)
+    else:
+        out.write("None of the specified partition moves are active.\n")
     if not preserve_throttles:
         clear_all_throttles(admin, targets, out)
 
@@ -406,13 +554,17 @@ def run_command(opts: argparse.Namespace, out: TextIO) -> int:
         elif opts.action == "list":
             list_reassignments(admin, out)
         else:
-            targets = parse_partition_reassignment_data(_read_json(opts.reassignment_json_file))
+            targets, replica_dirs = parse_partition_reassignment_data(
+                _read_json(opts.reassignment_json_file))
             if opts.action == "execute":
-                execute_assignment(admin, targets, opts.throttle, opts.additional, out)
+                execute_assignment(admin, targets, opts.throttle, opts.additional, out,
+                                   replica_dirs, opts.replica_alter_log_dirs_throttle,
+                                   opts.timeout)
             elif opts.action == "verify":
-                verify_assignment(admin, targets, opts.preserve_throttles, out)
+                verify_assignment(admin, targets, opts.preserve_throttles, out, replica_dirs)
             else:
-                cancel_assignment(admin, targets, opts.preserve_throttles, out)
+                cancel_assignment(admin, targets, opts.preserve_throttles, out, replica_dirs,
+                                  opts.timeout)
     return 0
 
 

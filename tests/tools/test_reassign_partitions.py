@@ -1,6 +1,6 @@
-"""kafka-reassign-partitions.sh without a cluster: Kafka's JSON files, its options and the
-refusals (log-dir moves are not supported). The actions run against a real cluster in
-tests/controller/test_reassignment.py."""
+"""kafka-reassign-partitions.sh without a cluster: Kafka's JSON files (log dirs included),
+its options, its refusals and its lines for log-dir moves. The actions run against a real
+cluster in tests/controller/test_reassignment.py and tests/tools/test_reassign_log_dirs.py."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ def test_reassignment_json_is_read_and_written_as_kafka_does() -> None:
     doc = {"version": 1, "partitions": [
         {"topic": "t", "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]},
         {"topic": "t", "partition": 0, "replicas": [2, 3]}]}
-    parsed = tool.parse_partition_reassignment_data(doc)
+    parsed, replica_dirs = tool.parse_partition_reassignment_data(doc)
     assert parsed == {TopicPartition("t", 1): [3, 1], TopicPartition("t", 0): [2, 3]}
+    assert replica_dirs == {}
     assert tool.format_as_reassignment_json(parsed) == (
         '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3],'
         '"log_dirs":["any","any"]},{"topic":"t","partition":1,"replicas":[3,1],'
@@ -35,8 +36,8 @@ def test_reassignment_json_is_read_and_written_as_kafka_does() -> None:
     ([{"topic": "t", "partition": 0, "replicas": [1, 1]}], "duplicate entries"),
     ([{"topic": "t", "partition": 0, "replicas": [1]},
       {"topic": "t", "partition": 0, "replicas": [2]}], "duplicate topic partitions"),
-    ([{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/data", "any"]}],
-     "not supported"),
+    ([{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/data", 7]}],
+     "Invalid log_dirs"),
     ([{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any"]}],
      "different from size of log dirs"),
     ([], "cannot be empty"),
@@ -45,6 +46,40 @@ def test_bad_reassignment_files_are_refused(entries: list[dict[str, object]],
                                             message: str) -> None:
     with pytest.raises(CommandError, match=message):
         tool.parse_partition_reassignment_data({"version": 1, "partitions": entries})
+
+
+def test_log_dirs_name_the_replicas_to_move_and_are_written_back() -> None:
+    doc = {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d/b", "any"]},
+        {"topic": "u", "partition": 3, "replicas": [2], "log_dirs": ["/d/a"]}]}
+    parsed, replica_dirs = tool.parse_partition_reassignment_data(doc)
+    assert replica_dirs == {("t", 0, 1): "/d/b", ("u", 3, 2): "/d/a"}
+    assert json.loads(tool.format_as_reassignment_json(parsed, replica_dirs))["partitions"] == [
+        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d/b", "any"]},
+        {"topic": "u", "partition": 3, "replicas": [2], "log_dirs": ["/d/a"]}]
+
+
+def test_move_states_are_reported_in_kafkas_words() -> None:
+    state = tool.MoveState
+    lines = tool.format_move_states({
+        ("t", 0, 2): state("/b", "/b", None),
+        ("t", 0, 1): state("/b", "/a", "/b"),
+        ("t", 1, 1): state("/b", "/a", "/c"),
+        ("t", 2, 1): state("/b", "/a", None),
+        ("t", 3, 1): state("/b", None, None),
+        ("t", 4, 1): None,
+    })
+    assert lines == [
+        "Reassignment of replica t-0-1 is still in progress.",
+        "Partition t-1 on broker 1 is being moved to log dir /c instead of /b.",
+        "Partition t-2 on broker 1 is not being moved from log dir /a to /b.",
+        "Partition t-3 is not found in any live log dir on broker 1. There is likely an "
+        "offline log directory on the broker.",
+        "Partition t-4 cannot be found in any live log directory on broker 1.",
+        "Reassignment of replica t-0-2 completed successfully.",
+    ]
+    assert [s.done for s in (state("/b", "/a", "/b"), state("/b", "/b", None))] == [False,
+                                                                                   True]
 
 
 def test_options_need_one_action_and_refuse_log_dir_throttles(tmp_path: Path) -> None:
@@ -56,11 +91,11 @@ def test_options_need_one_action_and_refuse_log_dir_throttles(tmp_path: Path) ->
                      out=io.StringIO(), err=err) == 1
     assert "exactly one action" in err.getvalue()
     err = io.StringIO()
-    assert tool.main(["--bootstrap-server", "127.0.0.1:1", "--execute",
+    assert tool.main(["--bootstrap-server", "127.0.0.1:1", "--verify",
                       "--reassignment-json-file", str(plan),
                       "--replica-alter-log-dirs-throttle", "100"],
                      out=io.StringIO(), err=err) == 1
-    assert "--replica-alter-log-dirs-throttle is not supported" in err.getvalue()
+    assert "replica-alter-log-dirs-throttle is only allowed with execute" in err.getvalue()
     err = io.StringIO()
     assert tool.main(["--bootstrap-server", "127.0.0.1:1", "--verify", "--throttle", "5",
                       "--reassignment-json-file", str(plan)],
