@@ -367,8 +367,10 @@ LOG_MANAGER_CONFIG_KEYS: Final = ConfigDef([
               "Threads per log directory recovering logs at startup and flushing them at "
               "shutdown.",
               validator=at_least(1),
-              note="Accepted for compatibility: a kafkaclone broker does this work on its one "
-              "reactor thread, so the value has no effect."),
+              note="Each directory's logs are opened (and recovered after an unclean "
+              "shutdown) at start, and flushed and closed at shutdown, on a pool of this "
+              "many threads; dynamic (from the next shutdown on). Python threads overlap "
+              "the file work, not the CPU work."),
     ConfigKey("log.retention.check.interval.ms", LONG, 5 * MINUTE_MS, MEDIUM,
               "How often logs are checked for segments to delete.",
               validator=at_least(1)),

@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kafkaclone.common.clock import Scheduler, now_ms
 from kafkaclone.common.errors import (
@@ -81,6 +81,8 @@ from kafkaclone.log.log import Log
 from kafkaclone.log.log_dir_failure_channel import LogDirFailureChannel
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
 LOCK_FILE: Final = ".lock"
@@ -327,6 +329,12 @@ class LogManager:
         the caller re-applies each topic's overrides on top (``update_topic_config``)."""
         self.config = dataclasses.replace(self.config, default_log_config=config)
 
+    def set_recovery_threads(self, threads: int) -> None:
+        """The dynamic ``num.recovery.threads.per.data.dir``: used from the next shutdown
+        (and load) on, as Kafka's LogManager.reconfigure."""
+        self.config = dataclasses.replace(self.config,
+                                          num_recovery_threads_per_data_dir=threads)
+
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """A topic's configs changed: apply them to its live logs."""
         self._topic_configs[topic] = config
@@ -469,6 +477,8 @@ class LogManager:
         recovery_points = self._read_checkpoint(directory, RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(directory, LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_checkpoint(directory, REPLICATION_OFFSET_CHECKPOINT)
+        found: list[tuple[Path, TopicPartition, bool]] = []
+        names: dict[tuple[TopicPartition, bool], Path] = {}
         for child in sorted(directory.iterdir()):
             if not child.is_dir():
                 continue
@@ -482,13 +492,19 @@ class LogManager:
             is_future = child.name.endswith(FUTURE_DIR_SUFFIX)
             tp = parse_topic_partition_name(child.name)
             loaded = self._future_logs if is_future else self._logs
-            if tp in loaded:
+            earlier = loaded[tp].dir if tp in loaded else names.get((tp, is_future))
+            if earlier is not None:
                 raise KafkaStorageError(
                     f"Duplicate log directories for {tp} are found in both "
-                    f"{loaded[tp].dir} and {child}. It is likely because log directory "
+                    f"{earlier} and {child}. It is likely because log directory "
                     "failure happened while broker was replacing current replica with future "
                     "replica."
                 )
+            names[(tp, is_future)] = child
+            found.append((child, tp, is_future))
+
+        def load(entry: tuple[Path, TopicPartition, bool]) -> Log:
+            child, tp, _ = entry
             log = Log(
                 child,
                 self.config_for(tp.topic),
@@ -502,7 +518,14 @@ class LogManager:
             )
             log.flush_time_listener = self.flush_time_listener
             log.log_dir_failure_channel = self.log_dir_failure_channel
-            loaded[tp] = log
+            return log
+
+        # Kafka's loadLogs: a pool of num.recovery.threads.per.data.dir threads per
+        # directory opens (and, after an unclean shutdown, recovers) its logs.
+        logs = run_on_threads(load, found, self.config.num_recovery_threads_per_data_dir,
+                              undo=Log.close)
+        for (_, tp, is_future), log in zip(found, logs, strict=True):
+            (self._future_logs if is_future else self._logs)[tp] = log
             if is_future:
                 logger.info("Loaded future log of partition %s in %s: its move resumes",
                             tp, directory)
@@ -580,10 +603,9 @@ class LogManager:
             logs = self._logs_in_dir(directory)
             futures = self.future_logs_in_dir(directory)
             try:
-                for log in [*logs.values(), *futures.values()]:
-                    log.flush()
-                for log in [*logs.values(), *futures.values()]:
-                    log.close()
+                # Kafka's shutdown: the directory's recovery pool flushes and closes its logs.
+                run_on_threads(_flush_and_close, [*logs.values(), *futures.values()],
+                               self.config.num_recovery_threads_per_data_dir)
                 self._write_checkpoints(directory)
                 (directory / CLEAN_SHUTDOWN_FILE).touch()
             except (OSError, KafkaError) as exc:
@@ -1097,3 +1119,43 @@ class LogManager:
                                logs: Mapping[TopicPartition, Log]) -> None:
         self.checkpoints.write_now(directory / REPLICATION_OFFSET_CHECKPOINT,
                                    self._high_watermarks(logs))
+
+
+def _flush_and_close(log: Log) -> None:
+    log.flush()
+    log.close()
+
+
+def run_on_threads(action: Callable[[_T], _R], items: Sequence[_T], threads: int,
+                   undo: Callable[[_R], object] | None = None) -> list[_R]:
+    """``action`` of every item, the results in order, on up to ``threads`` threads (on
+    the calling thread with one). When one fails the others still run to their end; then
+    ``undo`` is applied to the results of those that succeeded and the first failure (in
+    the items' order) is raised."""
+    if threads <= 1 or len(items) <= 1:
+        done: list[_R] = []
+        try:
+            for item in items:
+                done.append(action(item))  # noqa: PERF401 (kept up to a failure)
+        except BaseException:
+            _undo_all(undo, done)
+            raise
+        return done
+    with ThreadPoolExecutor(max_workers=min(threads, len(items)),
+                            thread_name_prefix="log-recovery") as pool:
+        futures = [pool.submit(action, item) for item in items]
+    failures = [exc for f in futures if (exc := f.exception()) is not None]
+    if failures:
+        _undo_all(undo, [f.result() for f in futures if f.exception() is None])
+        raise failures[0]
+    return [f.result() for f in futures]
+
+
+def _undo_all(undo: Callable[[_R], object] | None, results: Sequence[_R]) -> None:
+    if undo is None:
+        return
+    for result in results:
+        try:
+            undo(result)
+        except Exception:
+            logger.exception("Error while undoing a partial load")

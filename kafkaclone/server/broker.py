@@ -830,6 +830,22 @@ class KafkaBroker(MultiService):
         self._reconfigure_replication_quotas(props)
         self._reconfigure_log_cleaner(props)
         self._reconfigure_io_threads(props)
+        self._reconfigure_recovery_threads(props)
+
+    def _reconfigure_recovery_threads(self, props: Mapping[str, Any]) -> None:
+        """The dynamic ``num.recovery.threads.per.data.dir``: the log manager's pool size
+        for its next shutdown."""
+        if self._log_manager is None:
+            return
+        try:
+            threads = KafkaConfig(props).num_recovery_threads_per_data_dir
+        except (KafkaError, ValueError) as exc:
+            logger.error("Ignoring an invalid dynamic num.recovery.threads.per.data.dir: %s",
+                         exc)
+            return
+        if threads != self._log_manager.config.num_recovery_threads_per_data_dir:
+            logger.info("Log recovery and shutdown threads per data dir: %d", threads)
+            self._log_manager.set_recovery_threads(threads)
 
     def _reconfigure_io_threads(self, props: Mapping[str, Any]) -> None:
         """The dynamic ``num.io.threads``: the I/O threads' pool resized."""

@@ -265,6 +265,52 @@ def test_corrupt_checkpoint_means_full_recovery(manager: ManagerFactory,
     assert log is not None and log.log_end_offset == 3
 
 
+def test_recovery_threads_load_and_close_every_log_of_each_dir(
+        manager: ManagerFactory, dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    props = {"num.recovery.threads.per.data.dir": "4"}
+    m = manager(props)
+    partitions = [TopicPartition("orders", p) for p in range(12)]
+    for p, tp in enumerate(partitions):
+        m.get_or_create_log(tp).append(make_batch(p + 1), leader_epoch=0)
+    closed_on: list[str] = []
+    real_close = m.get_log(TP0).__class__.close  # type: ignore[union-attr]
+
+    def close(log: object) -> None:
+        closed_on.append(threading.current_thread().name)
+        real_close(log)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("kafkaclone.log.log.Log.close", close)
+    m.shutdown()
+    assert len(closed_on) == 12
+    assert all(name.startswith("log-recovery") for name in closed_on)
+    assert all((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    monkeypatch.undo()
+    m = manager(props)
+    for p, tp in enumerate(partitions):
+        log = m.get_log(tp)
+        assert log is not None and log.log_end_offset == p + 1
+
+
+def test_a_log_that_fails_on_a_recovery_thread_takes_its_dir_offline(
+        manager: ManagerFactory, dirs: list[Path]) -> None:
+    props = {"num.recovery.threads.per.data.dir": "3"}
+    m = manager(props)
+    partitions = [TopicPartition("orders", p) for p in range(8)]
+    for tp in partitions:
+        m.get_or_create_log(tp).append(make_batch(1), leader_epoch=0)
+    in_first = [tp for tp in partitions if m.get_log(tp).dir.parent == dirs[0]]  # type: ignore[union-attr]
+    m.shutdown()
+    (dirs[0] / f"{in_first[0].topic}-{in_first[0].partition}" / "leader-epoch-checkpoint"
+     ).write_text("7\n1\n0 0\n")
+    m = manager(props)
+    assert m.offline_log_dirs == [dirs[0]]
+    assert all(m.get_log(tp) is None for tp in in_first)
+    others = [tp for tp in partitions if tp not in in_first]
+    assert others and all(m.get_log(tp) is not None for tp in others)
+    m.set_recovery_threads(1)
+    assert m.config.num_recovery_threads_per_data_dir == 1
+
+
 def test_topic_config_update_reaches_logs(manager: ManagerFactory) -> None:
     m = manager()
     log = m.get_or_create_log(TP0)

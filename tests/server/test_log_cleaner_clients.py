@@ -218,6 +218,25 @@ def test_dynamic_num_io_threads_resizes_the_pool(cluster: LocalCluster) -> None:
     assert len(list(data.glob("after-resize-*"))) == 4
 
 
+@pytest.mark.timeout(120)
+def test_dynamic_recovery_threads_reach_the_log_manager(cluster: LocalCluster) -> None:
+    """kafka-configs.sh sets num.recovery.threads.per.data.dir on a running broker: its
+    log manager takes it for the next shutdown; Kafka's thread pool rule still refuses a
+    value more than double the current one."""
+    since = cluster.broker(1).log_path.stat().st_size
+    done = configs_command(cluster, "--entity-type", "brokers", "--entity-name", "1",
+                           "--alter", "--add-config", "num.recovery.threads.per.data.dir=2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_logged(cluster, since, "Log recovery and shutdown threads per data dir: 2")
+    refused = configs_command(cluster, "--entity-type", "brokers", "--entity-name", "1",
+                              "--alter", "--add-config", "num.recovery.threads.per.data.dir=9")
+    assert refused.returncode != 0, refused.stdout
+    done = configs_command(cluster, "--entity-type", "brokers", "--entity-name", "1",
+                           "--alter", "--delete-config", "num.recovery.threads.per.data.dir")
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_logged(cluster, since, "Log recovery and shutdown threads per data dir: 1")
+
+
 def read_all(cluster: LocalCluster, topic: str, isolation: str
              ) -> list[tuple[int, bytes, bytes | None]]:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
