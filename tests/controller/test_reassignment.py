@@ -12,9 +12,9 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -29,11 +29,11 @@ from kafka.errors import (
 from kazoo.client import KazooClient
 
 from kafkaclone.testing.cluster import LocalCluster
+from kafkaclone.testing.wait import wait_until
 from kafkaclone.zk.znodes import ReplicaAssignment
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -66,17 +66,6 @@ def admin(cluster: LocalCluster) -> Iterator[KafkaAdminClient]:
         yield client
     finally:
         client.close()
-
-
-def wait_until(predicate: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 def script(name: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -5,9 +5,8 @@ of three broker processes where a broker dies and comes back."""
 from __future__ import annotations
 
 import subprocess
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from kafkaclone.server.config import KafkaConfig
 from kafkaclone.server.metrics import BrokerMetrics, GroupLagCollector, ReplicaManagerCollector
 from kafkaclone.testing.cluster import LocalCluster
 from kafkaclone.testing.reactor import run
+from kafkaclone.testing.wait import wait_until
 from kafkaclone.testing.zookeeper import free_port
 from tests.server.test_broker import StandInController, serve_client
 
@@ -179,16 +179,6 @@ def test_group_lag_is_the_high_watermark_minus_the_committed_offset() -> None:
 
 
 # -- a local cluster ---------------------------------------------------------------------------
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.3)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 @pytest.mark.slow

@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server.replica_selector import RACK_AWARE_REPLICA_SELECTOR
 from kafkaclone.testing.cluster import LocalCluster
+from kafkaclone.testing.wait import wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -35,16 +34,6 @@ FETCH = APIS[ApiKey.FETCH].request
 def kafka_topics(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(SCRIPTS / "kafka-topics.sh"), *args], capture_output=True,
                           text=True, timeout=60, cwd="/")
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def assignment(cluster: LocalCluster, topic: str) -> dict[int, list[int]]:

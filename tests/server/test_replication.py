@@ -12,7 +12,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from kazoo.client import KazooClient
 
 from kafkaclone.testing.cluster import LocalCluster
 from kafkaclone.testing.history import History
+from kafkaclone.testing.wait import wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -65,16 +66,6 @@ def partition_state(zk: KazooClient, topic: str, partition: int) -> dict[str, An
         return None
     state: dict[str, Any] = json.loads(zk.get(path)[0])
     return state
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def wait_for_isr(zk: KazooClient, topic: str, partition: int, isr: set[int],

@@ -10,7 +10,6 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from kafkaclone.clients.connection import BrokerConnection
 from kafkaclone.protocol.api import APIS
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.cluster import LocalCluster
+from kafkaclone.testing.wait import wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -35,16 +35,6 @@ def kafka_topics(cluster: LocalCluster, *args: str) -> None:
                            cluster.bootstrap_servers, *args], capture_output=True, text=True,
                           timeout=60, cwd="/")
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def topic_metadata(cluster: LocalCluster) -> Any:

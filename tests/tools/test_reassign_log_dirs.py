@@ -12,9 +12,8 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -23,10 +22,10 @@ from kazoo.client import KazooClient
 
 from kafkaclone.clients.admin import AdminClient, NewTopic
 from kafkaclone.testing.cluster import LocalCluster
+from kafkaclone.testing.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +34,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     dirs = {b: {"log.dirs": f"{base / f'b{b}-disk1'},{base / f'b{b}-disk2'}"} for b in (1, 2)}
     with LocalCluster(2, base_dir=base, broker_overrides=dirs) as local:
         yield local
-
-
-def wait_until(predicate: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 def tool(*args: str) -> subprocess.CompletedProcess[str]:
