@@ -392,6 +392,13 @@ class RequestChannel:
             self._close()
 
 
+LARGE_FRAME_START: Final = 64 * 1024
+"""A request at least this large, with at least this much of it received, is read into a
+buffer of its own size (KafkaServerProtocol.dataReceived)."""
+LARGE_FRAME_GROWTH: Final = 16
+"""... when what was received is at least 1/16 of its size."""
+
+
 class KafkaServerProtocol(Int32StringReceiver):
     """One client connection."""
 
@@ -422,6 +429,10 @@ class KafkaServerProtocol(Int32StringReceiver):
         self.MAX_LENGTH = max_request_bytes
         self.connection_id = connection_id
         self._buffer = bytearray()
+        self._large: bytearray | None = None
+        """A large request being received straight into its own buffer (see
+        :meth:`dataReceived`), ahead of anything in ``_buffer``."""
+        self._large_filled = 0
         self._request_queue = request_queue
         self._max_in_flight = max_in_flight
         self.channel = RequestChannel(self.send_response, self._abort, self.update_muting,
@@ -460,11 +471,28 @@ class KafkaServerProtocol(Int32StringReceiver):
         # quadratic for the 1 MiB produce requests that arrive in many reads; this keeps the
         # same framing with one growing buffer, from which frames are taken only while the
         # connection is not muted.
+        # A large request (a producer's batches) goes straight into a buffer of its size
+        # once its first LARGE_FRAME_START bytes are in: one copy of each byte instead of
+        # the append, the growth of the buffer and the slice that takes the frame out.
         if self.channel.closed:
             return
         if self._timed:
             self._data_received_at = monotonic()
-        self._buffer += data
+        large = self._large
+        if large is None:
+            self._buffer += data
+        else:
+            filled = self._large_filled
+            take = min(len(large) - filled, len(data))
+            if take == len(data):
+                large[filled:filled + take] = data
+            else:
+                with memoryview(data) as view:
+                    large[filled:filled + take] = view[:take]
+                    self._buffer += view[take:]
+            self._large_filled = filled = filled + take
+            if filled < len(large):
+                return
         self._process_frames()
 
     def _process_frames(self) -> None:
@@ -474,8 +502,15 @@ class KafkaServerProtocol(Int32StringReceiver):
         try:
             buffer = self._buffer
             offset = 0
-            while len(buffer) - offset >= 4 and not self.channel.closed:
-                if self._must_mute():
+            while not self.channel.closed:
+                large = self._large
+                if large is not None:
+                    if self._large_filled < len(large) or self._must_mute():
+                        break
+                    self._large = None
+                    self.stringReceived(large)
+                    continue
+                if len(buffer) - offset < 4 or self._must_mute():
                     break
                 (length,) = _FRAME_LENGTH.unpack_from(buffer, offset)
                 if length > self.MAX_LENGTH:
@@ -484,6 +519,15 @@ class KafkaServerProtocol(Int32StringReceiver):
                     return
                 end = offset + 4 + length
                 if len(buffer) < end:
+                    received = len(buffer) - offset - 4
+                    # Only once some of it is in, so a peer announcing a large request gets
+                    # at most LARGE_FRAME_GROWTH times what it sent allocated.
+                    if (length >= LARGE_FRAME_START and received >= LARGE_FRAME_START
+                            and received * LARGE_FRAME_GROWTH >= length):
+                        large = bytearray(length)
+                        large[:received] = buffer[offset + 4:]
+                        self._large, self._large_filled = large, received
+                        offset = len(buffer)
                     break
                 # A bytearray slice: the one copy out of the receive buffer, and writable,
                 # so the log can assign offsets in the produced batches in place.

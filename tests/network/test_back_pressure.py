@@ -2,6 +2,7 @@
 the output buffer bound, max.connections(.per.ip), connections.max.idle.ms."""
 
 import logging
+import random
 import socket
 import struct
 import threading
@@ -60,6 +61,41 @@ def test_connection_is_muted_while_its_in_flight_bound_is_reached():
     assert len(dispatcher.pending) == MAX_IN_FLIGHT_REQUESTS + 3
     assert not conn.muted and transport.producerState == "producing"
     assert conn.channel.in_flight == 0
+
+
+@pytest.mark.parametrize("chunk", [1000, 65536, 100_000, 300_001])
+def test_large_requests_read_into_their_own_buffer_keep_order_and_muting(chunk):
+    # Requests of 1 MiB (read into a buffer of their size once 64 KiB are in) between small
+    # ones, fed in chunks that split frames anywhere; a bound of 2 in flight mutes the
+    # connection, also with a large request complete and waiting.
+    rng = random.Random(chunk)
+    payloads = [rng.randbytes(n) for n in (10, 1 << 20, 7, 70_000, 1 << 20, 1 << 20, 3)]
+    stream = b"".join(frame(p) for p in payloads)
+    dispatcher = ManualDispatcher()
+    conn, _ = connect(KafkaServerFactory(dispatcher))
+    conn._max_in_flight = 2
+    was_muted = used_large = False
+    for start in range(0, len(stream), chunk):
+        conn.dataReceived(stream[start:start + chunk])
+        used_large = used_large or conn._large is not None
+        while conn.muted:  # answered as a broker would, before the socket is read again
+            was_muted = True
+            next(d for _, d in dispatcher.pending if not d.called).callback(b"r")
+    for _, d in dispatcher.pending:
+        if not d.called:
+            d.callback(b"r")
+    assert was_muted and used_large
+    assert [p for p, _ in dispatcher.pending] == payloads
+    assert not conn.muted and conn._large is None and not conn._buffer
+
+
+def test_a_large_request_announced_but_not_sent_gets_no_large_buffer():
+    dispatcher = ManualDispatcher()
+    conn, _ = connect(KafkaServerFactory(dispatcher))
+    conn.dataReceived(struct.pack(">i", 50 << 20) + b"x" * 65536)
+    assert conn._large is None  # 64 KiB is less than 1/16 of 50 MiB: no 50 MiB buffer
+    conn.dataReceived(b"x" * (4 << 20))
+    assert conn._large is not None and len(conn._large) == 50 << 20
 
 
 def test_queued_max_requests_mutes_every_connection_until_one_completes():
