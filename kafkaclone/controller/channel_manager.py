@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
@@ -292,9 +292,10 @@ class ControllerBrokerRequestBatch:
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()
 
-    def _live(self, broker_ids: Iterable[int], live: set[int] | None = None) -> list[int]:
+    def _live(self, broker_ids: Iterable[int], live: Collection[int] | None = None
+              ) -> list[int]:
         if live is None:
-            live = self.context.live_or_shutting_down_broker_ids
+            live = self.context.live_brokers
         return [b for b in broker_ids if b >= 0 and b in live]
 
     def add_leader_and_isr_request_for_brokers(
@@ -302,7 +303,7 @@ class ControllerBrokerRequestBatch:
         state: LeaderIsrAndControllerEpoch, is_new: bool,
     ) -> None:
         assignment = self.context.partition_full_replica_assignment(tp)
-        live = self.context.live_or_shutting_down_broker_ids
+        live = self.context.live_brokers  # live or shutting down; called per replica: no copy
         # One entry for every broker it goes to (unless one already had it as new): its
         # partition state is then built once for all of their requests.
         entry = _LeaderAndIsrEntry(state, assignment.replicas, assignment.adding_replicas,
@@ -335,7 +336,7 @@ class ControllerBrokerRequestBatch:
             self._add_update_metadata_partition(tp, None)
 
     def _add_update_metadata_partition(self, tp: TopicPartition,
-                                       live_or_shutting_down: set[int] | None) -> None:
+                                       live_or_shutting_down: Collection[int] | None) -> None:
         """``tp``'s state in the UpdateMetadata requests, and with ``live_or_shutting_down``
         (the context's, computed once by the caller) every live broker as their target."""
         context = self.context

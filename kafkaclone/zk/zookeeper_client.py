@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypedDict, TypeVar, cast
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionLoss, NoNodeError
+from kazoo.exceptions import ConnectionLoss, NoNodeError, UnimplementedError, ZookeeperError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
@@ -43,6 +43,7 @@ from kafkaclone.zk.errors import (
     ZooKeeperClientTimeoutError,
     ZooKeeperRequestTooLargeError,
 )
+from kafkaclone.zk.multi_read import MultiRead, multi_read_batches
 from kafkaclone.zk.znodes import MATCH_ANY_VERSION
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,16 @@ pending request in kazoo and a reply buffer until its window is handed over)."""
 READ_LANES: Final = 2
 """Windows of ``get_data_many`` in flight at once: the next window's requests go out while
 the reactor takes the previous one's replies."""
+
+MULTI_READ_OPS: Final = 1000
+"""getData ops per multiRead request of ``get_data_many``."""
+MULTI_READ_LANES: Final = 3
+"""multiRead requests of ``get_data_many`` in flight at once: ZooKeeper answers one while
+kazoo's thread parses the previous reply and the reactor takes the one before."""
+MULTI_READ_EXPECTED_DATA_BYTES: Final = 512
+"""The data size per znode a multiRead batch is sized for, so that its reply stays within
+jute.maxbuffer (what the Java client accepts): 1,000 ops of 512 bytes make ~600 kB. A
+partition state znode is ~100 bytes."""
 
 
 class SessionOptions(TypedDict, total=False):
@@ -252,6 +263,8 @@ class ZooKeeperClient:
         # (exists, mzxid), for child watches the child version (-1 for no znode).
         self._armed_data_watches: dict[str, tuple[bool, int]] = {}
         self._armed_child_watches: dict[str, int] = {}
+        self._multi_read_supported: bool | None = None
+        """Whether the server answers multiRead; None until it has answered one."""
         zk.add_listener(self._on_kazoo_state)
 
     @classmethod
@@ -389,21 +402,29 @@ class ZooKeeperClient:
         return (data or b""), stat
 
     async def get_data_many(
-        self, paths: Sequence[str], *, window: int = READ_WINDOW, lanes: int = READ_LANES
+        self, paths: Sequence[str], *, window: int = READ_WINDOW, lanes: int = READ_LANES,
+        multi_read_ops: int = MULTI_READ_OPS,
     ) -> list[tuple[bytes, ZnodeStat] | None]:
-        """``get_data_and_stat`` of many znodes, pipelined (Kafka's handleRequests of
-        GetDataRequests): per path in order (data, stat), or None where the znode does not
-        exist. ``lanes`` windows of up to ``window`` requests are in flight at once, and each
-        window's replies come to the reactor in one call instead of one per znode. A path
-        with a ZNodeChangeHandler is read by ``get_data_and_stat``, which arms its watch.
-        Requests cut by a connection loss are sent again once reconnected; any other error
-        is raised (the first, once every request of its window has answered)."""
+        """``get_data_and_stat`` of many znodes: per path in order (data, stat), or None
+        where the znode does not exist. A path with a ZNodeChangeHandler is read by
+        ``get_data_and_stat``, which arms its watch.
+
+        The others go ``multi_read_ops`` to a multiRead request (ZooKeeper 3.6+,
+        ``kafkaclone.zk.multi_read``), ``MULTI_READ_LANES`` requests in flight. A server
+        that answers a multiRead with an error (UNIMPLEMENTED: one older than 3.6; this
+        client then stops asking it) has those znodes read one getData each, pipelined as
+        Kafka's handleRequests: ``lanes`` windows of up to ``window`` requests in flight,
+        each window's replies handed to the reactor in one call. Requests cut by a
+        connection loss are sent again once reconnected; any other error of a single read
+        (NOAUTH ...) is raised, the first, once its request or window has answered."""
         results: list[tuple[bytes, ZnodeStat] | None] = [None] * len(paths)
         watched = [i for i, path in enumerate(paths) if path in self._znode_change_handlers]
         for i in watched:
             results[i] = await self.get_data_and_stat(paths[i])
         unwatched = [i for i, path in enumerate(paths)
                      if path not in self._znode_change_handlers]
+        if self._multi_read_supported is not False and unwatched:
+            unwatched = await self._multi_read_many(paths, unwatched, results, multi_read_ops)
         windows = [unwatched[i : i + window] for i in range(0, len(unwatched), window)]
 
         async def lane() -> None:
@@ -420,6 +441,81 @@ class ZooKeeperClient:
             if isinstance(outcome, Exception):
                 raise outcome
         return results
+
+    async def _multi_read_many(
+        self, paths: Sequence[str], indices: list[int],
+        results: list[tuple[bytes, ZnodeStat] | None], max_ops: int,
+    ) -> list[int]:
+        """The multiRead part of ``get_data_many``: the reads of ``indices`` in batches,
+        results stored in ``results``; the indices left to read one getData each (their
+        multiRead was answered with an error)."""
+        batch_paths = [paths[i] for i in indices]
+        batches = [
+            [indices[j] for j in batch]
+            for batch in multi_read_batches(
+                batch_paths, max_ops=max_ops, max_request_bytes=MAX_REQUEST_DATA_BYTES,
+                max_reply_bytes=JUTE_MAX_BUFFER,
+                expected_data_bytes=MULTI_READ_EXPECTED_DATA_BYTES)
+        ]
+        unread: list[int] = []
+
+        async def lane() -> None:
+            while batches:
+                unread.extend(await self._multi_read(paths, batches.pop(0), results))
+
+        for outcome in await gather(lane() for _ in range(MULTI_READ_LANES)):
+            if isinstance(outcome, Exception):
+                raise outcome
+        return sorted(unread)
+
+    async def _multi_read(
+        self, paths: Sequence[str], indices: list[int],
+        results: list[tuple[bytes, ZnodeStat] | None],
+    ) -> list[int]:
+        """One multiRead of ``paths[i]`` for ``indices``, results stored in ``results``
+        (a missing znode stays None); ``indices`` back if the request was answered with an
+        error, to be read one getData each; a single op's error other than NONODE raised."""
+        chroot = self._zk.chroot or ""
+        request = MultiRead(tuple(chroot + paths[i] for i in indices))
+        while True:
+            self._check_open()
+            if self._multi_read_supported is False:
+                return indices
+            async_result = self._zk.handler.async_result()
+            # kazoo's own request methods end the same way (KazooClient._call queues a
+            # request object for its connection thread); kazoo has no public hook for a
+            # request type it does not know.
+            self._zk._call(request, async_result)
+            try:
+                outcomes = await self._deferred(async_result)
+            except ConnectionLoss:
+                logger.debug("ZooKeeper connection lost during a multiRead, retrying")
+                await self._wait_until_connected()
+                continue
+            except UnimplementedError:
+                self._multi_read_unsupported()
+                return indices
+            except ZookeeperError as error:
+                logger.warning("A multiRead of %d znodes was answered %r: reading them one "
+                               "request each", len(indices), error)
+                return indices
+            break
+        self._multi_read_supported = True
+        first_error: Exception | None = None
+        for i, outcome in zip(indices, outcomes, strict=True):
+            if isinstance(outcome, tuple):
+                results[i] = outcome
+            elif not isinstance(outcome, NoNodeError) and first_error is None:
+                first_error = outcome
+        if first_error is not None:
+            raise first_error
+        return []
+
+    def _multi_read_unsupported(self) -> None:
+        if self._multi_read_supported is not False:
+            logger.info("The ZooKeeper server does not know multiRead (3.6+): reading "
+                        "znodes one request each")
+        self._multi_read_supported = False
 
     async def _get_window(
         self, paths: Sequence[str], indices: list[int],

@@ -82,3 +82,24 @@ def test_dead_brokers_get_nothing_and_are_offline_replicas() -> None:
     for update in updates:
         (topic,) = update.body.topic_states
         assert [s.offline_replicas for s in topic.partition_states] == [[2]]
+
+
+@pytest.mark.timeout(30)
+def test_a_shutting_down_broker_gets_requests_and_is_an_offline_replica() -> None:
+    context = context_of((1, 2, 3))
+    context.shutting_down_broker_ids.add(3)
+    assert context.offline_replicas(TopicPartition("t", 0), (1, 2, 3, 4)) == [3, 4]
+    sent: list[Sent] = []
+    batch = ControllerBrokerRequestBatch(1, context, FakeChannel(sent, {1, 2, 3}))
+    batch.new_batch()
+    tp = TopicPartition("t", 0)
+    batch.add_leader_and_isr_request_for_brokers(
+        (1, 2, 3, 4), tp, context.partition_leadership_info[tp], is_new=False)
+    batch.send_requests_to_brokers(2)
+    batch.clear()
+    assert sorted(s.broker_id for s in of_kind(sent, ApiKey.LEADER_AND_ISR)) == [1, 2, 3]
+    updates = of_kind(sent, ApiKey.UPDATE_METADATA)
+    assert sorted(s.broker_id for s in updates) == [1, 2, 3]
+    for update in updates:
+        (topic,) = update.body.topic_states
+        assert [s.offline_replicas for s in topic.partition_states] == [[3]]
