@@ -612,8 +612,10 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest transaction not yet both completed and replicated
         (Kafka's firstUnstableOffset); None when there is none."""
-        offsets = [*self.ongoing_txns, *self.unreplicated_txns]
-        return min(offsets) if offsets else None
+        ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
+        if not ongoing and not unreplicated:
+            return None  # the usual case, asked for each partition of every fetch
+        return min([*ongoing, *unreplicated])
 
     def last_stable_offset(self, completed_txn: CompletedTxn) -> int:
         """The LSO once ``completed_txn`` is complete (what its index entry records): the

@@ -49,7 +49,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from twisted.internet.defer import CancelledError, Deferred
 
@@ -268,9 +268,9 @@ ConnectionFactory = Callable[[BrokerEndPoint, str], FetcherConnection]
 """(source broker, client id) -> connection."""
 
 
-@dataclass(frozen=True)
-class FetchPosition:
-    """What a fetch asks of one partition; the leader's session keeps the last one sent."""
+class FetchPosition(NamedTuple):
+    """What a fetch asks of one partition; the leader's session keeps the last one sent (a
+    tuple: built and compared for every partition of every fetch)."""
 
     fetch_offset: int
     log_start_offset: int
@@ -703,22 +703,31 @@ class ReplicaFetcher:
         now = self._clock.seconds()
         wanted: dict[TopicPartition, FetchPosition] = {}
         fetched: dict[TopicPartition, PartitionFetchState] = {}
+        get_partition = self._replica_manager.get_partition
+        max_bytes = self.config.replica_fetch_max_bytes
+        truncation_on_fetch = self.config.truncation_on_fetch
+        quota = self.quota
+        throttling = quota is not None and quota.is_quota_exceeded()
+        fetching = ReplicaFetchState.FETCHING
         for tp, state in self.partition_states.items():
-            if not state.is_ready_for_fetch(now):
-                continue
-            if self._should_follower_throttle(tp, state):
+            if state.state is not fetching or state.delayed_until > now:
+                continue  # truncating, or backing off (is_ready_for_fetch)
+            if throttling and self._should_follower_throttle(tp, state):
                 continue
             try:
-                log_start_offset = self._partition(tp).log_start_offset
+                partition = get_partition(tp)
+                if partition is None:
+                    raise NotLeaderOrFollowerError(f"Partition {tp} is not hosted on broker "
+                                                   f"{self.config.broker_id}")
+                log_start_offset = partition.log_start_offset
             except KafkaError as exc:
                 logger.error("[%s] Error building the fetch for %s: %s", self.name, tp, exc)
                 self._delay_partitions([tp])
                 continue
-            last_fetched_epoch = (state.last_fetched_epoch
-                                  if self.config.truncation_on_fetch
-                                  and state.last_fetched_epoch is not None else UNDEFINED_EPOCH)
-            wanted[tp] = FetchPosition(state.fetch_offset, log_start_offset,
-                                       self.config.replica_fetch_max_bytes,
+            last_fetched_epoch = state.last_fetched_epoch
+            if not truncation_on_fetch or last_fetched_epoch is None:
+                last_fetched_epoch = UNDEFINED_EPOCH
+            wanted[tp] = FetchPosition(state.fetch_offset, log_start_offset, max_bytes,
                                        state.current_leader_epoch, last_fetched_epoch)
             fetched[tp] = state
         if not fetched:

@@ -67,6 +67,7 @@ from typing import Any, Final, Protocol
 from twisted.internet.defer import Deferred, DeferredLock
 
 from kafkaclone.cluster.partition import (
+    NO_LEADER_EPOCH,
     FetchIsolation,
     IsrChangeListener,
     LeaderAndIsrPartitionState,
@@ -90,6 +91,7 @@ from kafkaclone.common.topic import is_internal
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import (
     UNDEFINED_EPOCH,
+    AbortedTransaction,
     AppendOrigin,
     TimestampAndOffset,
     log_future_dir_name,
@@ -142,6 +144,7 @@ EPOCH_DURING_DELETE: Final = -2
 """StopReplica's leader epoch for a topic being deleted (LeaderAndIsr.EpochDuringDelete)."""
 NO_EPOCH: Final = -1
 """StopReplica's leader epoch from versions that do not carry one (LeaderAndIsr.NoEpoch)."""
+_NO_RECORDS: Final = memoryview(b"")
 
 
 class TopicConfigSource(Protocol):
@@ -1165,30 +1168,89 @@ class ReplicaManager:
     ) -> list[tuple[TopicPartition, LogReadResult]]:
         """Read each partition (Kafka's readFromLocalLog). KIP-74: the first batch is
         returned whole even beyond the limits; then each partition gets at most its
-        partition_max_bytes and the request at most max_bytes."""
+        partition_max_bytes and the request at most max_bytes.
+
+        A follower's fetch names every partition its leader leads, thousands, nearly all
+        with nothing new, and is read when it arrives and again when it answers: a
+        partition with nothing to read at its fetch offset is answered from its log's
+        offsets (:meth:`_read_if_idle`), the others go through ``read_records``."""
         limit = params.max_bytes
         min_one_message = True
         results: list[tuple[TopicPartition, LogReadResult]] = []
+        append = results.append
         fetch_time = now_ms(self.clock)
         throttled_bytes = 0
+        partitions = self.all_partitions
+        # KIP-392's preferred read replica is chosen only for consumers that sent their
+        # rack, with a replica.selector.class: otherwise no partition needs asking.
+        client_metadata = (params.client_metadata if self.replica_selector is not None
+                           and not params.is_from_follower else None)
+        read_if_idle = self._read_if_idle
         for tp, info in infos:
+            partition = partitions.get(tp)
+            result = (None if partition is None or client_metadata is not None
+                      else read_if_idle(partition, info, params, fetch_time))
+            if result is not None:
+                append((tp, result))
+                continue
             result = self._read_partition(params, tp, info, min(info.max_bytes, limit),
-                                          min_one_message, fetch_time)
-            if params.is_from_follower and result.size and self.leader_quota.is_throttled(tp):
-                partition = self.all_partitions.get(tp)
+                                          min_one_message, fetch_time, client_metadata)
+            size = result.size
+            if params.is_from_follower and size and self.leader_quota.is_throttled(tp):
                 if partition is not None and self.should_leader_throttle(partition,
                                                                          params.replica_id):
                     result = result._replace(records=None)
+                    size = 0
                 else:
-                    throttled_bytes += result.size
-            size = result.size
+                    throttled_bytes += size
             if size > 0:
                 min_one_message = False
             limit = max(0, limit - size)
-            results.append((tp, result))
+            append((tp, result))
         # Kafka records what goes to followers of throttled replicas once it is sent.
-        self.leader_quota.record(throttled_bytes)
+        if throttled_bytes:
+            self.leader_quota.record(throttled_bytes)
         return results
+
+    @staticmethod
+    def _read_if_idle(partition: Partition, info: PartitionFetchInfo, params: FetchParams,
+                      fetch_time: int) -> LogReadResult | None:
+        """What ``read_records`` answers when there is nothing to read and nothing to check
+        (its fetch offset is the log end offset and the readable end, the leader epoch the
+        request names is the current one or none, a follower's last fetched epoch is the
+        log's latest, so no divergence), built from the log's offsets without a read; None
+        otherwise: the general path reads, or raises the partition's error."""
+        epoch = info.current_leader_epoch
+        if epoch != NO_LEADER_EPOCH and epoch != partition.leader_epoch:
+            return None
+        if params.fetch_only_from_leader and not partition.is_leader:
+            return None
+        log = partition.log
+        if log is None:
+            return None
+        end = log.log_end_offset
+        if info.fetch_offset != end:
+            return None
+        last_fetched_epoch = info.last_fetched_epoch
+        if last_fetched_epoch >= 0 and last_fetched_epoch != log.latest_epoch:
+            return None
+        high_watermark = log.high_watermark
+        last_stable_offset = log.last_stable_offset
+        isolation = params.isolation
+        if isolation is FetchIsolation.LOG_END:
+            aborted: list[AbortedTransaction] | None = None
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
+            if high_watermark != end:
+                return None
+            aborted = None
+        else:
+            if last_stable_offset != end:
+                return None
+            aborted = []
+        return LogReadResult(NONE, _NO_RECORDS, log.log_end_offset_metadata, high_watermark,
+                             log.log_start_offset, end, last_stable_offset,
+                             info.log_start_offset, fetch_time,
+                             aborted_transactions=aborted)
 
     def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle: a follower out of the ISR of a throttled replica,
@@ -1199,11 +1261,14 @@ class ReplicaManager:
 
     def _read_partition(self, params: FetchParams, tp: TopicPartition,
                         info: PartitionFetchInfo, max_bytes: int, min_one_message: bool,
-                        fetch_time: int) -> LogReadResult:
+                        fetch_time: int, client_metadata: ClientMetadata | None
+                        ) -> LogReadResult:
+        """One partition's read; ``client_metadata``: the consumer's, if a preferred read
+        replica may be chosen for it."""
         try:
             partition = self.get_partition_or_error(tp)
-            preferred = (None if params.client_metadata is None else
-                         self.find_preferred_read_replica(partition, params.client_metadata,
+            preferred = (None if client_metadata is None else
+                         self.find_preferred_read_replica(partition, client_metadata,
                                                           params.replica_id, info.fetch_offset,
                                                           fetch_time))
             if preferred is not None:

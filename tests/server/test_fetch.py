@@ -440,3 +440,88 @@ def test_preferred_replica_answer_carries_the_last_stable_offset(
                                                                isolation_level=1)), "t", 0)
     assert (data.preferred_read_replica, data.high_watermark, data.last_stable_offset) == (
         2, 4, 3)
+
+
+def test_an_idle_partition_reads_as_the_general_read_would(broker: DataPathBroker) -> None:
+    """A fetch offset at the log end is answered from the log's offsets without a read
+    (ReplicaManager._read_if_idle); every field is what the general read answers, and the
+    cases it does not cover (a diverging epoch, fencing, a consumer between the high
+    watermark and the log end, a follower of a partition led elsewhere) still go through
+    the read."""
+    from kafkaclone.cluster.partition import FetchIsolation
+    from kafkaclone.server.delayed.fetch import FetchParams, PartitionFetchInfo
+
+    broker.host("t", [0, 1], replicas=(1, 2), leader_epoch=0)
+    produce(broker, "t", 0, b"a", b"b")
+    broker.host("t", [0, 1], replicas=(1, 2), leader_epoch=3)
+    produce(broker, "t", 0, b"c")  # offsets 0-1 at epoch 0, 2 at epoch 3; HW 0, LEO 3
+    broker.host("other", [0], leader=2, replicas=(1, 2))
+    manager = broker.replica_manager
+    follower = FetchParams(2, 500, 1, 1 << 20, FetchIsolation.LOG_END)
+    consumer = FetchParams(-1, 500, 1, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+    committed = FetchParams(-1, 500, 1, 1 << 20, FetchIsolation.TXN_COMMITTED)
+    t0, t1, other = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("other", 0)
+    cases = [
+        (follower, t0, PartitionFetchInfo(3, 0, 1 << 20, 3, 3)),    # idle
+        (follower, t0, PartitionFetchInfo(3, 0, 1 << 20, -1, -1)),  # idle, no epochs
+        (follower, t1, PartitionFetchInfo(0, 0, 1 << 20, 3, 3)),    # idle, empty log
+        (follower, t0, PartitionFetchInfo(3, 0, 1 << 20, 3, 2)),    # diverging
+        (follower, t0, PartitionFetchInfo(3, 0, 1 << 20, 2, 3)),    # fenced
+        (follower, t0, PartitionFetchInfo(3, 0, 1 << 20, 4, 3)),    # unknown epoch
+        (follower, t0, PartitionFetchInfo(2, 0, 1 << 20, 3, 3)),    # data
+        (follower, t0, PartitionFetchInfo(4, 0, 1 << 20, 3, 3)),    # out of range
+        (follower, other, PartitionFetchInfo(0, 0, 1 << 20, 0, 0)),  # led elsewhere
+        (consumer, t0, PartitionFetchInfo(3, -1, 1 << 20)),         # beyond the HW
+        (consumer, t1, PartitionFetchInfo(0, -1, 1 << 20)),         # idle
+        (committed, t1, PartitionFetchInfo(0, -1, 1 << 20)),        # idle
+    ]
+    fetch_time = broker.now_ms()
+    for params, tp, info in cases:
+        ((_, quick),) = manager.read_from_local_log(params, [(tp, info)])
+        general = manager._read_partition(params, tp, info, info.max_bytes, True, fetch_time,
+                                          None)
+        assert quick._replace(records=None) == general._replace(records=None), (tp, info)
+        assert bytes(quick.records or b"") == bytes(general.records or b""), (tp, info)
+    # The idle cases did not read (their records are the shared empty view).
+    idle = [manager._read_if_idle(manager.all_partitions[tp], info, params, fetch_time)
+            for params, tp, info in cases if tp in manager.all_partitions]
+    assert sum(result is not None for result in idle) == 5
+
+
+def test_idle_incremental_fetches_keep_a_follower_caught_up(broker: DataPathBroker) -> None:
+    """A follower's incremental fetches that name nothing (it is at the log end) still
+    record it as caught up on every fetch (Kafka's updateFollowerFetchState for every
+    partition of the session), so new data does not drop it from the ISR; one that stops
+    fetching is dropped after replica.lag.time.max.ms. The ISR expands through a session."""
+    broker.host("t", [0], replicas=(1, 2, 3), isr=(1, 2))
+    partition = broker.replica_manager.get_partition(TopicPartition("t", 0))
+    assert partition is not None
+    produce(broker, "t", 0, b"a")
+    sessions = {}
+    for replica in (2, 3):
+        full = broker.call(ApiKey.FETCH, 12, fetch_request(
+            {("t", 0): 1}, replica_id=replica, session_epoch=0, current_leader_epoch=0,
+            last_fetched_epoch=0, log_start_offset=0))
+        assert full.error_code == NONE and full.session_id != 0
+        sessions[replica] = full.session_id
+    assert partition.isr == (1, 2, 3)  # expanded by replica 3's session-opening fetch
+    # Replica 2 fetches (idle, naming nothing) every 4 s for 20 s; replica 3 does not.
+    epoch = 1
+    for _ in range(5):
+        broker.advance_ms(4_000)
+        answer = broker.send(ApiKey.FETCH, 12, fetch_request(
+            {}, replica_id=2, max_wait_ms=500, session_id=sessions[2], session_epoch=epoch))
+        assert pending(answer)  # nothing new: it waits
+        broker.advance_ms(500)
+        # The first answer carries the high watermark both full fetches moved; then none.
+        responses = settled(answer).responses
+        assert [(p.high_watermark, records_of(p)) for t in responses for p in t.partitions] \
+            == ([(1, [])] if epoch == 1 else [])
+        epoch += 1
+    produce(broker, "t", 0, b"b")
+    broker.replica_manager.maybe_shrink_isr()
+    assert partition.isr == (1, 2)  # 3 last caught up 22 s ago (lag max 10 s), 2 0.5 s ago
+    # Replica 2's next incremental fetch gets the new record and the session goes on.
+    answer = settled(broker.send(ApiKey.FETCH, 12, fetch_request(
+        {}, replica_id=2, max_wait_ms=500, session_id=sessions[2], session_epoch=epoch)))
+    assert records_of(fetched(answer, "t", 0)) == [(1, b"b")]

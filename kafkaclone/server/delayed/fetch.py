@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
-from kafkaclone.cluster.partition import FetchIsolation, Partition
-from kafkaclone.common.errors import KafkaError
+from kafkaclone.cluster.partition import NO_LEADER_EPOCH, FetchIsolation, Partition
 from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import UNKNOWN_OFFSET, AbortedTransaction, LogOffsetMetadata
@@ -107,34 +106,37 @@ class DelayedFetch(DelayedOperation):
 
     def try_complete(self) -> bool:
         params = self.params
+        get_partition = self._reader.get_partition
+        isolation = params.isolation
+        fetch_only_from_leader = params.fetch_only_from_leader
         accumulated = 0
         for tp, info, start in self.statuses:
-            if start.message_offset == UNKNOWN_OFFSET:
+            start_offset = start.message_offset
+            if start_offset == UNKNOWN_OFFSET:
                 continue
-            partition = self._reader.get_partition(tp)
+            partition = get_partition(tp)
             if partition is None:
                 return self.force_complete()  # the partition went away
-            try:
-                partition.check_current_leader_epoch(info.current_leader_epoch)
-            except KafkaError:
-                return self.force_complete()
-            if params.fetch_only_from_leader and not partition.is_leader:
+            epoch = info.current_leader_epoch
+            if epoch != NO_LEADER_EPOCH and epoch != partition.leader_epoch:
+                return self.force_complete()  # fenced, or an epoch not known here yet
+            if fetch_only_from_leader and not partition.is_leader:
                 return self.force_complete()
             log = partition.log
             if log is None:
                 return self.force_complete()
-            if params.isolation is FetchIsolation.LOG_END:
+            if isolation is FetchIsolation.LOG_END:
                 end_offset = log.log_end_offset
-            elif params.isolation is FetchIsolation.TXN_COMMITTED:
+            elif isolation is FetchIsolation.TXN_COMMITTED:
                 end_offset = log.last_stable_offset
             else:
                 end_offset = log.high_watermark
-            if end_offset == start.message_offset:
+            if end_offset == start_offset:
                 continue
             if params.is_from_follower and self._reader.should_leader_throttle(
                     partition, params.replica_id):
                 continue
-            if end_offset < start.message_offset:
+            if end_offset < start_offset:
                 return self.force_complete()  # the log was truncated
             if params.min_bytes <= 1:
                 return self.force_complete()
