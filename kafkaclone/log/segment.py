@@ -11,6 +11,7 @@ the batch that carried it.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -56,6 +57,11 @@ from kafkaclone.protocol.records.record import read_varint, read_varlong
 logger = logging.getLogger(__name__)
 
 _INT32_MAX: Final = 2**31 - 1
+TAIL_BATCHES: Final = 64
+"""How many of the last batches appended a segment remembers the place of. Followers and
+consumers keeping up read the batches just appended: found here, they need no index
+lookup and no scan of batch headers read from the file (with small batches, up to an index
+interval's worth of them per read)."""
 _EMPTY: Final = memoryview(b"")
 _FIRST_RECORD_PREFIX: Final = 21
 """Enough bytes for a record's length (varint), attributes, timestamp delta (varlong) and
@@ -106,6 +112,9 @@ class LogSegment:
         self._max_timestamp_so_far = last.timestamp
         self._offset_of_max_timestamp_so_far = last.offset
         self._next_offset: int | None = None
+        self._tail: list[LogOffsetPosition] = []
+        """The last batches appended (at most 2 * TAIL_BATCHES), in file order and ending
+        at the end of the file: (last offset, position, size) each."""
 
     @classmethod
     def open(
@@ -231,6 +240,11 @@ class LogSegment:
             )
         physical_position = self.log.size
         self.log.append(records)
+        tail = self._tail
+        tail.extend(LogOffsetPosition(batch_last_offset, physical_position + position, size)
+                    for position, size, batch_last_offset, _ in batches)
+        if len(tail) > 2 * TAIL_BATCHES:
+            del tail[:-TAIL_BATCHES]
         if physical_position == 0:
             self._rolling_based_timestamp = batches[0][3]
         interval = self.index_interval_bytes
@@ -253,9 +267,36 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The batch holding ``offset`` or the first after it: the first batch, from the
         index's position on, whose last offset is >= ``offset``; None past the end."""
+        tail = self._tail
+        if tail and offset > tail[0].offset:
+            # Among the batches just appended: the batch before the one found is known.
+            if offset > tail[-1].offset:
+                return None
+            found = tail[bisect_left(tail, offset, key=_last_offset)]
+            if found.position >= starting_position:
+                return found
         mapping = self.offset_index.lookup(offset)
         return self.log.search_for_offset_with_size(offset,
                                                     max(mapping.position, starting_position))
+
+    def _whole_batches_end(self, first: LogOffsetPosition, max_size: int,
+                           max_offset: int | None) -> tuple[int, int]:
+        """FileRecords.whole_batches_end, from the remembered batches when ``first`` is
+        one of them."""
+        tail = self._tail
+        index = bisect_left(tail, first.offset, key=_last_offset)
+        if index == len(tail) or tail[index] != first:
+            return self.log.whole_batches_end(first, max_size, max_offset)
+        limit = min(self.log.size, first.position + max(max_size, first.size))
+        end = first.position + first.size
+        next_offset = first.offset + 1
+        for entry in tail[index + 1:]:
+            if entry.position + entry.size > limit or (max_offset is not None
+                                                       and entry.offset >= max_offset):
+                break
+            end = entry.position + entry.size
+            next_offset = entry.offset + 1
+        return end, next_offset
 
     def read(
         self,
@@ -287,7 +328,7 @@ class LogSegment:
         if fetch_size < mapping.size:
             return FetchDataInfo(metadata, _EMPTY)
         if file_region:
-            end, next_offset = self.log.whole_batches_end(mapping, fetch_size, max_offset)
+            end, next_offset = self._whole_batches_end(mapping, fetch_size, max_offset)
             return FetchDataInfo(metadata, self.log.slice(mapping.position,
                                                           end - mapping.position),
                                  next_offset=next_offset)
@@ -424,6 +465,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove the batches holding ``offset`` and later ones; returns bytes removed."""
         mapping = self.translate_offset(offset)
+        self._tail = []
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
@@ -505,6 +547,7 @@ class LogSegment:
                 "Truncated %d invalid bytes at the end of segment %s during recovery",
                 truncated, self.log.path,
             )
+        self._tail = []
         self.log.truncate_to(valid_bytes)
         self._append_final_time_index_entry()
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
@@ -593,3 +636,7 @@ class LogSegment:
 
     def last_modified_ms(self) -> int:
         return self.log.last_modified_ms()
+
+
+def _last_offset(position: LogOffsetPosition) -> int:
+    return position.offset

@@ -23,6 +23,7 @@ Everything runs on the reactor thread.
 from __future__ import annotations
 
 import logging
+import socket
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ from kafkaclone.common.errors import (
     error_for_code,
 )
 from kafkaclone.common.scram import SCRAM_MECHANISMS, ScramClientExchange, ScramError
+from kafkaclone.network.direct_write import direct_socket, write_sequence
 from kafkaclone.network.tls import SslConfig, client_tls_options
 from kafkaclone.protocol.api import decode_response, encode_request
 from kafkaclone.protocol.api_keys import ApiKey
@@ -102,6 +104,10 @@ class _KafkaClientProtocol(protocol.Protocol):
     def __init__(self, owner: KafkaClientConnection) -> None:
         self._owner = owner
         self._buffer = bytearray()
+        self._socket: socket.socket | None = None
+
+    def connectionMade(self) -> None:
+        self._socket = direct_socket(self.transport)
 
     def dataReceived(self, data: bytes) -> None:
         buffer = self._buffer
@@ -123,8 +129,7 @@ class _KafkaClientProtocol(protocol.Protocol):
         del buffer[:offset]
 
     def send_frame(self, frame: bytes) -> None:
-        transport: Any = self.transport
-        transport.write(len(frame).to_bytes(4, "big") + frame)
+        write_sequence(self.transport, self._socket, (len(frame).to_bytes(4, "big"), frame))
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self._owner.connection_lost(self, reason)

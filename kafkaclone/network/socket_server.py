@@ -69,6 +69,7 @@ from kafkaclone.common.endpoint import SecurityProtocol
 from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
 from kafkaclone.network.authenticator import SaslServerAuthenticator, SaslServerConfig
+from kafkaclone.network.direct_write import direct_socket, write_sequence
 from kafkaclone.network.request_metrics import (
     RequestMetrics,
     request_description,
@@ -419,6 +420,8 @@ class KafkaServerProtocol(Int32StringReceiver):
         they are read and written as bytes (the benchmark's copied path)."""
         self._sendfile_min_bytes = sendfile_min_bytes
         self._file_sender: _FileSender | None = None
+        self._socket: socket.socket | None = None
+        """The plain TCP socket responses are written to directly (direct_write)."""
         self._clock = clock
         self._throttle_timer: DelayedCall | None = None
         self._throttled_until = 0.0
@@ -454,6 +457,7 @@ class KafkaServerProtocol(Int32StringReceiver):
             transport.setTcpNoDelay(True)
         self._sendfile = (self._sendfile and isinstance(transport, tcp.Connection)
                           and not ISSLTransport.providedBy(transport))
+        self._socket = direct_socket(transport)
         # The connection produces responses into the transport: Twisted pauses it when the
         # transport's write buffer is full (the peer reads slowly) and resumes it once drained.
         transport.registerProducer(self, True)
@@ -653,7 +657,7 @@ class KafkaServerProtocol(Int32StringReceiver):
         if self._file_sender is not None:
             self._file_sender.add((len(string).to_bytes(4, "big"), string))
             return
-        transport.writeSequence((len(string).to_bytes(4, "big"), string))
+        write_sequence(transport, self._socket, (len(string).to_bytes(4, "big"), string))
 
     def send_response(self, response: Response) -> None:
         """A response frame: bytes as :meth:`sendString`; parts with file regions through
@@ -685,8 +689,7 @@ class KafkaServerProtocol(Int32StringReceiver):
                         self.connection_id, exc)
             self._broken()
             return
-        transport: Any = self.transport
-        transport.writeSequence((prefix, *data))
+        write_sequence(self.transport, self._socket, (prefix, *data))
 
     def _files_sent(self) -> None:
         """The file sender is done: the connection is the transport's producer again."""

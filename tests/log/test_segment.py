@@ -8,7 +8,8 @@ import pytest
 from twisted.internet.task import Clock
 
 from kafkaclone.log.config import LogConfig
-from kafkaclone.log.segment import LogSegment
+from kafkaclone.log.file_records import LogOffsetPosition
+from kafkaclone.log.segment import TAIL_BATCHES, LogSegment
 from kafkaclone.protocol.records import RecordBatch
 from tests.log.conftest import START_SECONDS, batches_of, make_batch, now_ms
 
@@ -207,3 +208,65 @@ def test_change_suffix_and_delete(tmp_path: Path, segment: LogSegment) -> None:
     ]
     segment.delete_if_exists()
     assert os.listdir(tmp_path) == []
+
+
+def _searched(segment: LogSegment, offset: int, starting_position: int = 0
+              ) -> LogOffsetPosition | None:
+    """translate_offset the long way: the offset index, then the batch headers on disk."""
+    position = max(segment.offset_index.lookup(offset).position, starting_position)
+    return segment.log.search_for_offset_with_size(offset, position)
+
+
+def _assert_tail_agrees(segment: LogSegment) -> None:
+    end = segment.read_next_offset()
+    for offset in range(max(40, end - 2 * TAIL_BATCHES * 2 - 4), end + 3):
+        expected = _searched(segment, offset)
+        assert segment.translate_offset(offset) == expected, offset
+        if expected is None:
+            continue
+        later = expected.position + expected.size
+        assert segment.translate_offset(offset, later) == _searched(segment, offset, later)
+        for max_size, max_offset in ((1, None), (10_000, None), (3 * expected.size, None),
+                                     (10_000, offset + 5), (10_000, end)):
+            read = segment.read(offset, max_size, max_offset=max_offset,
+                                min_one_message=True, file_region=True)
+            assert read is not None
+            if max_offset is not None and expected.offset >= max_offset:
+                assert len(read.records) == 0
+                continue
+            stop, _ = segment.log.whole_batches_end(expected, max_size, max_offset)
+            assert read.records.position == expected.position
+            assert len(read.records) == stop - expected.position, (offset, max_size, max_offset)
+
+
+@pytest.mark.timeout(60)
+def test_the_last_batches_appended_are_found_without_the_file(segment: LogSegment) -> None:
+    """Reads at the log end use the places of the batches just appended: they give the
+    answers the index and the headers on disk give, before and after truncation and
+    recovery, and need no scan of the file."""
+    fill(segment, 3 * TAIL_BATCHES)
+    _assert_tail_agrees(segment)
+    end = segment.read_next_offset()
+    original = segment.log.search_for_offset_with_size
+    try:
+        segment.log.search_for_offset_with_size = None  # type: ignore[assignment,method-assign]
+        assert segment.translate_offset(end - 1) == _searched_tail(segment, end - 1)
+        assert segment.translate_offset(end) is None
+    finally:
+        segment.log.search_for_offset_with_size = original  # type: ignore[method-assign]
+    segment.truncate_to(end - 21)  # inside a batch of two: it goes whole
+    assert segment.read_next_offset() == end - 22
+    _assert_tail_agrees(segment)
+    fill(segment, 5)
+    _assert_tail_agrees(segment)
+    segment.recover()
+    _assert_tail_agrees(segment)
+    fill(segment, 3)
+    _assert_tail_agrees(segment)
+
+
+def _searched_tail(segment: LogSegment, offset: int) -> LogOffsetPosition:
+    size = segment.size
+    found = [p for p in segment._tail if p.offset >= offset]
+    assert found and found[-1].position + found[-1].size == size
+    return found[0]
