@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_spark.py [--records 5000000] [--partitions 4]
         [--rounds 3] [--brokers 1] [--only decode,phases,ceiling,batch,streaming,write]
+        [--py-spy DIR]
 
 1. ``decode``: kafkaclone.protocol.records.columnar alone, no Spark, no network: 100-byte
    records in 16 KiB and 1 MiB batches, uncompressed and lz4, to pyarrow arrays;
@@ -27,11 +28,18 @@ Each of 3-5 is printed beside Spark's own ceiling in the same round (``ceiling``
 alone): a source that yields the same ready-made Arrow batch over and over (no fetch, no
 decode), read the same way (``count()``, ``noop``, the same availableNow query), and a
 sink that receives the writer's Arrow batches and drops them.
+
+``--py-spy DIR`` records every write round after the first with py-spy (the venv's, 100 Hz,
+collapsed stacks, ``--subprocesses``): the Spark Python workers, the brokers and this
+driver, each stack under its process (``DIR/write-round<N>.txt``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +50,38 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 VALUE = bytes(100)
+PY_SPY = os.path.join(os.path.dirname(sys.executable), "py-spy")
+
+
+class Profiler:
+    """py-spy on this process and every process under it (Spark's Python workers, the
+    brokers) for one phase, or nothing without a directory."""
+
+    def __init__(self, directory: str | None) -> None:
+        self.directory = directory
+        self.spy: subprocess.Popen[bytes] | None = None
+
+    def start(self, name: str) -> None:
+        if self.directory is None:
+            return
+        os.makedirs(self.directory, exist_ok=True)
+        self.spy = subprocess.Popen(
+            [PY_SPY, "record", "--subprocesses", "-p", str(os.getpid()), "-f", "raw",
+             "-r", "100", "--nonblocking", "-o", os.path.join(self.directory, f"{name}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # py-spy attaches to the running processes before the phase starts
+
+    def stop(self) -> None:
+        spy, self.spy = self.spy, None
+        if spy is None:
+            return
+        if spy.poll() is None:
+            spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
 
 
 def bench_decode(records: int) -> None:
@@ -242,7 +282,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--brokers", type=int, default=1)
     parser.add_argument("--only", default="decode,batch,streaming,write")
+    parser.add_argument("--py-spy", dest="py_spy", metavar="DIR",
+                        help="record every write round after the first with py-spy into DIR")
     args = parser.parse_args()
+    profiler = Profiler(args.py_spy)
     only = set(args.only.split(","))
 
     if "decode" in only:
@@ -336,10 +379,15 @@ def main() -> int:
                     show(f"round {round_number + 1} ceiling (Arrow batches dropped)",
                          timed(lambda: rows_df.write.format("kafkaclone_bench_ceiling")
                                .mode("append").save()))
-                    show(f"round {round_number + 1} kafkaclone",
-                         timed(lambda: rows_df.write.format("kafkaclone")
-                               .option("kafka.bootstrap.servers", bootstrap)
-                               .option("topic", "bench-write").mode("append").save()))
+                    if round_number:
+                        profiler.start(f"write-round{round_number + 1}")
+                    try:
+                        show(f"round {round_number + 1} kafkaclone",
+                             timed(lambda: rows_df.write.format("kafkaclone")
+                                   .option("kafka.bootstrap.servers", bootstrap)
+                                   .option("topic", "bench-write").mode("append").save()))
+                    finally:
+                        profiler.stop()
         finally:
             spark.stop()
     return 0

@@ -47,6 +47,8 @@ DEFAULT_REQUEST_TIMEOUT_MS: Final = 30000
 MAX_RESPONSE_BYTES: Final = 512 * 1024 * 1024
 CLIENT_SOFTWARE_NAME: Final = "kafkaclone"
 CLIENT_SOFTWARE_VERSION: Final = "0.1"
+SEND_PARTS: Final = 512
+"""Buffers given to one ``sendmsg`` call (the kernel takes at most IOV_MAX, 1024)."""
 _WOULD_BLOCK: Final = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 """A non-blocking socket (TLS or not) that cannot go on now."""
 
@@ -276,7 +278,7 @@ class BrokerConnection:
                 f"No response from {self._describe()} within {self.request_timeout_ms} ms "
                 f"({what})")
 
-    def _write(self, data: bytes, deadline: float) -> None:
+    def _write(self, data: bytes | memoryview, deadline: float) -> None:
         view = memoryview(data)
         while view:
             if self._sock is None:
@@ -290,6 +292,34 @@ class BrokerConnection:
                 raise NetworkExceptionError(
                     f"Connection to {self._describe()} broke: {exc.strerror or exc}") from None
             view = view[sent:]
+
+    def _write_parts(self, parts: list[memoryview], deadline: float) -> None:
+        """Write the buffers in order as one stream (``sendmsg``, at most SEND_PARTS at a
+        time, so nothing is joined or copied first); TLS sockets have no ``sendmsg``:
+        their parts are written one by one."""
+        if isinstance(self._sock, ssl.SSLSocket):
+            for part in parts:
+                self._write(part, deadline)
+            return
+        first = 0
+        while first < len(parts):
+            if self._sock is None:
+                raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
+            try:
+                sent = self._sock.sendmsg(parts[first:first + SEND_PARTS])
+            except _WOULD_BLOCK as exc:
+                self._wait(_wanted_event(exc, selectors.EVENT_WRITE), deadline, "sending")
+                continue
+            except OSError as exc:
+                raise NetworkExceptionError(
+                    f"Connection to {self._describe()} broke: {exc.strerror or exc}") from None
+            while sent and sent >= len(parts[first]):
+                sent -= len(parts[first])
+                first += 1
+            if sent:
+                parts[first] = parts[first][sent:]
+            while first < len(parts) and not parts[first]:
+                first += 1
 
     def _read(self, n: int, deadline: float) -> bytes:
         chunks: list[bytes] = []
@@ -325,9 +355,13 @@ class BrokerConnection:
         return its correlation id; the answer comes from ``receive_frames``."""
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-        payload = api.encode_request(key, version, correlation_id, self.client_id, body)
+        payload = api.encode_request_parts(key, version, correlation_id, self.client_id,
+                                           body)
+        size = sum(len(part) for part in payload)
+        parts = [memoryview(struct.pack(">i", size))]
+        parts += (memoryview(part).cast("B") for part in payload)
         try:
-            self._write(struct.pack(">i", len(payload)) + payload, deadline)
+            self._write_parts(parts, deadline)
         except KafkaError:
             self.close()
             raise

@@ -636,6 +636,7 @@ class Producer:
             with self._lock:
                 pool = self._pool
                 if pool.used + len(records) > pool.total and pool.used > 0:
+                    self._network.wakeup()  # the sender frees the room
                     pool.reserve(len(records), _monotonic() + self.max_block_s)
                 else:
                     pool.used += len(records)
@@ -643,8 +644,8 @@ class Producer:
                 self._incomplete += end - first
             if self._txn is not None:
                 self._txn.maybe_add_partition((topic, partition))
-            self._network.wakeup()
             futures.append(FutureRecordMetadata(batch, end - first - 1))
+        self._network.wakeup()  # once for the call's batches (a write to a socket each)
         return futures
 
     def choose_partition(self, topic: str) -> int:

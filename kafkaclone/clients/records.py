@@ -101,11 +101,13 @@ def finish_batch(records: bytes | bytearray | memoryview, count: int, base_times
                  ) -> bytearray:
     """The v2 batch around ``count`` encoded records: header (with the idempotent
     producer's id, epoch and base sequence, if any, and the transactional flag),
-    compression, CRC32C. Returned as the buffer it was built in (not copied again: the
-    request encoder copies it once more into the request)."""
+    compression, CRC32C. Returned as the buffer it was built in (the request is written
+    with it as one of its parts, not copied again)."""
     body = compress(codec, records) if codec is not Codec.NONE else records
-    out = bytearray(RECORD_BATCH_OVERHEAD + len(body))
-    out[RECORD_BATCH_OVERHEAD:] = body
+    out = bytearray(RECORD_BATCH_OVERHEAD)
+    # Appended, not assigned to a slice: ``out[n:] = view`` takes a slow path for a view
+    # of the encoder's numpy buffer (0.7 ms per 512 KiB batch against 0.02 ms).
+    out += body
     HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH,
                      MAGIC_V2, 0, codec.value | (TRANSACTIONAL_FLAG_MASK if is_transactional
                                                  else 0),

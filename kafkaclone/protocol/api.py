@@ -216,6 +216,23 @@ def encode_request(key: int, version: int, correlation_id: int, client_id: str |
     return bytes(out)
 
 
+def encode_request_parts(key: int, version: int, correlation_id: int,
+                         client_id: str | None, body: Any) -> list[t.Buffer]:
+    """A request frame without its 4-byte length prefix, as :func:`encode_request`, in
+    parts to be written in order: the encoded bytes around each ``records`` value, and
+    the values themselves as they were given (a Produce request's record batches are not
+    copied)."""
+    target = api(key)
+    header = RequestHeader.cls(
+        request_api_key=key, request_api_version=version,
+        correlation_id=correlation_id, client_id=client_id,
+    )
+    out = t.BufferParts()
+    RequestHeader.encode_into(header, target.request_header_version(version), out)
+    target.request.encode_into(body, version, out)
+    return out.finish()
+
+
 @dataclass(frozen=True, slots=True)
 class EncodedResponse:
     """A response body already encoded for one version, to be sent after the header as it

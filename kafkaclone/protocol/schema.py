@@ -686,7 +686,7 @@ class _Compiler:
         if elem == "uuid":
             return "t.write_uuid"
         if elem == "records":
-            return "t.write_compact_nullable_bytes" if flexible else "t.write_nullable_bytes"
+            return "t.write_compact_records" if flexible else "t.write_records"
         if elem == "file_records":
             return "t.write_compact_file_records" if flexible else "t.write_file_records"
         prefix = "t.write_compact_" if flexible else "t.write_"

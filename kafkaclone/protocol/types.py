@@ -291,6 +291,54 @@ class FrameParts(bytearray):
         self.parts.append(region)
 
 
+class BufferParts(bytearray):
+    """An encode buffer that keeps ``records`` values out of the bytes: each such value
+    ends the bytes so far as one part and is added as the next by reference, not copied
+    (a Produce request's record batches, sent with ``sendmsg`` as they are). Into a plain
+    ``bytearray`` the value is copied."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[Buffer] = []
+
+    def add_buffer(self, value: Buffer) -> None:
+        if self:
+            self.parts.append(bytes(self))
+            self.clear()
+        self.parts.append(value)
+
+    def finish(self) -> list[Buffer]:
+        """Every part in order, the bytes after the last kept value included."""
+        if self:
+            self.parts.append(bytes(self))
+            self.clear()
+        return self.parts
+
+
+def write_records(out: bytearray, value: Buffer | None) -> None:
+    if value is None:
+        out += b"\xff\xff\xff\xff"
+        return
+    out += INT32.pack(len(value))
+    if type(out) is BufferParts:
+        out.add_buffer(value)
+    else:
+        out += value
+
+
+def write_compact_records(out: bytearray, value: Buffer | None) -> None:
+    if value is None:
+        out.append(0)
+        return
+    write_uvarint(out, len(value) + 1)
+    if type(out) is BufferParts:
+        out.add_buffer(value)
+    else:
+        out += value
+
+
 def _write_records_value(out: bytearray, value: Records) -> None:
     if not isinstance(value, FileRegion):
         out += value

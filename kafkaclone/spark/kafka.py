@@ -399,13 +399,15 @@ def write_batches(options: Any, batches: Iterable[pa.RecordBatch]) -> int:
 
 
 class _Pending:
-    """One partition's gathered rows: Arrow slices, not yet sent."""
+    """One partition's gathered rows, not yet sent: per Arrow batch its value (and key)
+    array and the rows of it that belong here (None: every row)."""
 
-    __slots__ = ("keyed", "keys", "nbytes", "rows", "values")
+    __slots__ = ("keyed", "keys", "nbytes", "rows", "values", "which")
 
     def __init__(self) -> None:
         self.values: list[pa.Array] = []
         self.keys: list[pa.Array | None] = []
+        self.which: list[npt.NDArray[np.int64] | None] = []
         self.keyed = False
         self.rows = 0
         self.nbytes = 0
@@ -414,9 +416,10 @@ class _Pending:
 class ColumnGatherer:
     """Rows of Arrow batches gathered per (topic, partition) and handed to
     ``producer.send_batch`` WRITER_CHUNK_RECORDS rows (or WRITER_CHUNK_BYTES) at a time.
-    A batch's rows are put in partition order with one ``take`` per column and sliced
-    (no copy) per partition; the slices are joined when sent. Every record of a call gets
-    the call's time as its timestamp."""
+    A batch's rows are split by partition as row numbers (no copy); when a partition's
+    rows are sent they are copied once into one buffer (values of one width, the usual
+    case, as rows of 2-D views; others with Arrow's ``take`` and ``concat_arrays``).
+    Every record of a call gets the call's time as its timestamp."""
 
     def __init__(self, producer: Any) -> None:
         self.producer = producer
@@ -426,7 +429,6 @@ class ColumnGatherer:
     def add(self, options: Any, batch: pa.RecordBatch) -> bool:
         """Gather ``batch`` if its rows allow the columnar path (see
         :func:`write_batches`); False (nothing taken) if they do not."""
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         names = batch.schema.names
@@ -470,24 +472,25 @@ class ColumnGatherer:
         cuts = np.flatnonzero(np.diff(sorted_numbers)) + 1
         firsts = np.concatenate(([0], cuts)).tolist()
         ends = np.concatenate((cuts, [len(order)])).tolist()
-        rows = pa.array(order)
-        value = value.take(rows)
-        key = None if key is None else key.take(rows)
+        share = (value.nbytes + (0 if key is None else key.nbytes)) / len(order)
         for first, end in zip(firsts, ends, strict=True):
-            self._gather(topic, int(sorted_numbers[first]), value.slice(first, end - first),
-                         None if key is None else key.slice(first, end - first))
+            self._gather(topic, int(sorted_numbers[first]), value, key, order[first:end],
+                         int(share * (end - first)))
         return True
 
-    def _gather(self, topic: str, partition: int, value: pa.Array,
-                key: pa.Array | None) -> None:
+    def _gather(self, topic: str, partition: int, value: pa.Array, key: pa.Array | None,
+                which: npt.NDArray[np.int64] | None = None, nbytes: int | None = None,
+                ) -> None:
         pending = self.pending.get((topic, partition))
         if pending is None:
             pending = self.pending[(topic, partition)] = _Pending()
         pending.values.append(value)
         pending.keys.append(key)
+        pending.which.append(which)
         pending.keyed = pending.keyed or key is not None
-        pending.rows += len(value)
-        pending.nbytes += value.nbytes + (0 if key is None else key.nbytes)
+        pending.rows += len(value) if which is None else len(which)
+        pending.nbytes += nbytes if nbytes is not None else \
+            value.nbytes + (0 if key is None else key.nbytes)
         if pending.rows >= WRITER_CHUNK_RECORDS or pending.nbytes >= WRITER_CHUNK_BYTES:
             self._send(topic, partition, self.pending.pop((topic, partition)))
 
@@ -500,16 +503,64 @@ class ColumnGatherer:
     def _send(self, topic: str, partition: int, pending: _Pending) -> None:
         import pyarrow as pa
 
-        value = _joined(pending.values)
-        key = None
+        values = _gathered(pending.values, pending.which)
+        keys = None
         if pending.keyed:
             key_type = next(k.type for k in pending.keys if k is not None)
-            key = _joined([pa.nulls(len(v), key_type) if k is None else k
-                           for v, k in zip(pending.values, pending.keys, strict=True)])
-        timestamps = np.full(len(value), time.time_ns() // 1_000_000, dtype=np.int64)
-        self.futures += self.producer.send_batch(
-            topic, partition, _binary_column(value),
-            None if key is None else _binary_column(key), timestamps)
+            keys = _gathered([pa.nulls(len(v), key_type) if k is None else k
+                              for v, k in zip(pending.values, pending.keys, strict=True)],
+                             pending.which)
+        timestamps = np.full(len(values), time.time_ns() // 1_000_000, dtype=np.int64)
+        self.futures += self.producer.send_batch(topic, partition, values, keys, timestamps)
+
+
+def _gathered(arrays: list[pa.Array],
+              which: list[npt.NDArray[np.int64] | None]) -> BinaryColumn:
+    """The rows ``which[i]`` (every row if None) of each of ``arrays``, in order, as one
+    column: copied once into one buffer when every value has one width and none is null,
+    else through Arrow (``take`` each, then ``concat_arrays``)."""
+    import pyarrow as pa
+
+    columns = [_binary_column(a) for a in arrays]
+    width = _fixed_width(columns)
+    if width is None:
+        taken = [a if rows is None else a.take(pa.array(rows))
+                 for a, rows in zip(arrays, which, strict=True)]
+        return _binary_column(_joined(taken))
+    counts = [len(c) if rows is None else len(rows)
+              for c, rows in zip(columns, which, strict=True)]
+    total = sum(counts)
+    data = np.empty(total * width, dtype=np.uint8)
+    into = data.reshape(total, width)
+    at = 0
+    for column, rows, count in zip(columns, which, counts, strict=True):
+        start = int(column.offsets[0])
+        source = column.data[start:start + len(column) * width].reshape(len(column), width)
+        if rows is None:
+            into[at:at + count] = source
+        else:
+            # mode="clip" (the rows are in range): numpy buffers ``out`` for "raise"
+            np.take(source, rows, axis=0, out=into[at:at + count], mode="clip")
+        at += count
+    return BinaryColumn(np.arange(total + 1, dtype=np.int64) * width, data)
+
+
+def _fixed_width(columns: list[BinaryColumn]) -> int | None:
+    """The one width (above 0) of every value of ``columns`` if there is one and no value
+    is null."""
+    width: int | None = None
+    for column in columns:
+        if column.valid is not None or len(column) == 0:
+            return None
+        offsets = column.offsets
+        first = int(offsets[1] - offsets[0])
+        if width is None:
+            width = first
+        if first != width or width == 0 or \
+                int(offsets[-1] - offsets[0]) != width * len(column) or \
+                not (np.diff(offsets) == width).all():
+            return None
+    return width
 
 
 def _joined(arrays: list[pa.Array]) -> pa.Array:

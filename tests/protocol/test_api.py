@@ -168,3 +168,35 @@ def test_trailing_bytes_after_a_request_are_refused():
     frame = api.encode_request(ApiKey.API_VERSIONS, 0, 1, None, api.APIS[18].request())
     with pytest.raises(DecodeError, match="left over"):
         api.decode_request(frame + b"junk")
+
+
+@pytest.mark.timeout(30)
+def test_request_parts_keep_the_record_batches_and_join_into_the_request():
+    """A Produce request in parts: the bytes around each ``records`` value, and the values
+    themselves by reference (not copied), adding up to encode_request's frame."""
+    target = api.APIS[ApiKey.PRODUCE]
+    structs = target.request.structs
+    first, second = bytearray(b"\x01" * 300), memoryview(b"\x02" * 70)
+    body = target.request(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
+        structs["TopicProduceData"](name="orders", partition_data=[
+            structs["PartitionProduceData"](index=0, records=first),
+            structs["PartitionProduceData"](index=1, records=second),
+            structs["PartitionProduceData"](index=2, records=None),
+        ])])
+    for version in (3, 8, 9):  # INT32 lengths, and compact ones (flexible v9)
+        parts = api.encode_request_parts(ApiKey.PRODUCE, version, 5, "p", body)
+        assert b"".join(parts) == api.encode_request(ApiKey.PRODUCE, version, 5, "p", body)
+        assert len(parts) == 5
+        assert parts[1] is first and parts[3] is second
+        decoded = api.decode_request(b"".join(parts))
+        records = [p.records for t in decoded.body.topic_data for p in t.partition_data]
+        assert [None if r is None else bytes(r) for r in records] == \
+            [bytes(first), bytes(second), None]
+
+
+@pytest.mark.timeout(30)
+def test_a_request_without_records_is_one_part():
+    body = api.APIS[ApiKey.API_VERSIONS].request(
+        client_software_name="kafkaclone", client_software_version="0.1")
+    parts = api.encode_request_parts(ApiKey.API_VERSIONS, 3, 1, "c", body)
+    assert parts == [api.encode_request(ApiKey.API_VERSIONS, 3, 1, "c", body)]

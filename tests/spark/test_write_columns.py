@@ -120,3 +120,39 @@ def test_rows_the_columnar_path_does_not_take() -> None:
                                  names=["topic", "value"])
     assert not gatherer.add(Options(topic=None), two_topics)
     assert gatherer.pending == {}
+
+
+def fixed(first: int, count: int, partitions: int, value_type: pa.DataType,
+          keys: bool = False) -> pa.RecordBatch:
+    """Values (and keys) of one width: gathered by the one-copy path."""
+    ids = range(first, first + count)
+    columns = {"partition": pa.array([i % partitions for i in ids], pa.int32()),
+               "value": pa.array([b"v%06d" % i for i in ids]).cast(value_type)}
+    if keys:
+        columns["key"] = pa.array([b"k%05d" % i for i in ids])
+    return pa.record_batch(list(columns.values()), names=list(columns))
+
+
+def test_values_of_one_width_are_gathered_in_order_from_any_arrow_layout() -> None:
+    producer = RecordingProducer()
+    gatherer = kafka.ColumnGatherer(producer)
+    sliced = fixed(0, 2000, 3, pa.binary()).slice(500, 1000)  # rows 500-1499, offset 500
+    assert gatherer.add(Options(), sliced)
+    assert gatherer.add(Options(), fixed(1500, 1000, 3, pa.string()))
+    assert gatherer.add(Options(), fixed(2500, 1000, 3, pa.large_binary()))
+    gatherer.flush()
+    for partition in range(3):
+        assert producer.sent("t", partition) == [
+            (None, b"v%06d" % i) for i in range(500, 3500) if i % 3 == partition]
+
+
+def test_keys_of_one_width_and_a_batch_of_other_widths_after_them() -> None:
+    producer = RecordingProducer()
+    gatherer = kafka.ColumnGatherer(producer)
+    assert gatherer.add(Options(), fixed(0, 900, 2, pa.binary(), keys=True))
+    assert gatherer.add(Options(), batch(900, 100, 2, keys=False))  # widths vary: Arrow
+    gatherer.flush()
+    for partition in range(2):
+        assert producer.sent("t", partition) == \
+            [(b"k%05d" % i, b"v%06d" % i) for i in range(900) if i % 2 == partition] + \
+            [(None, b"v%d" % i) for i in range(900, 1000) if i % 2 == partition]
