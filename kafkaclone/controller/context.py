@@ -95,10 +95,13 @@ class ControllerContext:
 
     def is_replica_online(self, broker_id: int, tp: TopicPartition,
                           include_shutting_down_brokers: bool = False) -> bool:
-        live = (self.live_or_shutting_down_broker_ids if include_shutting_down_brokers
-                else self.live_broker_ids)
-        return (broker_id in live
-                and tp not in self.replicas_on_offline_dirs.get(broker_id, ()))
+        # Called per replica (30,000 times for 10,000 partitions at RF 3 in a failover):
+        # looks at the live broker map, builds no set.
+        if broker_id not in self.live_brokers or (
+                not include_shutting_down_brokers
+                and broker_id in self.shutting_down_broker_ids):
+            return False
+        return tp not in self.replicas_on_offline_dirs.get(broker_id, ())
 
     def offline_replicas(self, tp: TopicPartition, replicas: Iterable[int]) -> list[int]:
         """The replicas among ``replicas`` that are not online (``is_replica_online``).

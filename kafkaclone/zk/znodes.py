@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, NewType, TypeVar
 
 from kafkaclone.common.acl import (
@@ -618,15 +618,18 @@ class LeaderAndIsr:
     def initial(cls, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
         return cls(leader, cls.INITIAL_LEADER_EPOCH, tuple(isr), cls.INITIAL_ZK_VERSION)
 
+    # Built with the constructor, not dataclasses.replace (several times slower): the
+    # controller calls these per partition, 10,000 at a time in a failover.
+
     def new_leader_and_isr(self, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
         """Kafka's newLeaderAndIsr: a new leader or ISR, the leader epoch bumped."""
-        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
+        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), self.zk_version)
 
     def new_epoch_and_zk_version(self) -> LeaderAndIsr:
-        return replace(self, leader_epoch=self.leader_epoch + 1, zk_version=self.zk_version + 1)
+        return LeaderAndIsr(self.leader, self.leader_epoch + 1, self.isr, self.zk_version + 1)
 
     def with_zk_version(self, zk_version: int) -> LeaderAndIsr:
-        return replace(self, zk_version=zk_version)
+        return LeaderAndIsr(self.leader, self.leader_epoch, self.isr, zk_version)
 
 
 @dataclass(frozen=True)

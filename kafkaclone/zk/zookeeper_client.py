@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypedDict, TypeVar, cast
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionLoss, NoNodeError, UnimplementedError, ZookeeperError
+from kazoo.exceptions import (
+    AuthFailedError,
+    ConnectionLoss,
+    NoNodeError,
+    SessionExpiredError,
+    UnimplementedError,
+    ZookeeperError,
+)
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
@@ -495,6 +502,8 @@ class ZooKeeperClient:
             except UnimplementedError:
                 self._multi_read_unsupported()
                 return indices
+            except (SessionExpiredError, AuthFailedError):
+                raise  # the session's state, not the request's: a getData would fail too
             except ZookeeperError as error:
                 logger.warning("A multiRead of %d znodes was answered %r: reading them one "
                                "request each", len(indices), error)

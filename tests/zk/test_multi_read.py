@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.exceptions import ConnectionClosedError, NoAuthError, NoNodeError
 from kazoo.security import make_digest_acl
 
 from kafkaclone.zk.multi_read import (
@@ -185,3 +185,19 @@ def test_a_server_answering_multi_read_with_an_error_is_read_one_znode_a_request
     found = run(client.get_data_many(paths))
     assert [None if f is None else f[0] for f in found] == expected
     assert types == [4] * 30
+
+
+@pytest.mark.timeout(60)
+def test_a_closed_session_is_raised_not_read_one_znode_a_request(
+    make_zookeeper_client: ZooKeeperClientFactory,
+) -> None:
+    client = make_zookeeper_client()
+    types = record_request_types(client)
+    stopping = threading.Thread(target=client.kazoo_client.stop)  # kazoo's stop blocks
+    stopping.start()
+    stopping.join(10)
+    assert not stopping.is_alive()
+    with pytest.raises(ConnectionClosedError):
+        run(client.get_data_many(["/a", "/b"]))
+    assert types == [22]
+    assert client._multi_read_supported is None
