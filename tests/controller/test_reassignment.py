@@ -345,6 +345,12 @@ def test_controller_killed_mid_reassignment_and_it_completes(cluster: LocalClust
             cluster.restart_broker(controller)
 
 
+def logged_since(cluster: LocalCluster, broker_id: int, since: int, text: str) -> bool:
+    with cluster.broker(broker_id).log_path.open(errors="replace") as log:
+        log.seek(since)
+        return text in log.read()
+
+
 def test_throttled_move_is_slowed_and_verify_removes_the_throttles(
         cluster: LocalCluster, zk: KazooClient, tmp_path: Path) -> None:
     """A loose check only: the precise rate is measured by benchmarks/bench_reassign.py."""
@@ -359,6 +365,26 @@ def test_throttled_move_is_slowed_and_verify_removes_the_throttles(
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": "throttled", "partition": 0, "replicas": [3, 4]}]}))
     b = ["--bootstrap-server", cluster.bootstrap_servers, "--reassignment-json-file", str(plan)]
+    # The tool writes the throttles and starts the move at once; a broker applies config
+    # changes as their notifications reach it, so on a loaded machine the new replica
+    # could fetch before its leader is throttled. Set them first, and see them applied.
+    since = {broker_id: cluster.broker(broker_id).log_path.stat().st_size for broker_id in (3, 4)}
+    configs = ["--bootstrap-server", cluster.bootstrap_servers, "--alter", "--add-config"]
+    assert script("kafka-configs.sh", *configs, "leader.replication.throttled.replicas=[0:3],"
+                  "follower.replication.throttled.replicas=[0:4]", "--entity-type", "topics",
+                  "--entity-name", "throttled").returncode == 0
+    for broker_id in (3, 4):
+        assert script("kafka-configs.sh", *configs,
+                      f"leader.replication.throttled.rate={throttle},"
+                      f"follower.replication.throttled.rate={throttle}",
+                      "--entity-type", "brokers", "--entity-name", str(broker_id)
+                      ).returncode == 0
+    for broker_id in (3, 4):
+        wait_until(lambda broker_id=broker_id: logged_since(
+            cluster, broker_id, since[broker_id],
+            f"Replication throttles: leader {float(throttle)} B/s, "
+            f"follower {float(throttle)} B/s"),
+            60, f"broker {broker_id} throttled")
     started = time.monotonic()
     run = script("kafka-reassign-partitions.sh", *b, "--execute", "--throttle", str(throttle))
     assert run.returncode == 0, run.stderr
