@@ -460,7 +460,8 @@ class Partition:
         previous_end = replica.log_end_offset
         replica.update_fetch_state(fetch_offset, follower_start_offset, fetch_time_ms,
                                    leader_end_offset)
-        self._maybe_expand_isr(replica)
+        if follower_id not in self.isr:  # per partition of every fetch: most are in it
+            self._maybe_expand_isr(replica)
         if previous_end != replica.log_end_offset:
             if self._maybe_increment_leader_hw(self.log, fetch_time_ms):
                 self._high_watermark_changed()

@@ -1249,8 +1249,7 @@ class ReplicaManager:
             aborted = []
         return LogReadResult(NONE, _NO_RECORDS, log.log_end_offset_metadata, high_watermark,
                              log.log_start_offset, end, last_stable_offset,
-                             info.log_start_offset, fetch_time,
-                             aborted_transactions=aborted)
+                             info.log_start_offset, fetch_time, None, -1, aborted)
 
     def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle: a follower out of the ISR of a throttled replica,

@@ -525,3 +525,9 @@ def test_idle_incremental_fetches_keep_a_follower_caught_up(broker: DataPathBrok
     answer = settled(broker.send(ApiKey.FETCH, 12, fetch_request(
         {}, replica_id=2, max_wait_ms=500, session_id=sessions[2], session_epoch=epoch)))
     assert records_of(fetched(answer, "t", 0)) == [(1, b"b")]
+    # Replica 3 comes back in its session (at offset 1, the high watermark: replica 2 has
+    # not fetched past it yet): it catches up, so it is back in the ISR, and gets the record.
+    answer = settled(broker.send(ApiKey.FETCH, 12, fetch_request(
+        {}, replica_id=3, max_wait_ms=500, session_id=sessions[3], session_epoch=1)))
+    assert records_of(fetched(answer, "t", 0)) == [(1, b"b")]
+    assert broker.log("t").high_watermark == 1 and partition.isr == (1, 2, 3)
