@@ -279,40 +279,16 @@ class BrokerConnection:
                 f"({what})")
 
     def _write(self, data: bytes | memoryview, deadline: float) -> None:
-        view = memoryview(data)
-        while view:
-            if self._sock is None:
-                raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
-            try:
-                sent = self._sock.send(view)
-            except _WOULD_BLOCK as exc:
-                self._wait(_wanted_event(exc, selectors.EVENT_WRITE), deadline, "sending")
-                continue
-            except OSError as exc:
-                raise NetworkExceptionError(
-                    f"Connection to {self._describe()} broke: {exc.strerror or exc}") from None
-            view = view[sent:]
+        self._write_parts([memoryview(data)], deadline)
 
     def _write_parts(self, parts: list[memoryview], deadline: float) -> None:
         """Write the buffers in order as one stream (``sendmsg``, at most SEND_PARTS at a
-        time, so nothing is joined or copied first); TLS sockets have no ``sendmsg``:
-        their parts are written one by one."""
-        if isinstance(self._sock, ssl.SSLSocket):
-            for part in parts:
-                self._write(part, deadline)
-            return
+        time, so nothing is joined or copied first)."""
         first = 0
+        while first < len(parts) and not parts[first]:
+            first += 1
         while first < len(parts):
-            if self._sock is None:
-                raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
-            try:
-                sent = self._sock.sendmsg(parts[first:first + SEND_PARTS])
-            except _WOULD_BLOCK as exc:
-                self._wait(_wanted_event(exc, selectors.EVENT_WRITE), deadline, "sending")
-                continue
-            except OSError as exc:
-                raise NetworkExceptionError(
-                    f"Connection to {self._describe()} broke: {exc.strerror or exc}") from None
+            sent = self._send_once(parts, first, deadline)
             while sent and sent >= len(parts[first]):
                 sent -= len(parts[first])
                 first += 1
@@ -320,6 +296,23 @@ class BrokerConnection:
                 parts[first] = parts[first][sent:]
             while first < len(parts) and not parts[first]:
                 first += 1
+
+    def _send_once(self, parts: list[memoryview], first: int, deadline: float) -> int:
+        """One send from ``parts[first]`` on: the bytes the socket took, 0 after waiting
+        for it to become writable. TLS sockets have no ``sendmsg``: one part at a time."""
+        sock = self._sock
+        if sock is None:
+            raise NetworkExceptionError(f"Connection to {self._describe()} is closed")
+        try:
+            if isinstance(sock, ssl.SSLSocket):
+                return sock.send(parts[first])
+            return sock.sendmsg(parts[first:first + SEND_PARTS])
+        except _WOULD_BLOCK as exc:
+            self._wait(_wanted_event(exc, selectors.EVENT_WRITE), deadline, "sending")
+            return 0
+        except OSError as exc:
+            raise NetworkExceptionError(
+                f"Connection to {self._describe()} broke: {exc.strerror or exc}") from None
 
     def _read(self, n: int, deadline: float) -> bytes:
         chunks: list[bytes] = []
