@@ -290,9 +290,7 @@ def encode_response_parts(key: int, version: int, correlation_id: int,
     target.response.encode_into(body, version, out)
     if not out.parts:
         return bytes(out)
-    if out:
-        out.parts.append(bytes(out))
-    return out.parts
+    return out.finish()
 
 
 def decode_response(key: int, version: int, frame: t.Buffer) -> tuple[int, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Final
+from typing import Any, Final
 
 from kafkaclone.common.errors import DecodeError
 from kafkaclone.common.file_region import FileRegion
@@ -272,49 +272,44 @@ def write_compact_nullable_bytes(out: bytearray, value: Buffer | None) -> None:
         write_compact_bytes(out, value)
 
 
-class FrameParts(bytearray):
-    """An encode buffer that keeps file regions out of the bytes: a ``file_records`` field
-    holding a :class:`FileRegion` ends the bytes so far as one part and adds the region as
-    the next (its length prefix is in the bytes before it). Into a plain ``bytearray`` the
-    region's bytes are read instead."""
+class _Parts(bytearray):
+    """An encode buffer that can keep some values out of its bytes: :meth:`add_part` ends
+    the bytes so far as one part and adds the value as the next, by reference."""
 
     __slots__ = ("parts",)
 
     def __init__(self) -> None:
         super().__init__()
-        self.parts: list[bytes | FileRegion] = []
+        self.parts: list[Any] = []
 
-    def add_region(self, region: FileRegion) -> None:
-        if self:
-            self.parts.append(bytes(self))
-            self.clear()
-        self.parts.append(region)
-
-
-class BufferParts(bytearray):
-    """An encode buffer that keeps ``records`` values out of the bytes: each such value
-    ends the bytes so far as one part and is added as the next by reference, not copied
-    (a Produce request's record batches, sent with ``sendmsg`` as they are). Into a plain
-    ``bytearray`` the value is copied."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.parts: list[Buffer] = []
-
-    def add_buffer(self, value: Buffer) -> None:
+    def add_part(self, value: Any) -> None:
         if self:
             self.parts.append(bytes(self))
             self.clear()
         self.parts.append(value)
 
-    def finish(self) -> list[Buffer]:
+    def finish(self) -> list[Any]:
         """Every part in order, the bytes after the last kept value included."""
         if self:
             self.parts.append(bytes(self))
             self.clear()
         return self.parts
+
+
+class FrameParts(_Parts):
+    """Keeps file regions out of the bytes: a ``file_records`` field holding a
+    :class:`FileRegion` is added as a part (its length prefix is in the bytes before it).
+    Into a plain ``bytearray`` the region's bytes are read instead."""
+
+    __slots__ = ()
+
+
+class BufferParts(_Parts):
+    """Keeps ``records`` values out of the bytes: each is added as a part, not copied (a
+    Produce request's record batches, sent with ``sendmsg`` as they are). Into a plain
+    ``bytearray`` the value is copied."""
+
+    __slots__ = ()
 
 
 def write_records(out: bytearray, value: Buffer | None) -> None:
@@ -323,7 +318,7 @@ def write_records(out: bytearray, value: Buffer | None) -> None:
         return
     out += INT32.pack(len(value))
     if type(out) is BufferParts:
-        out.add_buffer(value)
+        out.add_part(value)
     else:
         out += value
 
@@ -334,7 +329,7 @@ def write_compact_records(out: bytearray, value: Buffer | None) -> None:
         return
     write_uvarint(out, len(value) + 1)
     if type(out) is BufferParts:
-        out.add_buffer(value)
+        out.add_part(value)
     else:
         out += value
 
@@ -343,7 +338,7 @@ def _write_records_value(out: bytearray, value: Records) -> None:
     if not isinstance(value, FileRegion):
         out += value
     elif isinstance(out, FrameParts):
-        out.add_region(value)
+        out.add_part(value)
     else:
         out += value.read()
 
