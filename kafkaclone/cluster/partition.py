@@ -356,10 +356,17 @@ class Partition:
                 f"{self.local_broker_id}")
         return self.log
 
+    def is_current_leader_epoch(self, current_leader_epoch: int) -> bool:
+        """Whether a request's view of the leader epoch (-1: no view) is this one's: what
+        :meth:`check_current_leader_epoch` checks, without an exception (asked per
+        partition of every fetch)."""
+        return (current_leader_epoch == NO_LEADER_EPOCH
+                or current_leader_epoch == self.leader_epoch)
+
     def check_current_leader_epoch(self, current_leader_epoch: int) -> None:
         """A request's view of the leader epoch (-1: no view): older is fenced, newer is
         unknown to this broker yet."""
-        if current_leader_epoch == NO_LEADER_EPOCH:
+        if self.is_current_leader_epoch(current_leader_epoch):
             return
         if current_leader_epoch < self.leader_epoch:
             raise FencedLeaderEpochError(

@@ -703,23 +703,17 @@ class ReplicaFetcher:
         now = self._clock.seconds()
         wanted: dict[TopicPartition, FetchPosition] = {}
         fetched: dict[TopicPartition, PartitionFetchState] = {}
-        get_partition = self._replica_manager.get_partition
         max_bytes = self.config.replica_fetch_max_bytes
         truncation_on_fetch = self.config.truncation_on_fetch
         quota = self.quota
         throttling = quota is not None and quota.is_quota_exceeded()
-        fetching = ReplicaFetchState.FETCHING
         for tp, state in self.partition_states.items():
-            if state.state is not fetching or state.delayed_until > now:
-                continue  # truncating, or backing off (is_ready_for_fetch)
+            if not state.is_ready_for_fetch(now):
+                continue
             if throttling and self._should_follower_throttle(tp, state):
                 continue
             try:
-                partition = get_partition(tp)
-                if partition is None:
-                    raise NotLeaderOrFollowerError(f"Partition {tp} is not hosted on broker "
-                                                   f"{self.config.broker_id}")
-                log_start_offset = partition.log_start_offset
+                log_start_offset = self._partition(tp).log_start_offset
             except KafkaError as exc:
                 logger.error("[%s] Error building the fetch for %s: %s", self.name, tp, exc)
                 self._delay_partitions([tp])

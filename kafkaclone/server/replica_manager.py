@@ -67,7 +67,6 @@ from typing import Any, Final, Protocol
 from twisted.internet.defer import Deferred, DeferredLock
 
 from kafkaclone.cluster.partition import (
-    NO_LEADER_EPOCH,
     FetchIsolation,
     IsrChangeListener,
     LeaderAndIsrPartitionState,
@@ -1220,8 +1219,7 @@ class ReplicaManager:
         request names is the current one or none, a follower's last fetched epoch is the
         log's latest, so no divergence), built from the log's offsets without a read; None
         otherwise: the general path reads, or raises the partition's error."""
-        epoch = info.current_leader_epoch
-        if epoch != NO_LEADER_EPOCH and epoch != partition.leader_epoch:
+        if not partition.is_current_leader_epoch(info.current_leader_epoch):
             return None
         if params.fetch_only_from_leader and not partition.is_leader:
             return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
-from kafkaclone.cluster.partition import NO_LEADER_EPOCH, FetchIsolation, Partition
+from kafkaclone.cluster.partition import FetchIsolation, Partition
 from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import UNKNOWN_OFFSET, AbortedTransaction, LogOffsetMetadata
@@ -117,8 +117,7 @@ class DelayedFetch(DelayedOperation):
             partition = get_partition(tp)
             if partition is None:
                 return self.force_complete()  # the partition went away
-            epoch = info.current_leader_epoch
-            if epoch != NO_LEADER_EPOCH and epoch != partition.leader_epoch:
+            if not partition.is_current_leader_epoch(info.current_leader_epoch):
                 return self.force_complete()  # fenced, or an epoch not known here yet
             if fetch_only_from_leader and not partition.is_leader:
                 return self.force_complete()
