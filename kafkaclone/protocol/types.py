@@ -313,25 +313,22 @@ class BufferParts(_Parts):
 
 
 def write_records(out: bytearray, value: Buffer | None) -> None:
-    if value is None:
-        out += b"\xff\xff\xff\xff"
+    """``write_nullable_bytes``, with the value kept as a part of a :class:`BufferParts`."""
+    if value is None or type(out) is not BufferParts:
+        write_nullable_bytes(out, value)
         return
     out += INT32.pack(len(value))
-    if type(out) is BufferParts:
-        out.add_part(value)
-    else:
-        out += value
+    out.add_part(value)
 
 
 def write_compact_records(out: bytearray, value: Buffer | None) -> None:
-    if value is None:
-        out.append(0)
+    """``write_compact_nullable_bytes``, with the value kept as a part of a
+    :class:`BufferParts`."""
+    if value is None or type(out) is not BufferParts:
+        write_compact_nullable_bytes(out, value)
         return
     write_uvarint(out, len(value) + 1)
-    if type(out) is BufferParts:
-        out.add_part(value)
-    else:
-        out += value
+    out.add_part(value)
 
 
 def _write_records_value(out: bytearray, value: Records) -> None:
