@@ -23,6 +23,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from kafkaclone.testing.cluster import LocalCluster
+from kafkaclone.testing.wait import wait_until
 
 SESSION_TIMEOUT_S = 6.0
 TOPIC = "failover"
@@ -48,14 +49,7 @@ def zk(cluster: LocalCluster) -> Iterator[KazooClient]:
 
 
 def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
+    return wait_until(predicate, timeout, what, interval=0.1)
 
 
 def controller_id(zk: KazooClient) -> int | None:
