@@ -104,14 +104,9 @@ class ControllerContext:
         return tp not in self.replicas_on_offline_dirs.get(broker_id, ())
 
     def offline_replicas(self, tp: TopicPartition, replicas: Iterable[int]) -> list[int]:
-        """The replicas among ``replicas`` that are not online (``is_replica_online``).
-        Called per partition for every UpdateMetadata: no set is built per call."""
-        live = self.live_brokers
-        shutting_down = self.shutting_down_broker_ids
-        offline_dirs = self.replicas_on_offline_dirs
-        return [r for r in replicas
-                if r not in live or r in shutting_down
-                or (r in offline_dirs and tp in offline_dirs[r])]
+        """The replicas among ``replicas`` that are not online (``is_replica_online``)."""
+        online = self.is_replica_online
+        return [r for r in replicas if not online(r, tp)]
 
     # -- topics and assignments ----------------------------------------------------------------
 
