@@ -18,6 +18,12 @@ cost, so its ratio is what the client itself loses with idempotence on (librdkaf
 allows at most 5 requests in flight per broker and needs a producer id first): the floor
 our broker's ratio can reach.
 
+Each cluster also prints the CPU time per record of each mode over its rounds, the
+producer's (this process: the produce() calls, the delivery callbacks and librdkafka's
+threads) and the brokers' (``/proc``). Rates on this 2-core machine are set by the CPU the
+producer and the brokers share, so equal CPU per record in both modes is what a ratio of 1
+needs; unlike the rates, CPU per record hardly moves with the machine's load.
+
 ``--profile DIR`` runs py-spy on broker 1 during the first plain and the first idempotent
 round of each cluster (raw stacks and a summary in DIR, as bench_broker.py's). ``--stats``
 prints, per round, librdkafka's statistics of the broker connections: Produce requests,
@@ -31,6 +37,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -84,6 +91,7 @@ def rounds(bootstrap: Callable[[], dict[str, Any]], topic: str, records: int, co
     its brokers' CPU time per mode."""
     rates: dict[str, list[float]] = {mode: [] for mode in MODES}
     cpu = dict.fromkeys(MODES, 0.0)
+    client_cpu = dict.fromkeys(MODES, 0.0)
     pids = [] if cluster is None else [b.pid for b in cluster.brokers.values()
                                        if b.pid is not None]
     for number in range(count):
@@ -97,16 +105,22 @@ def rounds(bootstrap: Callable[[], dict[str, Any]], topic: str, records: int, co
             name = f"{label}-{mode}"
             watch = (profiled(cluster, name, profile) if cluster is not None and number == 0
                      else nullcontext())
-            before = cpu_seconds(pids)
+            before, client_before = cpu_seconds(pids), time.process_time()
             with watch:
                 rates[mode].append(produce(bootstrap(), topic, records, "all", extra))
             cpu[mode] += cpu_seconds(pids) - before
+            client_cpu[mode] += time.process_time() - client_before
             if stats:
                 print(f"    {name} round {number + 1}: {rates[mode][-1]:,.0f} rec/s, "
                       f"{librdkafka.summary()}", flush=True)
-    if cluster is not None:
-        print(f"    ({label}: brokers used {cpu['plain']:.1f} CPU s plain, "
-              f"{cpu['idempotent']:.1f} CPU s idempotent over {count} rounds each)", flush=True)
+    per_record = 1e6 / (records * count)
+    print(f"    ({label}, CPU per record over {count} rounds each: this process (the "
+          f"producer{', with the mock brokers in it' if cluster is None else ''}) "
+          f"{client_cpu['plain'] * per_record:.2f} µs plain, "
+          f"{client_cpu['idempotent'] * per_record:.2f} µs idempotent"
+          + ("" if cluster is None else
+             f"; the brokers {cpu['plain'] * per_record:.2f} µs plain, "
+             f"{cpu['idempotent'] * per_record:.2f} µs idempotent") + ")", flush=True)
     return rates
 
 
