@@ -27,11 +27,21 @@ Per partition, as Kafka answers:
 
 acks=0 gets no response; if a partition failed the connection is closed instead, so the
 client refreshes its metadata (as Kafka does).
+
+The common shape, one partition of one topic with acks 0 or 1 and no transactional id
+(most client requests: a producer sends each leader's partitions in one request),
+takes :func:`produce_one_partition` at v3-8: the frame is read in place and a successful
+answer written directly, without the request and response objects. Anything else, and
+anything that would fail before the append (unknown partition, a batch that is not
+exactly one magic 2 batch, a transactional batch, an authorizer, client quotas), goes to
+:func:`handle_produce`; the append's own errors are answered as the handler answers them.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
+from typing import Final
 
 from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
@@ -47,6 +57,7 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.conversion import up_convert
 from kafkaclone.network.socket_server import CloseConnection
+from kafkaclone.protocol.api import EncodedResponse
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import ProduceRequest, ProduceResponse
 from kafkaclone.protocol.records import Codec
@@ -64,7 +75,13 @@ from kafkaclone.protocol.records.common import (
 )
 from kafkaclone.protocol.types import Buffer
 from kafkaclone.server.delayed.produce import ProducePartitionResult
-from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.server.handlers.registry import (
+    DECLINED,
+    FastPathDeclined,
+    RequestContext,
+    fast_path,
+    handler,
+)
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -206,3 +223,89 @@ def _record_produce_quota(ctx: RequestContext) -> int:
     return quota.record_and_get_throttle_time_ms(
         ctx.connection.principal.name, ctx.client_id or "", ctx.request_size,
         ctx.broker.reactor.seconds() * 1000)
+
+
+_REQUEST_START: Final = struct.Struct(">hhii")
+"""Produce v3-8 up to the first topic: transactional_id's length (-1: null), acks,
+timeout_ms, the number of topics."""
+_PARTITION_START: Final = struct.Struct(">iii")
+"""The topic's number of partitions, the first's index and its records' length."""
+_TOPIC_NAME_LENGTH: Final = struct.Struct(">h")
+_ONE_TOPIC: Final = struct.Struct(">ih")
+"""The answer's number of topics (1) and the topic name's length."""
+_ONE_PARTITION: Final = struct.Struct(">iihqqq")
+"""The number of partitions (1), index, error_code, base_offset, log_append_time_ms,
+log_start_offset (v5+)."""
+_V8_TAIL: Final = struct.Struct(">ihi")
+"""record_errors (empty), error_message (null), throttle_time_ms."""
+_INT32: Final = struct.Struct(">i")
+
+
+@fast_path(ApiKey.PRODUCE, versions=(3, 8))
+def produce_one_partition(ctx: RequestContext, frame: bytearray, position: int
+                          ) -> ProduceResponse | EncodedResponse | FastPathDeclined | None:
+    """:func:`handle_produce` for one partition of one topic, acks 0 or 1, no
+    transactional id and no authorizer (the caller checks that no client quota is on), at
+    v3-8; DECLINED for anything else and for what would fail before the append, with
+    nothing done. The frame is read in place (the records are a view of it, as the
+    decoder's), and a successful answer is written directly."""
+    broker = ctx.broker
+    end = len(frame)
+    if broker.authorizer is not None or end - position < _REQUEST_START.size:
+        return DECLINED
+    id_length, acks, _timeout_ms, topics = _REQUEST_START.unpack_from(frame, position)
+    if id_length != -1 or topics != 1 or not (acks == 1 or acks == 0):
+        return DECLINED
+    position += _REQUEST_START.size
+    if end - position < _TOPIC_NAME_LENGTH.size:
+        return DECLINED
+    (name_length,) = _TOPIC_NAME_LENGTH.unpack_from(frame, position)
+    position += _TOPIC_NAME_LENGTH.size
+    name_end = position + name_length
+    if name_length < 0 or name_end + _PARTITION_START.size > end:
+        return DECLINED
+    raw_name = bytes(frame[position:name_end])
+    partitions, index, size = _PARTITION_START.unpack_from(frame, name_end)
+    records_start = name_end + _PARTITION_START.size
+    # Trailing bytes (ignored and logged by the dispatcher) take the general path too.
+    if partitions != 1 or size < 0 or records_start + size != end:
+        return DECLINED
+    try:
+        topic = raw_name.decode("utf-8")
+    except UnicodeDecodeError:
+        return DECLINED
+    version = ctx.api_version
+    if broker.metadata_cache.partition_state(topic, index) is None:
+        return DECLINED
+    try:
+        entry = validate_records(version, memoryview(frame)[records_start:end])
+    except KafkaError:
+        return DECLINED
+    if _is_transactional(entry):
+        return DECLINED
+
+    tp = TopicPartition(topic, index)
+    result, _ = broker.replica_manager.append_partition_to_local_log(
+        tp, entry, required_acks=acks)
+    if acks == 0:
+        if result.error_code != NONE:
+            raise CloseConnection(
+                f"Closing connection due to error during produce request with correlation id "
+                f"{ctx.correlation_id} from client id {ctx.client_id} with ack=0; errors on "
+                f"{tp}")
+        return None
+    if result.error_code != NONE:
+        return ProduceResponse(responses=[_TopicResponse(
+            name=topic, partition_responses=[_partition_response(index, result)])],
+            throttle_time_ms=0)
+    out = bytearray(_ONE_TOPIC.pack(1, name_length))
+    out += raw_name
+    out += _ONE_PARTITION.pack(1, index, NONE, result.base_offset,
+                               result.log_append_time_ms, result.log_start_offset)
+    if version < 5:
+        del out[-8:]  # no log_start_offset
+    if version >= 8:
+        out += _V8_TAIL.pack(0, -1, 0)
+    else:
+        out += _INT32.pack(0)  # throttle_time_ms
+    return EncodedResponse(version, bytes(out))

@@ -1,0 +1,247 @@
+"""Produce's one-partition fast path (``produce_one_partition``) answers exactly as the
+handler: every request is sent to two brokers with the same logs and clock, one whose
+dispatcher has the fast path and one whose has not, and the answers (the response bytes,
+or the connection closed with the same message) and the logs must be the same. Each case
+also says whether the fast path served it or declined it to the handler."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.python.failure import Failure
+
+from kafkaclone.network.socket_server import response_bytes
+from kafkaclone.protocol import api
+from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.protocol.records import Codec, build_record_batch
+from kafkaclone.server.handlers.registry import DECLINED, RequestContext, load_handlers
+from kafkaclone.server.request_handler import RequestHandler
+from tests.server.data_path_helpers import (
+    CONNECTION,
+    START_MS,
+    DataPathBroker,
+    batch,
+    close_broker,
+    make_broker,
+    produce_errors,
+    produce_request,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+NONE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 2, 3, 6
+MESSAGE_TOO_LARGE, INVALID_TOPIC_EXCEPTION, RECORD_LIST_TOO_LARGE = 10, 17, 18
+INVALID_REQUIRED_ACKS, INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER = 21, 32, 45
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNSUPPORTED_COMPRESSION_TYPE = 53, 76
+INVALID_RECORD = 87
+
+
+class Pair:
+    """Two brokers fed the same requests: ``fast`` with the fast path, ``general``
+    without it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.fast = make_broker(tmp_path / "fast")
+        self.general = make_broker(tmp_path / "general")
+        handlers = load_handlers()
+        produce = handlers[ApiKey.PRODUCE]
+        fast_path = produce.fast
+        assert fast_path is not None and produce.fast_versions == (3, 8)
+        self.served: list[bool] = []
+
+        def spy(ctx: RequestContext, frame: bytearray, position: int) -> Any:
+            self.served.append(True)  # unless declined (a raise is an answer: closed)
+            answer = fast_path(ctx, frame, position)
+            self.served[-1] = answer is not DECLINED
+            return answer
+
+        self.fast_dispatcher = RequestHandler(
+            self.fast, handlers={**handlers, ApiKey.PRODUCE: replace(produce, fast=spy)})
+        self.general_dispatcher = RequestHandler(
+            self.general, handlers={**handlers, ApiKey.PRODUCE: replace(produce, fast=None)})
+
+    def both(self) -> tuple[DataPathBroker, DataPathBroker]:
+        return self.fast, self.general
+
+    def host(self, topic: str, partitions: list[int], **kwargs: Any) -> None:
+        for broker in self.both():
+            broker.host(topic, partitions, **kwargs)
+
+    def send_frame(self, frame: bytes) -> tuple[Any, bool | None]:
+        """The answer both gave (the response frame, None, or ("closed", why)) and whether
+        the fast path served it (None: it was not tried)."""
+        self.served.clear()
+        outcomes = []
+        for dispatcher in (self.fast_dispatcher, self.general_dispatcher):
+            # A copy each: the append assigns offsets in the frame's batch in place.
+            result = dispatcher.dispatch(CONNECTION, bytearray(frame))
+            done: list[Any] = []
+            result.addBoth(done.append)
+            assert done, "the produce is still waiting"
+            outcome = done[0]
+            if isinstance(outcome, Failure):
+                outcome = ("closed", str(outcome.value))
+            elif outcome is not None:
+                outcome = response_bytes(outcome)
+            outcomes.append(outcome)
+        assert outcomes[0] == outcomes[1]
+        for log in self.fast.log_manager.all_logs():
+            other = self.general.log_manager.get_log(log.topic_partition)
+            assert other is not None
+            assert (log.log_end_offset, log.high_watermark, log.size) == (
+                other.log_end_offset, other.high_watermark, other.size)
+        assert len(self.served) <= 1
+        return outcomes[0], (self.served[0] if self.served else None)
+
+    def produce(self, version: int, entries: Mapping[tuple[str, int], bytes | None], *,
+                acks: int = 1, transactional_id: str | None = None,
+                trailing: bytes = b"") -> tuple[Any, bool | None]:
+        body = produce_request(entries, acks=acks)
+        body.transactional_id = transactional_id
+        return self.send_frame(
+            api.encode_request(ApiKey.PRODUCE, version, 7, "fast-path", body) + trailing)
+
+    def decoded(self, version: int, answer: bytes) -> Any:
+        correlation_id, response = api.decode_response(ApiKey.PRODUCE, version, answer)
+        assert correlation_id == 7
+        return response
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[Pair]:
+    p = Pair(tmp_path)
+    yield p
+    close_broker(p.fast)
+    close_broker(p.general)
+
+
+@pytest.mark.parametrize("version", range(3, 9))
+def test_one_partition_served_byte_for_byte(pair: Pair, version: int) -> None:
+    pair.host("t", [0])
+    records = batch(b"a", b"b", timestamp=START_MS)
+    for expected_offset in (0, 2, 4):
+        answer, served = pair.produce(version, {("t", 0): records})
+        assert served is True
+        partition = pair.decoded(version, answer).responses[0].partition_responses[0]
+        assert (partition.index, partition.error_code, partition.base_offset) == (
+            0, NONE, expected_offset)
+
+
+def test_log_append_time_served(pair: Pair) -> None:
+    pair.host("t", [0], configs={"message.timestamp.type": "LogAppendTime"})
+    answer, served = pair.produce(8, {("t", 0): batch(b"a", timestamp=START_MS - 5)})
+    assert served is True
+    partition = pair.decoded(8, answer).responses[0].partition_responses[0]
+    assert partition.log_append_time_ms == START_MS
+
+
+def test_acks_0_served_and_closed_on_error(pair: Pair) -> None:
+    pair.host("t", [0])
+    pair.host("f", [0], leader=2, replicas=(2, 1))
+    assert pair.produce(8, {("t", 0): batch(b"a")}, acks=0) == (None, True)
+    # Not the leader: found by the append, the fast path closes as the handler does.
+    answer, served = pair.produce(8, {("f", 0): batch(b"a")}, acks=0)
+    assert served is True and answer[0] == "closed" and "errors on f-0" in answer[1]
+    # Unknown: declined before anything, the handler closes.
+    answer, served = pair.produce(8, {("nope", 0): batch(b"a")}, acks=0)
+    assert served is False and answer[0] == "closed"
+
+
+@pytest.mark.parametrize("version", [3, 5, 8])
+def test_append_errors_answered_by_the_fast_path(pair: Pair, version: int) -> None:
+    pair.host("f", [0], leader=2, replicas=(2, 1))
+    pair.host("small", [0], configs={"max.message.bytes": "200"})
+    pair.host("tiny-segments", [0], configs={"segment.bytes": "14"})
+    pair.host("strict", [0], configs={"message.timestamp.difference.max.ms": "60000"})
+    pair.host("__consumer_offsets", [0])
+    pair.host("t", [0])
+    corrupt = bytearray(batch(b"a", b"b"))
+    corrupt[-1] ^= 0xFF
+    shifted = bytearray(batch(b"a"))
+    shifted[7] = 5  # baseOffset 5
+    cases = {
+        ("f", 0): (batch(b"a"), NOT_LEADER_OR_FOLLOWER),
+        ("small", 0): (batch(b"x" * 300), MESSAGE_TOO_LARGE),
+        ("tiny-segments", 0): (batch(b"x" * 300), RECORD_LIST_TOO_LARGE),
+        ("strict", 0): (batch(b"a", timestamp=START_MS - 3_600_000), INVALID_TIMESTAMP),
+        ("__consumer_offsets", 0): (batch(b"a"), INVALID_TOPIC_EXCEPTION),
+        ("t", 0): (bytes(corrupt), CORRUPT_MESSAGE),
+    }
+    for tp, (records, error) in cases.items():
+        answer, served = pair.produce(version, {tp: records})
+        assert served is True
+        assert produce_errors(pair.decoded(version, answer)) == {tp: error}
+    answer, served = pair.produce(version, {("t", 0): bytes(shifted)})
+    assert served is True
+    assert produce_errors(pair.decoded(version, answer)) == {("t", 0): INVALID_RECORD}
+
+
+def test_idempotent_batches_served_with_their_sequence_checks(pair: Pair) -> None:
+    pair.host("t", [0])
+
+    def idempotent(sequence: int) -> bytes:
+        return build_record_batch([(None, b"v", None, START_MS)], producer_id=1000,
+                                  producer_epoch=0, base_sequence=sequence)
+
+    first, served = pair.produce(8, {("t", 0): idempotent(0)})
+    assert served is True
+    assert pair.produce(8, {("t", 0): batch(b"plain")})[1] is True
+    duplicate, served = pair.produce(8, {("t", 0): idempotent(0)})
+    assert served is True
+    # Answered with the offset it got the first time.
+    assert [pair.decoded(8, answer).responses[0].partition_responses[0].base_offset
+            for answer in (first, duplicate)] == [0, 0]
+    answer, served = pair.produce(8, {("t", 0): idempotent(5)})
+    assert served is True
+    assert produce_errors(pair.decoded(8, answer)) == {("t", 0): OUT_OF_ORDER_SEQUENCE_NUMBER}
+
+
+def test_declined_shapes_go_to_the_handler(pair: Pair) -> None:
+    pair.host("t", [0, 1])
+    pair.host("u", [0])
+    transactional = build_record_batch([(None, b"v", None, START_MS)], producer_id=1000,
+                                       producer_epoch=0, base_sequence=0,
+                                       is_transactional=True)
+    declined: list[tuple[int, dict[tuple[str, int], bytes | None], dict[str, Any], int]] = [
+        (8, {("t", 0): batch(b"a"), ("t", 1): batch(b"b")}, {}, NONE),
+        (8, {("t", 0): batch(b"a"), ("u", 0): batch(b"b")}, {}, NONE),
+        (8, {("t", 5): batch(b"a")}, {}, UNKNOWN_TOPIC_OR_PARTITION),
+        (8, {("missing", 0): batch(b"a")}, {}, UNKNOWN_TOPIC_OR_PARTITION),
+        (8, {("t", 0): batch(b"a") + batch(b"b")}, {}, INVALID_RECORD),
+        (8, {("t", 0): b""}, {}, INVALID_RECORD),
+        (8, {("t", 0): None}, {}, INVALID_RECORD),
+        (6, {("t", 0): batch(b"a", codec=Codec.ZSTD)}, {}, UNSUPPORTED_COMPRESSION_TYPE),
+        (8, {("t", 0): transactional}, {}, TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        (8, {("t", 0): batch(b"a")}, {"acks": 2}, INVALID_REQUIRED_ACKS),
+        (8, {("t", 0): batch(b"a")}, {"acks": -1}, NONE),
+        (8, {("t", 0): batch(b"a")}, {"transactional_id": "txn"}, NONE),
+        (8, {("t", 0): batch(b"a")}, {"trailing": b"\0\0"}, NONE),
+    ]
+    for version, entries, options, error in declined:
+        answer, served = pair.produce(version, entries, **options)
+        assert served is False, (entries, options)
+        assert set(produce_errors(pair.decoded(version, answer)).values()) == {error}
+
+
+def test_flexible_v9_not_tried(pair: Pair) -> None:
+    pair.host("t", [0])
+    answer, served = pair.produce(9, {("t", 0): batch(b"a")})
+    assert served is None
+    assert produce_errors(pair.decoded(9, answer)) == {("t", 0): NONE}
+
+
+def test_not_tried_with_an_authorizer(pair: Pair) -> None:
+    class AllowAll:
+        def authorize(self, *args: Any) -> bool:
+            return True
+
+    pair.host("t", [0])
+    for broker in pair.both():
+        broker.authorizer = AllowAll()
+    answer, served = pair.produce(8, {("t", 0): batch(b"a")})
+    assert served is False
+    assert produce_errors(pair.decoded(8, answer)) == {("t", 0): NONE}
