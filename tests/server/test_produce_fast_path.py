@@ -50,7 +50,7 @@ class Pair:
         handlers = load_handlers()
         produce = handlers[ApiKey.PRODUCE]
         fast_path = produce.fast
-        assert fast_path is not None and produce.fast_versions == (3, 8)
+        assert fast_path is not None and produce.fast_versions == (3, 9)
         self.served: list[bool] = []
 
         def spy(ctx: RequestContext, frame: bytearray, position: int) -> Any:
@@ -119,7 +119,7 @@ def pair(tmp_path: Path) -> Iterator[Pair]:
     close_broker(p.general)
 
 
-@pytest.mark.parametrize("version", range(3, 9))
+@pytest.mark.parametrize("version", range(3, 10))
 def test_one_partition_served_byte_for_byte(pair: Pair, version: int) -> None:
     pair.host("t", [0])
     records = batch(b"a", b"b", timestamp=START_MS)
@@ -151,7 +151,7 @@ def test_acks_0_served_and_closed_on_error(pair: Pair) -> None:
     assert served is False and answer[0] == "closed"
 
 
-@pytest.mark.parametrize("version", [3, 5, 8])
+@pytest.mark.parametrize("version", [3, 5, 8, 9])
 def test_append_errors_answered_by_the_fast_path(pair: Pair, version: int) -> None:
     pair.host("f", [0], leader=2, replicas=(2, 1))
     pair.host("small", [0], configs={"max.message.bytes": "200"})
@@ -200,26 +200,28 @@ def test_idempotent_batches_served_with_their_sequence_checks(pair: Pair) -> Non
     assert produce_errors(pair.decoded(8, answer)) == {("t", 0): OUT_OF_ORDER_SEQUENCE_NUMBER}
 
 
-def test_declined_shapes_go_to_the_handler(pair: Pair) -> None:
+@pytest.mark.parametrize("version", [8, 9])
+def test_declined_shapes_go_to_the_handler(pair: Pair, version: int) -> None:
     pair.host("t", [0, 1])
     pair.host("u", [0])
     transactional = build_record_batch([(None, b"v", None, START_MS)], producer_id=1000,
                                        producer_epoch=0, base_sequence=0,
                                        is_transactional=True)
+    v = version
     declined: list[tuple[int, dict[tuple[str, int], bytes | None], dict[str, Any], int]] = [
-        (8, {("t", 0): batch(b"a"), ("t", 1): batch(b"b")}, {}, NONE),
-        (8, {("t", 0): batch(b"a"), ("u", 0): batch(b"b")}, {}, NONE),
-        (8, {("t", 5): batch(b"a")}, {}, UNKNOWN_TOPIC_OR_PARTITION),
-        (8, {("missing", 0): batch(b"a")}, {}, UNKNOWN_TOPIC_OR_PARTITION),
-        (8, {("t", 0): batch(b"a") + batch(b"b")}, {}, INVALID_RECORD),
-        (8, {("t", 0): b""}, {}, INVALID_RECORD),
-        (8, {("t", 0): None}, {}, INVALID_RECORD),
+        (v, {("t", 0): batch(b"a"), ("t", 1): batch(b"b")}, {}, NONE),
+        (v, {("t", 0): batch(b"a"), ("u", 0): batch(b"b")}, {}, NONE),
+        (v, {("t", 5): batch(b"a")}, {}, UNKNOWN_TOPIC_OR_PARTITION),
+        (v, {("missing", 0): batch(b"a")}, {}, UNKNOWN_TOPIC_OR_PARTITION),
+        (v, {("t", 0): batch(b"a") + batch(b"b")}, {}, INVALID_RECORD),
+        (v, {("t", 0): b""}, {}, INVALID_RECORD),
+        (v, {("t", 0): None}, {}, INVALID_RECORD),
         (6, {("t", 0): batch(b"a", codec=Codec.ZSTD)}, {}, UNSUPPORTED_COMPRESSION_TYPE),
-        (8, {("t", 0): transactional}, {}, TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-        (8, {("t", 0): batch(b"a")}, {"acks": 2}, INVALID_REQUIRED_ACKS),
-        (8, {("t", 0): batch(b"a")}, {"acks": -1}, NONE),
-        (8, {("t", 0): batch(b"a")}, {"transactional_id": "txn"}, NONE),
-        (8, {("t", 0): batch(b"a")}, {"trailing": b"\0\0"}, NONE),
+        (v, {("t", 0): transactional}, {}, TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        (v, {("t", 0): batch(b"a")}, {"acks": 2}, INVALID_REQUIRED_ACKS),
+        (v, {("t", 0): batch(b"a")}, {"acks": -1}, NONE),
+        (v, {("t", 0): batch(b"a")}, {"transactional_id": "txn"}, NONE),
+        (v, {("t", 0): batch(b"a")}, {"trailing": b"\0\0"}, NONE),
     ]
     for version, entries, options, error in declined:
         answer, served = pair.produce(version, entries, **options)
@@ -227,11 +229,12 @@ def test_declined_shapes_go_to_the_handler(pair: Pair) -> None:
         assert set(produce_errors(pair.decoded(version, answer)).values()) == {error}
 
 
-def test_flexible_v9_not_tried(pair: Pair) -> None:
+@pytest.mark.parametrize("version", [0, 2])
+def test_legacy_versions_not_tried(pair: Pair, version: int) -> None:
     pair.host("t", [0])
-    answer, served = pair.produce(9, {("t", 0): batch(b"a")})
+    answer, served = pair.produce(version, {("t", 0): batch(b"a")})  # appended as it is
     assert served is None
-    assert produce_errors(pair.decoded(9, answer)) == {("t", 0): NONE}
+    assert produce_errors(pair.decoded(version, answer)) == {("t", 0): NONE}
 
 
 def test_not_tried_with_an_authorizer(pair: Pair) -> None:
