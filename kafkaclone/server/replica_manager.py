@@ -1087,12 +1087,20 @@ class ReplicaManager:
         results = {tp: result for tp, (result, _) in appended.items()}
         if required_acks != -1 or not any(r.error_code == NONE for r in results.values()):
             return results
-        statuses = {tp: ProducePartitionStatus(required_offset, result)
-                    for tp, (result, required_offset) in appended.items()}
+        return await self.wait_for_replicas(
+            timeout_ms, {tp: ProducePartitionStatus(required_offset, result)
+                         for tp, (result, required_offset) in appended.items()})
+
+    def wait_for_replicas(self, timeout_ms: int,
+                          statuses: dict[TopicPartition, ProducePartitionStatus]
+                          ) -> Deferred[dict[TopicPartition, ProducePartitionResult]]:
+        """An acks=-1 append's answer (a DelayedProduce in the purgatory): each partition's
+        result once its high watermark reached ``required_offset``, or REQUEST_TIMED_OUT
+        after ``timeout_ms``."""
         answered: Deferred[dict[TopicPartition, ProducePartitionResult]] = Deferred()
         operation = DelayedProduce(timeout_ms, statuses, self, answered.callback)
         self.delayed_produce.try_complete_else_watch(operation, list(statuses))
-        return await answered
+        return answered
 
     def _append_to_local_log(
         self,

@@ -139,8 +139,12 @@ class RequestHandler:
             response = fast(ctx, frame, body_pos)
             if response is DECLINED:
                 return None
-            result = succeed(None if response is None
-                             else route.encode_response(version, correlation_id, response))
+            if isinstance(response, Deferred):  # it waits (Produce with acks=-1)
+                result = response.addCallback(_fast_path_encoded, route, version,
+                                              correlation_id)
+            else:
+                result = succeed(None if response is None else route.encode_response(
+                    version, correlation_id, response))
         except Exception:
             result = fail()
         if self.metrics is not None:
@@ -306,6 +310,11 @@ def _from_follower(key: int, body: Any) -> bool:
         return False
     fetch: FetchRequest = body
     return fetch.replica_id >= 0
+
+
+def _fast_path_encoded(response: Any, route: _Route, version: int,
+                       correlation_id: int) -> Response:
+    return route.encode_response(version, correlation_id, response)
 
 
 def _recorded(result: _T, metrics: BrokerMetrics, key: int, started: float) -> _T:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from kafkaclone.network.socket_server import response_bytes
@@ -26,6 +27,7 @@ from tests.server.data_path_helpers import (
     DataPathBroker,
     batch,
     close_broker,
+    fetch_request,
     make_broker,
     produce_errors,
     produce_request,
@@ -34,6 +36,7 @@ from tests.server.data_path_helpers import (
 pytestmark = pytest.mark.timeout(60)
 
 NONE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, 2, 3, 6
+REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 7, 19, 20
 MESSAGE_TOO_LARGE, INVALID_TOPIC_EXCEPTION, RECORD_LIST_TOO_LARGE = 10, 17, 18
 INVALID_REQUIRED_ACKS, INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER = 21, 32, 45
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNSUPPORTED_COMPRESSION_TYPE = 53, 76
@@ -74,11 +77,23 @@ class Pair:
     def send_frame(self, frame: bytes) -> tuple[Any, bool | None]:
         """The answer both gave (the response frame, None, or ("closed", why)) and whether
         the fast path served it (None: it was not tried)."""
+        answers, served = self.start_frame(frame)
+        return self.settle(answers), served
+
+    def start_frame(self, frame: bytes) -> tuple[list[Deferred[Any]], bool | None]:
+        """The request sent to both: their Deferred answers, and whether the fast path
+        served it."""
         self.served.clear()
+        # A copy each: the append assigns offsets in the frame's batch in place.
+        answers = [dispatcher.dispatch(CONNECTION, bytearray(frame))
+                   for dispatcher in (self.fast_dispatcher, self.general_dispatcher)]
+        assert len(self.served) <= 1
+        return answers, (self.served[0] if self.served else None)
+
+    def settle(self, answers: list[Deferred[Any]]) -> Any:
+        """The one answer both gave (they must have), the logs compared."""
         outcomes = []
-        for dispatcher in (self.fast_dispatcher, self.general_dispatcher):
-            # A copy each: the append assigns offsets in the frame's batch in place.
-            result = dispatcher.dispatch(CONNECTION, bytearray(frame))
+        for result in answers:
             done: list[Any] = []
             result.addBoth(done.append)
             assert done, "the produce is still waiting"
@@ -94,15 +109,22 @@ class Pair:
             assert other is not None
             assert (log.log_end_offset, log.high_watermark, log.size) == (
                 other.log_end_offset, other.high_watermark, other.size)
-        assert len(self.served) <= 1
-        return outcomes[0], (self.served[0] if self.served else None)
+        return outcomes[0]
 
     def produce(self, version: int, entries: Mapping[tuple[str, int], bytes | None], *,
-                acks: int = 1, transactional_id: str | None = None,
+                acks: int = 1, transactional_id: str | None = None, timeout_ms: int = 5000,
                 trailing: bytes = b"") -> tuple[Any, bool | None]:
-        body = produce_request(entries, acks=acks)
+        answers, served = self.start(version, entries, acks=acks,
+                                     transactional_id=transactional_id,
+                                     timeout_ms=timeout_ms, trailing=trailing)
+        return self.settle(answers), served
+
+    def start(self, version: int, entries: Mapping[tuple[str, int], bytes | None], *,
+              acks: int = 1, transactional_id: str | None = None, timeout_ms: int = 5000,
+              trailing: bytes = b"") -> tuple[list[Deferred[Any]], bool | None]:
+        body = produce_request(entries, acks=acks, timeout_ms=timeout_ms)
         body.transactional_id = transactional_id
-        return self.send_frame(
+        return self.start_frame(
             api.encode_request(ApiKey.PRODUCE, version, 7, "fast-path", body) + trailing)
 
     def decoded(self, version: int, answer: bytes) -> Any:
@@ -200,6 +222,51 @@ def test_idempotent_batches_served_with_their_sequence_checks(pair: Pair) -> Non
     assert produce_errors(pair.decoded(8, answer)) == {("t", 0): OUT_OF_ORDER_SEQUENCE_NUMBER}
 
 
+@pytest.mark.parametrize("version", [7, 9])
+def test_acks_all_served_when_the_high_watermark_passes(pair: Pair, version: int) -> None:
+    pair.host("alone", [0])
+    answer, served = pair.produce(version, {("alone", 0): batch(b"a")}, acks=-1)
+    assert served is True  # the ISR is the leader alone: answered at once
+    assert produce_errors(pair.decoded(version, answer)) == {("alone", 0): NONE}
+
+    pair.host("t", [0], replicas=(1, 2), configs={"min.insync.replicas": "2"})
+    answers, served = pair.start(version, {("t", 0): batch(b"a", b"b")}, acks=-1)
+    assert served is True
+    assert not any(answer.called for answer in answers)
+    for broker in pair.both():  # the follower fetches the batch, then from its end
+        broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 0}, replica_id=2))
+        broker.call(ApiKey.FETCH, 11, fetch_request({("t", 0): 2}, replica_id=2))
+    answer = pair.settle(answers)
+    assert produce_errors(pair.decoded(version, answer)) == {("t", 0): NONE}
+
+
+def test_acks_all_errors_served(pair: Pair) -> None:
+    pair.host("slow", [0], replicas=(1, 2))
+    answers, served = pair.start(8, {("slow", 0): batch(b"a")}, acks=-1, timeout_ms=1500)
+    assert served is True
+    for broker in pair.both():
+        broker.advance_ms(1600)
+    answer = pair.settle(answers)
+    assert produce_errors(pair.decoded(8, answer)) == {("slow", 0): REQUEST_TIMED_OUT}
+    pair.host("few", [0], replicas=(1, 2), isr=(1,), configs={"min.insync.replicas": "2"})
+    answer, served = pair.produce(8, {("few", 0): batch(b"a")}, acks=-1)
+    assert served is True
+    assert produce_errors(pair.decoded(8, answer)) == {("few", 0): NOT_ENOUGH_REPLICAS}
+
+
+def test_acks_all_isr_shrinks_below_min_insync_replicas(pair: Pair) -> None:
+    pair.host("shrinks", [0], replicas=(1, 2), configs={"min.insync.replicas": "2"})
+    answers, served = pair.start(8, {("shrinks", 0): batch(b"a")}, acks=-1,
+                                 timeout_ms=60_000)
+    assert served is True
+    for broker in pair.both():  # the follower never fetches and leaves the ISR
+        broker.advance_ms(10_001)
+        broker.replica_manager.maybe_shrink_isr()
+    answer = pair.settle(answers)
+    assert produce_errors(pair.decoded(8, answer)) == {
+        ("shrinks", 0): NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+
+
 @pytest.mark.parametrize("version", [8, 9])
 def test_declined_shapes_go_to_the_handler(pair: Pair, version: int) -> None:
     pair.host("t", [0, 1])
@@ -219,7 +286,6 @@ def test_declined_shapes_go_to_the_handler(pair: Pair, version: int) -> None:
         (6, {("t", 0): batch(b"a", codec=Codec.ZSTD)}, {}, UNSUPPORTED_COMPRESSION_TYPE),
         (v, {("t", 0): transactional}, {}, TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
         (v, {("t", 0): batch(b"a")}, {"acks": 2}, INVALID_REQUIRED_ACKS),
-        (v, {("t", 0): batch(b"a")}, {"acks": -1}, NONE),
         (v, {("t", 0): batch(b"a")}, {"transactional_id": "txn"}, NONE),
         (v, {("t", 0): batch(b"a")}, {"trailing": b"\0\0"}, NONE),
     ]

@@ -28,7 +28,7 @@ Per partition, as Kafka answers:
 acks=0 gets no response; if a partition failed the connection is closed instead, so the
 client refreshes its metadata (as Kafka does).
 
-The common shape, one partition of one topic with acks 0 or 1 and no transactional id
+The common shape, one partition of one topic with acks 0, 1 or -1 and no transactional id
 (most client requests: a producer sends each leader's partitions in one request),
 takes :func:`produce_one_partition` at v3-9: the frame is read in place and a successful
 answer written directly, without the request and response objects. Anything else, and
@@ -42,6 +42,8 @@ from __future__ import annotations
 import logging
 import struct
 from typing import Final
+
+from twisted.internet.defer import Deferred
 
 from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
@@ -74,7 +76,7 @@ from kafkaclone.protocol.records.common import (
     SIZE_OFFSET,
 )
 from kafkaclone.protocol.types import Buffer, write_uvarint
-from kafkaclone.server.delayed.produce import ProducePartitionResult
+from kafkaclone.server.delayed.produce import ProducePartitionResult, ProducePartitionStatus
 from kafkaclone.server.handlers.registry import (
     DECLINED,
     FastPathDeclined,
@@ -243,9 +245,9 @@ _V9_TAIL: Final = b"\x01\x00\x00\x00" + bytes(4) + b"\x00"
 """record_errors (empty), error_message (null), the partition's and the topic's tagged
 fields (none), throttle_time_ms (0), the response's tagged fields (none)."""
 
-_OnePartition = tuple[int, bytes, int, int, int]
-"""What the fast path reads of a request: acks, the topic name's bytes, the partition
-index, and where its records start and end."""
+_OnePartition = tuple[int, int, bytes, int, int, int]
+"""What the fast path reads of a request: acks, timeout_ms, the topic name's bytes, the
+partition index, and where its records start and end."""
 
 
 def _read_one_partition(frame: bytearray, position: int) -> _OnePartition | None:
@@ -254,7 +256,7 @@ def _read_one_partition(frame: bytearray, position: int) -> _OnePartition | None
     end = len(frame)
     if end - position < _REQUEST_START.size + _INT16.size:
         return None
-    id_length, acks, _timeout_ms, topics = _REQUEST_START.unpack_from(frame, position)
+    id_length, acks, timeout_ms, topics = _REQUEST_START.unpack_from(frame, position)
     if id_length != -1 or topics != 1:
         return None
     position += _REQUEST_START.size
@@ -267,7 +269,7 @@ def _read_one_partition(frame: bytearray, position: int) -> _OnePartition | None
     records_start = name_end + _PARTITION_START.size
     if partitions != 1 or size < 0 or records_start + size != end:
         return None
-    return acks, bytes(frame[position:name_end]), index, records_start, end
+    return acks, timeout_ms, bytes(frame[position:name_end]), index, records_start, end
 
 
 def _read_uvarint(frame: bytearray, position: int) -> tuple[int, int]:
@@ -289,7 +291,7 @@ def _read_one_partition_flexible(frame: bytearray, position: int) -> _OnePartiti
     end = len(frame)
     if end - position < 1 + _ACKS_TIMEOUT.size + 2 or frame[position] != 0:
         return None  # transactional_id not null
-    acks, _timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, position + 1)
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, position + 1)
     position += 1 + _ACKS_TIMEOUT.size
     if frame[position] != 2:
         return None  # not one topic
@@ -304,13 +306,16 @@ def _read_one_partition_flexible(frame: bytearray, position: int) -> _OnePartiti
     # The records, then no tagged fields for the partition, the topic and the request.
     if size < 0 or records_start + size + 3 != end or frame[end - 3:end] != b"\0\0\0":
         return None
-    return acks, bytes(frame[position:name_end]), index, records_start, end - 3
+    return acks, timeout_ms, bytes(frame[position:name_end]), index, records_start, end - 3
 
 
 @fast_path(ApiKey.PRODUCE, versions=(3, 9))
-def produce_one_partition(ctx: RequestContext, frame: bytearray, position: int
-                          ) -> ProduceResponse | EncodedResponse | FastPathDeclined | None:
-    """:func:`handle_produce` for one partition of one topic, acks 0 or 1, no
+def produce_one_partition(
+    ctx: RequestContext, frame: bytearray, position: int
+) -> (ProduceResponse | EncodedResponse | Deferred[ProduceResponse | EncodedResponse]
+      | FastPathDeclined | None):
+    """:func:`handle_produce` for one partition of one topic, acks 0, 1 or -1 (a Deferred
+    of the answer then), no
     transactional id and no authorizer (the caller checks that no client quota is on), at
     v3-9; DECLINED for anything else and for what would fail before the append, with
     nothing done. The frame is read in place (the records are a view of it, as the
@@ -323,8 +328,8 @@ def produce_one_partition(ctx: RequestContext, frame: bytearray, position: int
             else _read_one_partition_flexible(frame, position))
     if read is None:
         return DECLINED
-    acks, raw_name, index, records_start, records_end = read
-    if not (acks == 1 or acks == 0):
+    acks, timeout_ms, raw_name, index, records_start, records_end = read
+    if not (acks == 1 or acks == -1 or acks == 0):
         return DECLINED
     try:
         topic = raw_name.decode("utf-8")
@@ -340,8 +345,14 @@ def produce_one_partition(ctx: RequestContext, frame: bytearray, position: int
         return DECLINED
 
     tp = TopicPartition(topic, index)
-    result, _ = broker.replica_manager.append_partition_to_local_log(
+    replica_manager = broker.replica_manager
+    result, required_offset = replica_manager.append_partition_to_local_log(
         tp, entry, required_acks=acks)
+    if acks == -1 and result.error_code == NONE:
+        waiting = replica_manager.wait_for_replicas(
+            timeout_ms, {tp: ProducePartitionStatus(required_offset, result)})
+        return waiting.addCallback(lambda results: _one_partition_answer(
+            version, topic, raw_name, index, results[tp]))
     if acks == 0:
         if result.error_code != NONE:
             raise CloseConnection(
@@ -349,6 +360,14 @@ def produce_one_partition(ctx: RequestContext, frame: bytearray, position: int
                 f"{ctx.correlation_id} from client id {ctx.client_id} with ack=0; errors on "
                 f"{tp}")
         return None
+    return _one_partition_answer(version, topic, raw_name, index, result)
+
+
+def _one_partition_answer(version: int, topic: str, raw_name: bytes, index: int,
+                          result: ProducePartitionResult
+                          ) -> ProduceResponse | EncodedResponse:
+    """The answer to a one-partition Produce: an error as the handler builds it, a
+    success encoded directly."""
     if result.error_code != NONE:
         return ProduceResponse(responses=[_TopicResponse(
             name=topic, partition_responses=[_partition_response(index, result)])],
