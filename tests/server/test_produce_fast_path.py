@@ -20,6 +20,7 @@ from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.records import Codec, build_record_batch
 from kafkaclone.server.handlers.registry import DECLINED, RequestContext, load_handlers
+from kafkaclone.server.quota import QuotaEntity, QuotaManagers, QuotaWindow
 from kafkaclone.server.request_handler import RequestHandler
 from tests.server.data_path_helpers import (
     CONNECTION,
@@ -314,3 +315,15 @@ def test_not_tried_with_an_authorizer(pair: Pair) -> None:
     answer, served = pair.produce(8, {("t", 0): batch(b"a")})
     assert served is False
     assert produce_errors(pair.decoded(8, answer)) == {("t", 0): NONE}
+
+
+def test_not_tried_with_a_client_quota(pair: Pair) -> None:
+    pair.host("t", [0])
+    for dispatcher in (pair.fast_dispatcher, pair.general_dispatcher):
+        dispatcher.quotas = QuotaManagers(QuotaWindow(11, 1))  # one each: they record
+        dispatcher.quotas.update(QuotaEntity(None, "fast-path"), {"producer_byte_rate": "10"})
+    answer, served = pair.produce(8, {("t", 0): batch(b"a" * 200)})
+    assert served is None
+    assert produce_errors(pair.decoded(8, answer)) == {("t", 0): NONE}
+    # Throttled: the handler recorded the bytes against the client's quota.
+    assert pair.decoded(8, answer).throttle_time_ms > 0
