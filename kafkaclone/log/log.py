@@ -93,6 +93,8 @@ from kafkaclone.protocol.records.batch import BatchHeader, unpack_header
 from kafkaclone.protocol.records.common import LOG_OVERHEAD
 
 logger = logging.getLogger(__name__)
+_PRODUCER_ID: Final = BatchHeader._fields.index("producer_id")
+"""Where a header tuple (AnalyzedRecords.header_fields) holds the producer id."""
 
 _EMPTY: Final = memoryview(b"")
 
@@ -621,6 +623,13 @@ class Log:
         (Kafka's analyzeAndValidateProducerState): the producers' updates, or the append
         info of the batch this one duplicates (nothing is to be written then).
         OutOfOrderSequenceNumberError, InvalidProducerEpochError, UnknownProducerIdError."""
+        # Most appends name no producer: the header tuples are read as they are, and
+        # BatchHeaders made only for the batches that do.
+        for _, fields in analyzed.header_fields:
+            if fields[_PRODUCER_ID] > NO_PRODUCER_ID:
+                break
+        else:
+            return {}, None
         offset = self._next_offset_metadata.message_offset
         max_timestamp = now if self.config.log_append_time else None
         batches = []
@@ -630,8 +639,6 @@ class Log:
                 batches.append(ProducerBatch.from_header(header, offset, max_timestamp,
                                                          batch_bytes))
             offset += header.last_offset_delta + 1
-        if not batches:
-            return {}, None
         updated, duplicate = self.producer_state_manager.analyze_and_validate(batches, origin)
         if duplicate is None:
             return updated, None
@@ -644,6 +651,9 @@ class Log:
     def _update_producer_state(self, updated: dict[int, ProducerAppendInfo],
                                info: LogAppendInfo) -> None:
         producer_state = self.producer_state_manager
+        if not updated:
+            producer_state.update_map_end_offset(info.last_offset + 1)
+            return
         completed_txns: list[CompletedTxn] = []
         for append_info in updated.values():
             producer_state.update(append_info)

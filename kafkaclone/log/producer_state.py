@@ -600,6 +600,8 @@ class ProducerStateManager:
     # -- transactions ----------------------------------------------------------------------
 
     def _remove_unreplicated_transactions(self, offset: int) -> None:
+        if not self.unreplicated_txns:
+            return  # the usual case, after every append that moves the high watermark
         for first_offset, txn in list(self.unreplicated_txns.items()):
             if txn.last_offset is not None and txn.last_offset < offset:
                 del self.unreplicated_txns[first_offset]

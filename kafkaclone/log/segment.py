@@ -241,8 +241,8 @@ class LogSegment:
         physical_position = self.log.size
         self.log.append(records)
         tail = self._tail
-        tail.extend(LogOffsetPosition(batch_last_offset, physical_position + position, size)
-                    for position, size, batch_last_offset, _ in batches)
+        for position, size, batch_last_offset, _ in batches:
+            tail.append(LogOffsetPosition(batch_last_offset, physical_position + position, size))
         if len(tail) > 2 * TAIL_BATCHES:
             del tail[:-TAIL_BATCHES]
         if physical_position == 0:

@@ -45,7 +45,7 @@ BUCKET_BOUNDS_MS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0
 """Upper bounds of the histogram buckets; one more bucket holds everything above."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Histogram:
     """Counts per bucket of :data:`BUCKET_BOUNDS_MS`, with the count, sum and maximum."""
 
@@ -119,13 +119,17 @@ class RequestMetrics:
     @staticmethod
     def _record(histograms: tuple[Histogram, ...], queue_ms: float, local_ms: float,
                 remote_ms: float, response_queue_ms: float, send_ms: float) -> None:
-        queue, local, remote, response_queue, send, total = histograms
-        queue.record(queue_ms)
-        local.record(local_ms)
-        remote.record(remote_ms)
-        response_queue.record(response_queue_ms)
-        send.record(send_ms)
-        total.record(queue_ms + local_ms + remote_ms + response_queue_ms + send_ms)
+        # Histogram.record six times over, inline: this runs for every request.
+        total_ms = queue_ms + local_ms + remote_ms + response_queue_ms + send_ms
+        bucket_of = bisect.bisect_left
+        for histogram, value_ms in zip(histograms, (queue_ms, local_ms, remote_ms,
+                                                    response_queue_ms, send_ms, total_ms),
+                                       strict=True):
+            histogram.buckets[bucket_of(BUCKET_BOUNDS_MS, value_ms)] += 1
+            histogram.count += 1
+            histogram.total_ms += value_ms
+            if value_ms > histogram.max_ms:
+                histogram.max_ms = value_ms
 
     def snapshot(self) -> dict[str, dict[str, dict[str, float]]]:
         """``{api: {metric: {"count", "mean", "p50", "p99", "max"}}}`` in milliseconds."""

@@ -29,6 +29,15 @@ transport's ``pauseProducing``) while
 Frames already read stay in the connection's buffer until it is unmuted, so a client that
 pipelines requests and never reads holds at most a few responses in the broker's memory.
 
+The answers to the frames processed in one go (what one read brought, or what waited while
+the connection was muted) are written together when the batch is done, up to
+:data:`~kafkaclone.network.direct_write.MAX_PARTS` parts per write: a pipelining client's
+many small answers cost one ``sendmsg``, not one each. An answer of
+:data:`CORKED_FRAME_MAX_BYTES` or more, and one with file regions, is written at once
+(after those held before it); an answer completing later (a long poll, acks=all) is
+written when it completes. ResponseSendTimeMs of an answer held so is the time it took to
+hold it.
+
 :class:`ConnectionQuotas` enforces ``max.connections``, ``max.connections.per.ip`` (and
 its overrides) and ``max.connection.creation.rate``: a refused connection is closed at once;
 ``connections.max.idle.ms`` closes connections that neither read nor wrote for that long.
@@ -69,7 +78,7 @@ from kafkaclone.common.endpoint import SecurityProtocol
 from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
 from kafkaclone.network.authenticator import SaslServerAuthenticator, SaslServerConfig
-from kafkaclone.network.direct_write import direct_socket, write_sequence
+from kafkaclone.network.direct_write import MAX_PARTS, direct_socket, write_sequence
 from kafkaclone.network.request_metrics import (
     RequestMetrics,
     request_description,
@@ -92,6 +101,9 @@ SENDFILE_MIN_BYTES: Final = 128 * 1024
 below it one ``pread`` and a buffered write cost less than handing the socket to the file
 sender and back (measured over loopback: some 40-60 µs more per response at 64 KiB and
 below, 50-100 µs less at 256 KiB and above)."""
+CORKED_FRAME_MAX_BYTES: Final = 64 * 1024
+"""A response frame at least this large is written at once rather than held with the
+others answered in the same batch of requests (:meth:`KafkaServerProtocol.sendString`)."""
 INT_MAX: Final = 2**31 - 1
 _FRAME_LENGTH: Final = struct.Struct(">I")
 _LOGGED_HEADER_BYTES: Final = 256
@@ -448,6 +460,9 @@ class KafkaServerProtocol(Int32StringReceiver):
         self._output_full = False
         """Whether the transport paused this connection as its producer (slow reader)."""
         self._processing = False
+        self._corked: list[bytes] | None = None
+        """While frames are processed: the response frames answered meanwhile (length
+        prefixes and bodies), written together once the batch is done."""
 
     def connectionMade(self) -> None:
         transport: Any = self.transport
@@ -503,6 +518,9 @@ class KafkaServerProtocol(Int32StringReceiver):
         if self._processing:
             return  # the loop below re-checks the muting before every frame
         self._processing = True
+        # The answers to the frames processed here go out together (one sendmsg for a
+        # pipelining client's many small answers, rather than one each).
+        self._corked = []
         try:
             buffer = self._buffer
             offset = 0
@@ -541,7 +559,15 @@ class KafkaServerProtocol(Int32StringReceiver):
             del buffer[:offset]
         finally:
             self._processing = False
+            self._write_corked()
+            self._corked = None
         self._set_muted(self._must_mute())
+
+    def _write_corked(self) -> None:
+        corked = self._corked
+        if corked:
+            self._corked = []
+            write_sequence(self.transport, self._socket, corked)
 
     # -- back-pressure -----------------------------------------------------------------------
 
@@ -657,6 +683,13 @@ class KafkaServerProtocol(Int32StringReceiver):
         if self._file_sender is not None:
             self._file_sender.add((len(string).to_bytes(4, "big"), string))
             return
+        corked = self._corked
+        if corked is not None and len(string) < CORKED_FRAME_MAX_BYTES:
+            corked += (len(string).to_bytes(4, "big"), string)
+            if len(corked) >= MAX_PARTS:
+                self._write_corked()
+            return
+        self._write_corked()
         write_sequence(transport, self._socket, (len(string).to_bytes(4, "big"), string))
 
     def send_response(self, response: Response) -> None:
@@ -665,6 +698,7 @@ class KafkaServerProtocol(Int32StringReceiver):
         if not isinstance(response, list):
             self.sendString(response)
             return
+        self._write_corked()
         length = in_files = 0
         for part in response:
             length += len(part)
@@ -702,6 +736,8 @@ class KafkaServerProtocol(Int32StringReceiver):
     def _broken(self) -> None:
         """A response cannot be sent whole: close now, without the rest of the stream."""
         self.channel.closed = True
+        if self._corked is not None:
+            self._corked = []
         transport: Any = self.transport
         if transport is not None:
             transport.abortConnection()
@@ -757,6 +793,7 @@ class KafkaServerProtocol(Int32StringReceiver):
     def _abort(self) -> None:
         transport: Any = self.transport
         if transport is not None:
+            self._write_corked()
             transport.loseConnection()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:

@@ -1087,12 +1087,20 @@ class ReplicaManager:
         results = {tp: result for tp, (result, _) in appended.items()}
         if required_acks != -1 or not any(r.error_code == NONE for r in results.values()):
             return results
-        statuses = {tp: ProducePartitionStatus(required_offset, result)
-                    for tp, (result, required_offset) in appended.items()}
+        return await self.wait_for_replicas(
+            timeout_ms, {tp: ProducePartitionStatus(required_offset, result)
+                         for tp, (result, required_offset) in appended.items()})
+
+    def wait_for_replicas(self, timeout_ms: int,
+                          statuses: dict[TopicPartition, ProducePartitionStatus]
+                          ) -> Deferred[dict[TopicPartition, ProducePartitionResult]]:
+        """An acks=-1 append's answer (a DelayedProduce in the purgatory): each partition's
+        result once its high watermark reached ``required_offset``, or REQUEST_TIMED_OUT
+        after ``timeout_ms``."""
         answered: Deferred[dict[TopicPartition, ProducePartitionResult]] = Deferred()
         operation = DelayedProduce(timeout_ms, statuses, self, answered.callback)
         self.delayed_produce.try_complete_else_watch(operation, list(statuses))
-        return await answered
+        return answered
 
     def _append_to_local_log(
         self,
@@ -1102,36 +1110,47 @@ class ReplicaManager:
         required_acks: int,
     ) -> dict[TopicPartition, tuple[ProducePartitionResult, int]]:
         """Each partition's result and the offset acks=-1 waits for (its last offset + 1)."""
-        results: dict[TopicPartition, tuple[ProducePartitionResult, int]] = {}
-        for tp, records in entries.items():
-            try:
-                if is_internal(tp.topic) and not internal_topics_allowed:
-                    raise InvalidTopicExceptionError(
-                        f"Cannot append to internal topic {tp.topic}")
-                partition = self.get_partition_or_error(tp)
-                info, hw_moved = partition.append_records_to_leader(records, origin,
-                                                                    required_acks)
-            except KafkaError as exc:
-                logger.debug("Error processing append operation on partition %s: %s", tp, exc)
-                results[tp] = (ProducePartitionResult(exc.code, error_message=exc.message), -1)
-                continue
-            except Exception as exc:
-                logger.error("Error processing append operation on partition %s", tp,
-                             exc_info=exc)
-                results[tp] = (ProducePartitionResult(UnknownServerError.code), -1)
-                continue
-            results[tp] = (ProducePartitionResult(NONE, info.first_offset, info.log_append_time,
-                                                  info.log_start_offset),
-                           info.last_offset + 1)
-            if self.metrics is not None:
-                self.metrics.record_append(info.record_count, info.valid_bytes)
-            # New data for followers' long polls; a moved high watermark for consumers'
-            # and acks=-1 producers.
-            if hw_moved:
-                self.complete_delayed_requests(tp)
-            else:
-                self.delayed_fetch.check_and_complete(tp)
-        return results
+        return {tp: self.append_partition_to_local_log(tp, records, origin,
+                                                       internal_topics_allowed, required_acks)
+                for tp, records in entries.items()}
+
+    def append_partition_to_local_log(
+        self,
+        tp: TopicPartition,
+        records: bytes | bytearray | memoryview,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        internal_topics_allowed: bool = False,
+        required_acks: int = 1,
+    ) -> tuple[ProducePartitionResult, int]:
+        """One partition of ``_append_to_local_log`` (the Produce handler's one-partition
+        path calls it directly): its result, and the offset acks=-1 waits for (-1 after an
+        error). The delayed fetches (and with a moved high watermark the delayed produces)
+        waiting on the partition are retried."""
+        try:
+            if is_internal(tp.topic) and not internal_topics_allowed:
+                raise InvalidTopicExceptionError(
+                    f"Cannot append to internal topic {tp.topic}")
+            partition = self.get_partition_or_error(tp)
+            info, hw_moved = partition.append_records_to_leader(records, origin,
+                                                                required_acks)
+        except KafkaError as exc:
+            logger.debug("Error processing append operation on partition %s: %s", tp, exc)
+            return ProducePartitionResult(exc.code, error_message=exc.message), -1
+        except Exception as exc:
+            logger.error("Error processing append operation on partition %s", tp,
+                         exc_info=exc)
+            return ProducePartitionResult(UnknownServerError.code), -1
+        if self.metrics is not None:
+            self.metrics.record_append(info.record_count, info.valid_bytes)
+        # New data for followers' long polls; a moved high watermark for consumers'
+        # and acks=-1 producers.
+        if hw_moved:
+            self.complete_delayed_requests(tp)
+        else:
+            self.delayed_fetch.check_and_complete(tp)
+        return (ProducePartitionResult(NONE, info.first_offset, info.log_append_time,
+                                       info.log_start_offset),
+                info.last_offset + 1)
 
     async def fetch_messages(
         self,

@@ -30,6 +30,8 @@ from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import FetchRequest, RequestHeader
 from kafkaclone.server.handlers.api_versions import unsupported_version_response
 from kafkaclone.server.handlers.registry import (
+    DECLINED,
+    FastPathFn,
     RegisteredHandler,
     RequestContext,
     load_handlers,
@@ -79,6 +81,14 @@ class RequestHandler:
             correlation_id = header.correlation_id
             client_id = None if header.client_id is None else str(header.client_id)
         target = route.api
+        fast = route.fast
+        if fast is not None and isinstance(frame, bytearray):
+            quotas = self.quotas
+            if not (quotas.request.enabled or quotas.produce.enabled or quotas.fetch.enabled):
+                answered = self._fast_path(fast, route, connection, frame, body_pos, key,
+                                           version, correlation_id, client_id, started)
+                if answered is not None:
+                    return answered
         try:
             view = memoryview(frame)
             body, end = target.request.decode(view, version, body_pos)
@@ -115,6 +125,31 @@ class RequestHandler:
             result.addBoth(_recorded, self.metrics, key, started)
         return result
 
+
+    def _fast_path(self, fast: FastPathFn, route: _Route, connection: ConnectionInfo,
+                   frame: bytearray, body_pos: int, key: int, version: int,
+                   correlation_id: int, client_id: str | None, started: float
+                   ) -> Deferred[Response | None] | None:
+        """The handler's fast path's answer (see :func:`registry.fast_path`), or None if it
+        declined the request. No quota is on: nothing is throttled, as in ``_call``."""
+        ctx = RequestContext(route.api, version, correlation_id, client_id, connection,
+                             self.broker, len(frame), self.quotas)
+        result: Deferred[Response | None]
+        try:
+            response = fast(ctx, frame, body_pos)
+            if response is DECLINED:
+                return None
+            if isinstance(response, Deferred):  # it waits (Produce with acks=-1)
+                result = response.addCallback(_fast_path_encoded, route, version,
+                                              correlation_id)
+            else:
+                result = succeed(None if response is None else route.encode_response(
+                    version, correlation_id, response))
+        except Exception:
+            result = fail()
+        if self.metrics is not None:
+            result.addBoth(_recorded, self.metrics, key, started)
+        return result
 
     def _read_client_id(self, frame: bytes | bytearray, length: int,
                         flexible: bool) -> tuple[int, str | None]:
@@ -189,12 +224,13 @@ class _Route:
     """What the dispatcher needs of one API at one version, found once: its handler, its
     header versions, and how its response starts (the response header)."""
 
-    __slots__ = ("api", "flexible_header", "registered", "response_header")
+    __slots__ = ("api", "fast", "flexible_header", "registered", "response_header")
 
     def __init__(self, registered: RegisteredHandler, api: protocol_api.Api,
                  version: int) -> None:
         self.registered = registered
         self.api = api
+        self.fast = registered.fast_path_for(version)
         self.flexible_header = api.request_header_version(version) == 2
         self.response_header = api.response_header_version(version)
 
@@ -274,6 +310,11 @@ def _from_follower(key: int, body: Any) -> bool:
         return False
     fetch: FetchRequest = body
     return fetch.replica_id >= 0
+
+
+def _fast_path_encoded(response: Any, route: _Route, version: int,
+                       correlation_id: int) -> Response:
+    return route.encode_response(version, correlation_id, response)
 
 
 def _recorded(result: _T, metrics: BrokerMetrics, key: int, started: float) -> _T:

@@ -263,3 +263,63 @@ def test_succeed_is_accepted_from_a_plain_dispatcher():
     conn, transport = connect(Echo())
     conn.dataReceived(struct.pack(">i", 3) + b"abc")
     assert frames(transport.value()) == [b"cba"]
+
+
+class CountingTransport(StringTransport):
+    """Counts the writes a connection makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.writes = 0
+
+    def write(self, data):
+        self.writes += 1
+        super().write(data)
+
+    def writeSequence(self, data):
+        self.writes += 1
+        super().writeSequence(data)
+
+
+def connect_counting(dispatcher):
+    conn = KafkaServerFactory(dispatcher, 1 << 20).buildProtocol(None)
+    transport = CountingTransport()
+    conn.makeConnection(transport)
+    return conn, transport
+
+
+class Echo:
+    """Answers every frame at once with its bytes reversed; CloseConnection for b"close"."""
+
+    def dispatch(self, connection, frame):
+        if bytes(frame) == b"close":
+            raise CloseConnection("asked to")
+        return succeed(bytes(frame[::-1]))
+
+
+def test_answers_to_the_frames_of_one_read_are_written_together():
+    conn, transport = connect_counting(Echo())
+    requests = [b"%03d" % i for i in range(40)]
+    conn.dataReceived(b"".join(struct.pack(">i", 3) + r for r in requests))
+    assert frames(transport.value()) == [r[::-1] for r in requests]
+    # 80 parts (length prefix and answer each): one sendmsg takes at most 64.
+    assert transport.writes == 2
+    conn.dataReceived(struct.pack(">i", 3) + b"abc")
+    assert frames(transport.value())[-1] == b"cba"
+    assert transport.writes == 3
+
+
+def test_a_large_answer_is_written_at_once_and_in_order():
+    conn, transport = connect_counting(Echo())
+    large = b"x" * (70 * 1024)
+    conn.dataReceived(b"".join(struct.pack(">i", len(r)) + r for r in (b"ab", large, b"cd")))
+    assert frames(transport.value()) == [b"ba", large, b"dc"]
+    assert transport.writes == 3  # the held answer before it, it, the one after
+
+
+def test_held_answers_are_written_before_the_connection_closes():
+    conn, transport = connect_counting(Echo())
+    conn.dataReceived(b"".join(struct.pack(">i", len(r)) + r
+                               for r in (b"ab", b"cd", b"close", b"ef")))
+    assert frames(transport.value()) == [b"ba", b"dc"]
+    assert transport.disconnecting

@@ -27,11 +27,23 @@ Per partition, as Kafka answers:
 
 acks=0 gets no response; if a partition failed the connection is closed instead, so the
 client refreshes its metadata (as Kafka does).
+
+The common shape, one partition of one topic with acks 0, 1 or -1 and no transactional id
+(most client requests: a producer sends each leader's partitions in one request),
+takes :func:`produce_one_partition` at v3-9: the frame is read in place and a successful
+answer written directly, without the request and response objects. Anything else, and
+anything that would fail before the append (unknown partition, a batch that is not
+exactly one magic 2 batch, a transactional batch, an authorizer, client quotas), goes to
+:func:`handle_produce`; the append's own errors are answered as the handler answers them.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
+from typing import Final
+
+from twisted.internet.defer import Deferred
 
 from kafkaclone.common.acl import AclOperation, ResourceType
 from kafkaclone.common.errors import (
@@ -47,6 +59,7 @@ from kafkaclone.common.errors import (
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.conversion import up_convert
 from kafkaclone.network.socket_server import CloseConnection
+from kafkaclone.protocol.api import EncodedResponse
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.protocol.message_types import ProduceRequest, ProduceResponse
 from kafkaclone.protocol.records import Codec
@@ -62,9 +75,15 @@ from kafkaclone.protocol.records.common import (
     MAGIC_OFFSET,
     SIZE_OFFSET,
 )
-from kafkaclone.protocol.types import Buffer
-from kafkaclone.server.delayed.produce import ProducePartitionResult
-from kafkaclone.server.handlers.registry import RequestContext, handler
+from kafkaclone.protocol.types import Buffer, write_uvarint
+from kafkaclone.server.delayed.produce import ProducePartitionResult, ProducePartitionStatus
+from kafkaclone.server.handlers.registry import (
+    DECLINED,
+    FastPathDeclined,
+    RequestContext,
+    fast_path,
+    handler,
+)
 from kafkaclone.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
@@ -206,3 +225,167 @@ def _record_produce_quota(ctx: RequestContext) -> int:
     return quota.record_and_get_throttle_time_ms(
         ctx.connection.principal.name, ctx.client_id or "", ctx.request_size,
         ctx.broker.reactor.seconds() * 1000)
+
+
+_REQUEST_START: Final = struct.Struct(">hhii")
+"""Produce v3-8 up to the first topic: transactional_id's length (-1: null), acks,
+timeout_ms, the number of topics."""
+_PARTITION_START: Final = struct.Struct(">iii")
+"""The topic's number of partitions, the first's index and its records' length."""
+_ACKS_TIMEOUT: Final = struct.Struct(">hi")
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+_ONE_TOPIC: Final = struct.Struct(">ih")
+"""The answer's number of topics (1) and the topic name's length (v3-8)."""
+_PARTITION_ANSWER: Final = struct.Struct(">ihqqq")
+"""index, error_code, base_offset, log_append_time_ms, log_start_offset (v5+)."""
+_V8_TAIL: Final = struct.Struct(">ihi")
+"""record_errors (empty), error_message (null), throttle_time_ms."""
+_V9_TAIL: Final = b"\x01\x00\x00\x00" + bytes(4) + b"\x00"
+"""record_errors (empty), error_message (null), the partition's and the topic's tagged
+fields (none), throttle_time_ms (0), the response's tagged fields (none)."""
+
+_OnePartition = tuple[int, int, bytes, int, int, int]
+"""What the fast path reads of a request: acks, timeout_ms, the topic name's bytes, the
+partition index, and where its records start and end."""
+
+
+def _read_one_partition(frame: bytearray, position: int) -> _OnePartition | None:
+    """Produce v3-8 with no transactional id, one topic, one partition, records, and
+    nothing after them; None for anything else."""
+    end = len(frame)
+    if end - position < _REQUEST_START.size + _INT16.size:
+        return None
+    id_length, acks, timeout_ms, topics = _REQUEST_START.unpack_from(frame, position)
+    if id_length != -1 or topics != 1:
+        return None
+    position += _REQUEST_START.size
+    (name_length,) = _INT16.unpack_from(frame, position)
+    position += _INT16.size
+    name_end = position + name_length
+    if name_length < 0 or name_end + _PARTITION_START.size > end:
+        return None
+    partitions, index, size = _PARTITION_START.unpack_from(frame, name_end)
+    records_start = name_end + _PARTITION_START.size
+    if partitions != 1 or size < 0 or records_start + size != end:
+        return None
+    return acks, timeout_ms, bytes(frame[position:name_end]), index, records_start, end
+
+
+def _read_uvarint(frame: bytearray, position: int) -> tuple[int, int]:
+    """An unsigned varint and the position after it; (-1, position) if it runs past the
+    frame or 5 bytes."""
+    value = shift = 0
+    for index in range(position, min(position + 5, len(frame))):
+        byte = frame[index]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, index + 1
+        shift += 7
+    return -1, position
+
+
+def _read_one_partition_flexible(frame: bytearray, position: int) -> _OnePartition | None:
+    """:func:`_read_one_partition` for Produce v9 (compact strings, arrays and records,
+    tagged fields, of which there must be none)."""
+    end = len(frame)
+    if end - position < 1 + _ACKS_TIMEOUT.size + 2 or frame[position] != 0:
+        return None  # transactional_id not null
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, position + 1)
+    position += 1 + _ACKS_TIMEOUT.size
+    if frame[position] != 2:
+        return None  # not one topic
+    name_length, position = _read_uvarint(frame, position + 1)
+    name_length -= 1
+    name_end = position + name_length
+    if name_length < 0 or name_end + 1 + _INT32.size >= end or frame[name_end] != 2:
+        return None  # no name, or not one partition
+    (index,) = _INT32.unpack_from(frame, name_end + 1)
+    size, records_start = _read_uvarint(frame, name_end + 1 + _INT32.size)
+    size -= 1
+    # The records, then no tagged fields for the partition, the topic and the request.
+    if size < 0 or records_start + size + 3 != end or frame[end - 3:end] != b"\0\0\0":
+        return None
+    return acks, timeout_ms, bytes(frame[position:name_end]), index, records_start, end - 3
+
+
+@fast_path(ApiKey.PRODUCE, versions=(3, 9))
+def produce_one_partition(
+    ctx: RequestContext, frame: bytearray, position: int
+) -> (ProduceResponse | EncodedResponse | Deferred[ProduceResponse | EncodedResponse]
+      | FastPathDeclined | None):
+    """:func:`handle_produce` for one partition of one topic, acks 0, 1 or -1 (a Deferred
+    of the answer then), no
+    transactional id and no authorizer (the caller checks that no client quota is on), at
+    v3-9; DECLINED for anything else and for what would fail before the append, with
+    nothing done. The frame is read in place (the records are a view of it, as the
+    decoder's), and a successful answer is written directly."""
+    broker = ctx.broker
+    if broker.authorizer is not None:
+        return DECLINED
+    version = ctx.api_version
+    read = (_read_one_partition(frame, position) if version < 9
+            else _read_one_partition_flexible(frame, position))
+    if read is None:
+        return DECLINED
+    acks, timeout_ms, raw_name, index, records_start, records_end = read
+    if not (acks == 1 or acks == -1 or acks == 0):
+        return DECLINED
+    try:
+        topic = raw_name.decode("utf-8")
+    except UnicodeDecodeError:
+        return DECLINED
+    if broker.metadata_cache.partition_state(topic, index) is None:
+        return DECLINED
+    try:
+        entry = validate_records(version, memoryview(frame)[records_start:records_end])
+    except KafkaError:
+        return DECLINED
+    if _is_transactional(entry):
+        return DECLINED
+
+    tp = TopicPartition(topic, index)
+    replica_manager = broker.replica_manager
+    result, required_offset = replica_manager.append_partition_to_local_log(
+        tp, entry, required_acks=acks)
+    if acks == -1 and result.error_code == NONE:
+        waiting = replica_manager.wait_for_replicas(
+            timeout_ms, {tp: ProducePartitionStatus(required_offset, result)})
+        return waiting.addCallback(lambda results: _one_partition_answer(
+            version, topic, raw_name, index, results[tp]))
+    if acks == 0:
+        if result.error_code != NONE:
+            raise CloseConnection(
+                f"Closing connection due to error during produce request with correlation id "
+                f"{ctx.correlation_id} from client id {ctx.client_id} with ack=0; errors on "
+                f"{tp}")
+        return None
+    return _one_partition_answer(version, topic, raw_name, index, result)
+
+
+def _one_partition_answer(version: int, topic: str, raw_name: bytes, index: int,
+                          result: ProducePartitionResult
+                          ) -> ProduceResponse | EncodedResponse:
+    """The answer to a one-partition Produce: an error as the handler builds it, a
+    success encoded directly."""
+    if result.error_code != NONE:
+        return ProduceResponse(responses=[_TopicResponse(
+            name=topic, partition_responses=[_partition_response(index, result)])],
+            throttle_time_ms=0)
+    partition = _PARTITION_ANSWER.pack(index, NONE, result.base_offset,
+                                       result.log_append_time_ms, result.log_start_offset)
+    if version >= 9:
+        # One topic, its compact name, one partition (compact lengths are length + 1).
+        out = bytearray(b"\x02")
+        write_uvarint(out, len(raw_name) + 1)
+        out += raw_name
+        out += b"\x02"
+        out += partition
+        out += _V9_TAIL
+        return EncodedResponse(version, bytes(out))
+    out = bytearray(_ONE_TOPIC.pack(1, len(raw_name)))
+    out += raw_name
+    out += _INT32.pack(1)
+    out += partition if version >= 5 else partition[:-8]  # log_start_offset from v5
+    out += _V8_TAIL.pack(0, -1, 0) if version >= 8 else _INT32.pack(0)  # throttle_time_ms
+    return EncodedResponse(version, bytes(out))

@@ -19,7 +19,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from kafkaclone.common.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -99,15 +100,35 @@ HandlerFn = Callable[[RequestContext, RequestT], Awaitable[ResponseT]]
 """A handler of one API: its request class in, its response class out."""
 
 
+class FastPathDeclined(Enum):
+    DECLINED = "declined"
+
+
+DECLINED: Final = FastPathDeclined.DECLINED
+"""What a fast path answers for a request it does not serve (the handler gets it)."""
+
+FastPathFn = Callable[[RequestContext, bytearray, int], Any]
+"""A handler's fast path for its common shape (:func:`fast_path`): the context, the
+request frame (writable) and the body's position in it; the response (or an
+:class:`~kafkaclone.protocol.api.EncodedResponse`), None for no response, or
+:data:`DECLINED`."""
+
+
 @dataclass(frozen=True)
 class RegisteredHandler:
     key: ApiKey
     min_version: int
     max_version: int
     fn: HandlerFn[Any, Any]
+    fast: FastPathFn | None = None
+    fast_versions: tuple[int, int] = (0, -1)
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+    def fast_path_for(self, version: int) -> FastPathFn | None:
+        low, high = self.fast_versions
+        return self.fast if low <= version <= high else None
 
 
 HANDLERS: Final[dict[ApiKey, RegisteredHandler]] = {}
@@ -129,6 +150,25 @@ def handler(
         if key in HANDLERS:
             raise ValueError(f"{key.name} already has a handler")
         HANDLERS[key] = RegisteredHandler(key, low, high, fn)
+        return fn
+
+    return register
+
+
+def fast_path(key: ApiKey, *, versions: tuple[int, int]
+              ) -> Callable[[FastPathFn], FastPathFn]:
+    """Register ``fn`` as the fast path of ``key``'s handler (registered first) for the
+    inclusive version range: the dispatcher tries it before decoding the request, when no
+    client quota is on. It reads the frame itself and answers synchronously, exactly as the
+    handler would, or returns :data:`DECLINED` before changing anything for a request it
+    does not serve, which then goes to the handler."""
+    low, high = versions
+
+    def register(fn: FastPathFn) -> FastPathFn:
+        registered = HANDLERS[key]
+        if low < registered.min_version or high > registered.max_version or low > high:
+            raise ValueError(f"{key.name} fast path versions {low}-{high} are not served")
+        HANDLERS[key] = replace(registered, fast=fn, fast_versions=versions)
         return fn
 
     return register
