@@ -565,10 +565,9 @@ class ReplicaManager:
             if added:
                 # Per slice: a full collection between slices walks only the new ones.
                 heap.long_lived_objects_added()
-        failed = await self._await_leader_epoch_writes(controller_id, controller_epoch,
-                                                       epoch_writes, errors)
-        if failed:
-            new_leaders = [p for p in new_leaders if p.topic_partition not in failed]
+        for written in epoch_writes:
+            written.addCallback(self._leader_epoch_writes_done, controller_id,
+                                controller_epoch)
         if accepted:
             logger.info("LeaderAndIsr from controller %d epoch %d applied: %d partitions "
                         "became leader, %d follower, %d errors", controller_id,
@@ -655,10 +654,11 @@ class ReplicaManager:
     ) -> list[Partition]:
         """Kafka's makeLeaders: stop fetching these partitions, then make_leader. The new
         leader epochs' checkpoints are then written together on the I/O threads while the
-        reactor goes on (``epoch_writes`` gets what fires once they are on disk; the request
-        is answered after). Until then an epoch is recoverable from the log: ``Log.flush``
-        writes it before the recovery point passes it, and a restart after a crash assigns
-        the epochs of the batches above the recovery point (docs/storage.md)."""
+        reactor goes on (``epoch_writes`` gets what fires once they are on disk); the
+        request is answered without waiting for them. Until then an epoch is recoverable
+        from the log: ``Log.flush`` writes it before the recovery point passes it, and a
+        restart after a crash assigns the epochs of the batches above the recovery point
+        (docs/storage.md)."""
         made: list[Partition] = []
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.remove_fetcher_for_partitions(
@@ -689,22 +689,17 @@ class ReplicaManager:
         epoch_writes.append(written)
         return made
 
-    async def _await_leader_epoch_writes(
+    def _leader_epoch_writes_done(
         self,
+        failures: dict[TopicPartition, KafkaStorageError],
         controller_id: int,
         controller_epoch: int,
-        epoch_writes: Sequence[Deferred[dict[TopicPartition, KafkaStorageError]]],
-        errors: dict[TopicPartition, int],
-    ) -> set[TopicPartition]:
-        """Wait for the new leader epochs' checkpoints; the partitions whose write failed
-        (their directory is reported offline) answer KAFKA_STORAGE_ERROR."""
-        failed: set[TopicPartition] = set()
-        for written in epoch_writes:
-            for tp, failure in (await written).items():
-                errors[tp] = self._storage_or_unknown(failure, tp, "leader", controller_id,
-                                                      controller_epoch)
-                failed.add(tp)
-        return failed
+    ) -> None:
+        """After a LeaderAndIsr's new leader epochs are on disk: a failed write took its
+        directory offline (the LogDirFailureChannel; its partitions answer
+        KAFKA_STORAGE_ERROR from then on and the controller is told)."""
+        for tp, failure in failures.items():
+            self._storage_or_unknown(failure, tp, "leader", controller_id, controller_epoch)
 
     def _make_followers(
         self,
