@@ -284,7 +284,8 @@ class Partition:
         self._update_assignment_and_isr(state)
         log = self.create_log_if_not_exists(state.is_new, config)
         start_offset = log.log_end_offset
-        logger.info(
+        # Per partition at DEBUG: the ReplicaManager sums up each LeaderAndIsr at INFO.
+        logger.debug(
             "%s starts at leader epoch %d from offset %d with high watermark %d. Previous "
             "leader epoch was %d.", self.topic_partition, state.leader_epoch, start_offset,
             log.high_watermark, self.leader_epoch)
@@ -314,7 +315,8 @@ class Partition:
         self.remote_replicas = {}
         new_leader = state.leader
         old_leader_epoch = self.leader_epoch
-        logger.info(
+        # Per partition at DEBUG: the ReplicaManager sums up each LeaderAndIsr at INFO.
+        logger.debug(
             "Follower %s starts at leader epoch %d from offset %d with high watermark %d. "
             "Previous leader epoch was %d.", self.topic_partition, state.leader_epoch,
             log.log_end_offset, log.high_watermark, old_leader_epoch)

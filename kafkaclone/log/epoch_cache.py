@@ -9,6 +9,7 @@ an epoch, which is how a follower finds where its log diverges from the leader's
 from __future__ import annotations
 
 import logging
+import threading
 from bisect import bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
@@ -42,8 +43,13 @@ class LeaderEpochFileCache:
         self._log_end_offset = log_end_offset
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
-        self.unflushed = False
-        """Whether an ``assign(..., flush=False)`` is not in the checkpoint yet."""
+        self._changes = 0
+        """Counts the ``assign(..., flush=False)`` calls; ``_flushed`` is the count the
+        last checkpoint write included."""
+        self._flushed = 0
+        self._write_lock = threading.Lock()
+        """One checkpoint write at a time: an I/O thread may write a new leader's epoch
+        while the reactor thread truncates (both write the same file)."""
         if load:
             checkpoint.create_if_missing()
             for epoch, start_offset in checkpoint.read():
@@ -107,7 +113,7 @@ class LeaderEpochFileCache:
             if flush:
                 self.flush()
             else:
-                self.unflushed = True
+                self._changes += 1
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
@@ -163,6 +169,15 @@ class LeaderEpochFileCache:
         """Write to ``checkpoint`` from now on (the log directory was renamed)."""
         self._checkpoint = checkpoint
 
+    @property
+    def unflushed(self) -> bool:
+        """Whether an ``assign(..., flush=False)`` is not in the checkpoint yet."""
+        return self._flushed != self._changes
+
     def flush(self) -> None:
-        self._checkpoint.write(self._entries)
-        self.unflushed = False
+        """Write the entries to the checkpoint (temp file, fsync, rename): from the thread
+        that changes them or from another (an I/O thread), one write at a time."""
+        with self._write_lock:
+            changes = self._changes
+            self._checkpoint.write(list(self._entries))
+            self._flushed = changes

@@ -790,6 +790,11 @@ class Log:
             offset = self.log_end_offset
         if offset <= self._recovery_point:
             return
+        # A leader's new epoch is written on the I/O threads after it leads: until then it
+        # is recoverable from the batches above the recovery point, so the recovery point
+        # does not pass them before it is on disk.
+        if self.leader_epoch_cache.unflushed:
+            self.leader_epoch_cache.flush()
         started = time.perf_counter()
         for segment in self._segments_in_range(self._recovery_point, offset):
             segment.flush()

@@ -486,7 +486,7 @@ class ReplicaFetcher:
             self.partition_states[tp] = PartitionFetchState(
                 initial.init_offset, None, initial.current_leader_epoch, state,
                 last_fetched_epoch if state is ReplicaFetchState.FETCHING else None)
-            logger.info("[%s] Added %s at offset %d, leader epoch %d (%s)", self.name, tp,
+            logger.debug("[%s] Added %s at offset %d, leader epoch %d (%s)", self.name, tp,
                         initial.init_offset, initial.current_leader_epoch, state.value)
         self._wake()
         return set(initial_states)

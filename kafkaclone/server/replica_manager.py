@@ -99,6 +99,7 @@ from kafkaclone.log.common import (
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.log import Log
 from kafkaclone.log.manager import LogManager
+from kafkaclone.server import heap
 from kafkaclone.server.config import default_int
 from kafkaclone.server.delayed.delete_records import (
     DelayedDeleteRecords,
@@ -177,6 +178,8 @@ ISR_CHANGE_PROPAGATION_INTERVAL_MS: Final = 2_500
 STATE_CHANGE_SLICE: Final = 50
 """Partitions made leader or follower per reactor turn while applying a LeaderAndIsr (a new
 one costs a few ms: its log's files, a leader-epoch checkpoint with fsync)."""
+STATE_CHANGE_LOG_EXAMPLES: Final = 10
+"""Partitions named in a line that sums up a state change of many (the rest at DEBUG)."""
 ISR_CHANGE_PROPAGATION_BLACKOUT_MS: Final = 5_000
 ISR_CHANGE_MAX_DELAY_MS: Final = 60_000
 """Kafka 2.8's ReplicaManager.IsrChangePropagation*: a batch of ISR changes is announced
@@ -486,6 +489,8 @@ class ReplicaManager:
 
         errors: dict[TopicPartition, int] = {}
         accepted: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        stale: list[TopicPartition] = []
+        added = 0
         for state in partition_states:
             tp = state.topic_partition
             if tp in self.offline_partitions:
@@ -498,6 +503,7 @@ class ReplicaManager:
             partition = self.all_partitions.get(tp)
             if partition is None:
                 partition = self.new_partition(tp)
+                added += 1
             if state.leader_epoch > partition.leader_epoch:
                 if self.broker_id in state.replicas:
                     self.all_partitions[tp] = partition
@@ -511,11 +517,21 @@ class ReplicaManager:
             else:
                 # Kafka 2.8 answers a leader epoch that is not newer (older, or the same
                 # one again) with STALE_CONTROLLER_EPOCH.
-                logger.info(
+                logger.debug(
                     "Ignoring LeaderAndIsr for %s from controller %d epoch %d: its leader "
                     "epoch %d is not newer than the current leader epoch %d", tp,
                     controller_id, controller_epoch, state.leader_epoch, partition.leader_epoch)
                 errors[tp] = StaleControllerEpochError.code
+                stale.append(tp)
+        if stale:
+            # One line per request: a new controller's first request names every partition
+            # (each line per partition is at DEBUG, as Kafka's state-change log keeps them).
+            logger.info(
+                "Ignoring LeaderAndIsr for %d partitions (%s%s) from controller %d epoch %d: "
+                "their leader epochs are not newer than the current ones", len(stale),
+                ", ".join(str(tp) for tp in stale[:STATE_CHANGE_LOG_EXAMPLES]),
+                ", ..." if len(stale) > STATE_CHANGE_LOG_EXAMPLES else "", controller_id,
+                controller_epoch)
         for topic, topic_id in topic_ids.items():
             if topic_id.int != 0:
                 self.topic_ids[topic] = topic_id
@@ -524,6 +540,7 @@ class ReplicaManager:
             {partition.topic for partition, _ in accepted if partition.log is None})
         new_leaders: list[Partition] = []
         new_followers: list[Partition] = []
+        epoch_writes: list[Deferred[dict[TopicPartition, KafkaStorageError]]] = []
         for start in range(0, len(accepted), STATE_CHANGE_SLICE):
             if start:
                 await self._next_reactor_turn()
@@ -538,12 +555,24 @@ class ReplicaManager:
                     errors[partition.topic_partition] = NotLeaderOrFollowerError.code
                 accepted = accepted[:start]
                 break
-            new_leaders += await self._make_leaders(
+            new_leaders += self._make_leaders(
                 controller_id, controller_epoch,
-                [(p, s) for p, s in chunk if s.leader == self.broker_id], configs, errors)
+                [(p, s) for p, s in chunk if s.leader == self.broker_id], configs, errors,
+                epoch_writes)
             new_followers += self._make_followers(
                 controller_id, controller_epoch,
                 [(p, s) for p, s in chunk if s.leader != self.broker_id], configs, errors)
+            if added:
+                # Per slice: a full collection between slices walks only the new ones.
+                heap.long_lived_objects_added()
+        for written in epoch_writes:
+            written.addCallback(self._leader_epoch_writes_done, controller_id,
+                                controller_epoch)
+        if accepted:
+            logger.info("LeaderAndIsr from controller %d epoch %d applied: %d partitions "
+                        "became leader, %d follower, %d errors", controller_id,
+                        controller_epoch, len(new_leaders), len(new_followers),
+                        sum(1 for code in errors.values() if code != NONE))
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.shutdown_idle_fetchers()
         self._maybe_add_log_dir_moves(partition for partition, _ in accepted)
@@ -614,31 +643,27 @@ class ReplicaManager:
                                                   controller_epoch)
         return [(p, s) for p, s in states if p.topic_partition not in failures]
 
-    async def _make_leaders(
+    def _make_leaders(
         self,
         controller_id: int,
         controller_epoch: int,
         states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
         configs: Mapping[str, LogConfig],
         errors: dict[TopicPartition, int],
+        epoch_writes: list[Deferred[dict[TopicPartition, KafkaStorageError]]],
     ) -> list[Partition]:
         """Kafka's makeLeaders: stop fetching these partitions, then make_leader. The new
-        leader epochs' checkpoints are written together (in parallel) before any of these
-        partitions becomes leader, so none serves a request before its epoch is on disk.
-        Those not leading already take no appends meanwhile: their epochs are written
-        while the reactor serves the data path (``_write_new_leader_epochs``); those that
-        lead already (a new epoch for the same leader) are written with the reactor
-        waiting, after make_leader."""
+        leader epochs' checkpoints are then written together on the I/O threads while the
+        reactor goes on (``epoch_writes`` gets what fires once they are on disk); the
+        request is answered without waiting for them. Until then an epoch is recoverable
+        from the log: ``Log.flush`` writes it before the recovery point passes it, and a
+        restart after a crash assigns the epochs of the batches above the recovery point
+        (docs/storage.md)."""
         made: list[Partition] = []
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.remove_fetcher_for_partitions(
                 partition.topic_partition for partition, _ in states)
-        states = await self._write_new_leader_epochs(controller_id, controller_epoch, states,
-                                                     errors)
-        if self._shutting_down:
-            for partition, _ in states:
-                errors[partition.topic_partition] = NotLeaderOrFollowerError.code
-            return []
+        skipped = 0
         for partition, state in states:
             tp = partition.topic_partition
             try:
@@ -646,56 +671,35 @@ class ReplicaManager:
                                          flush_epoch=False):
                     made.append(partition)
                 else:
-                    logger.info("Skipped the become-leader state change for %s with leader "
-                                "epoch %d since it is already the leader", tp,
-                                state.leader_epoch)
+                    skipped += 1
+                    logger.debug("Skipped the become-leader state change for %s with leader "
+                                 "epoch %d since it is already the leader", tp,
+                                 state.leader_epoch)
                 errors[tp] = NONE
             except KafkaError as exc:
                 errors[tp] = self._storage_or_unknown(exc, tp, "leader", controller_id,
                                                       controller_epoch)
-        failures = self.log_manager.flush_leader_epochs(
-            {p.topic_partition: p.log for p, _ in states if p.log is not None})
-        for tp, failure in failures.items():
-            errors[tp] = self._storage_or_unknown(failure, tp, "leader", controller_id,
-                                                  controller_epoch)
-        return [p for p in made if p.topic_partition not in failures]
+        if skipped:
+            logger.info("Skipped the become-leader state change for %d partitions already "
+                        "led here (their leader epochs updated)", skipped)
+        logs = {p.topic_partition: p.log for p, _ in states
+                if p.log is not None and errors.get(p.topic_partition) == NONE}
+        written: Deferred[dict[TopicPartition, KafkaStorageError]] = Deferred()
+        self.log_manager.flush_leader_epochs_then(logs, written.callback)
+        epoch_writes.append(written)
+        return made
 
-    async def _write_new_leader_epochs(
+    def _leader_epoch_writes_done(
         self,
+        failures: dict[TopicPartition, KafkaStorageError],
         controller_id: int,
         controller_epoch: int,
-        states: Sequence[tuple[Partition, LeaderAndIsrPartitionState]],
-        errors: dict[TopicPartition, int],
-    ) -> Sequence[tuple[Partition, LeaderAndIsrPartitionState]]:
-        """Assign the new leader epoch of each partition of ``states`` that is not a
-        leader yet (its fetcher removed, nothing appends to its log) at its log end offset,
-        as make_leader will, and write the checkpoints on the I/O threads, the reactor
-        serving meanwhile. Returns ``states`` but for the partitions whose write failed."""
-        logs: dict[TopicPartition, Log] = {}
-        failed: set[TopicPartition] = set()
-        for partition, state in states:
-            tp = partition.topic_partition
-            # A new partition's log is created, not yet given to it (make_leader does).
-            log = partition.log or self.log_manager.get_log(tp)
-            if log is None or partition.is_leader or state.leader_epoch <= partition.leader_epoch:
-                continue
-            try:
-                log.assign_epoch_start_offset(state.leader_epoch, log.log_end_offset,
-                                              flush=False)
-            except KafkaError as exc:
-                errors[tp] = self._storage_or_unknown(exc, tp, "leader", controller_id,
-                                                      controller_epoch)
-                failed.add(tp)
-                continue
-            logs[tp] = log
-        if logs:
-            written: Deferred[dict[TopicPartition, KafkaStorageError]] = Deferred()
-            self.log_manager.flush_leader_epochs_then(logs, written.callback)
-            for tp, failure in (await written).items():
-                errors[tp] = self._storage_or_unknown(failure, tp, "leader", controller_id,
-                                                      controller_epoch)
-                failed.add(tp)
-        return [(p, s) for p, s in states if p.topic_partition not in failed]
+    ) -> None:
+        """After a LeaderAndIsr's new leader epochs are on disk: a failed write took its
+        directory offline (the LogDirFailureChannel; its partitions answer
+        KAFKA_STORAGE_ERROR from then on and the controller is told)."""
+        for tp, failure in failures.items():
+            self._storage_or_unknown(failure, tp, "leader", controller_id, controller_epoch)
 
     def _make_followers(
         self,
@@ -711,15 +715,22 @@ class ReplicaManager:
         made: list[Partition] = []
         leaders: dict[TopicPartition, BrokerEndPoint] = {}
         fetchers = self.replica_fetcher_manager
+        endpoints: dict[int, BrokerEndPoint | None] = {}
+        unavailable: list[tuple[TopicPartition, int]] = []
         for partition, state in states:
             tp = partition.topic_partition
             try:
-                leader = None if fetchers is None else self._leader_endpoint(state.leader)
+                if fetchers is None:
+                    leader = None
+                elif state.leader in endpoints:
+                    leader = endpoints[state.leader]
+                else:
+                    leader = endpoints[state.leader] = self._leader_endpoint(state.leader)
                 if fetchers is not None and leader is None:
                     # The leader should always be in the metadata cache; without it the
                     # partition keeps its old state (a later LeaderAndIsr retries), but its
                     # log exists so that its high watermark is checkpointed (KAFKA-1647).
-                    logger.error(
+                    logger.debug(
                         "Received LeaderAndIsr request from controller %d epoch %d for "
                         "partition %s (last update controller epoch %d) but cannot become "
                         "follower since the new leader %d is unavailable.",
@@ -727,7 +738,7 @@ class ReplicaManager:
                         state.leader)
                     partition.create_log_if_not_exists(state.is_new,
                                                        configs.get(partition.topic))
-                    fetchers.remove_fetcher_for_partitions([tp])
+                    unavailable.append((tp, state.leader))
                 elif partition.make_follower(state, configs.get(partition.topic)):
                     made.append(partition)
                     if leader is not None:
@@ -736,6 +747,15 @@ class ReplicaManager:
             except KafkaError as exc:
                 errors[tp] = self._storage_or_unknown(exc, tp, "follower", controller_id,
                                                       controller_epoch)
+        if fetchers is not None and unavailable:
+            logger.error(
+                "Received LeaderAndIsr request from controller %d epoch %d but %d partitions "
+                "(%s%s) cannot become follower since their new leader is unavailable.",
+                controller_id, controller_epoch, len(unavailable),
+                ", ".join(f"{tp} (leader {leader})"
+                          for tp, leader in unavailable[:STATE_CHANGE_LOG_EXAMPLES]),
+                ", ..." if len(unavailable) > STATE_CHANGE_LOG_EXAMPLES else "")
+            fetchers.remove_fetcher_for_partitions(tp for tp, _ in unavailable)
         if fetchers is not None and made:
             # Stopping the old fetchers first makes the fetch position start from the log.
             fetchers.remove_fetcher_for_partitions(p.topic_partition for p in made)
@@ -1027,6 +1047,8 @@ class ReplicaManager:
                               else exc.code)
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.shutdown_idle_fetchers()
+        if any(state.delete_partition for state in partition_states.values()):
+            heap.long_lived_objects_released()
         return ReplicaManagerResult(NONE, errors)
 
 

@@ -105,7 +105,10 @@ def run_broker(config: KafkaConfig) -> int:
     configure_logging()
     from twisted.internet import reactor
 
+    from kafkaclone.server import heap
     from kafkaclone.server.broker import BrokerStartupError, KafkaBroker
+
+    heap.enable()
 
     pid_file = os.environ.get(PID_FILE_ENV)
     the_reactor: Any = reactor

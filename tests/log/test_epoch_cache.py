@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,32 @@ def test_truncate_from_start(tmp_path: Path) -> None:
     assert cache.epoch_entries == [EpochEntry(3, 20)]
     cache.clear_and_flush()
     assert make_cache(tmp_path).epoch_entries == []
+
+
+@pytest.mark.timeout(30)
+def test_flushes_from_two_threads_write_one_at_a_time(tmp_path: Path) -> None:
+    """An I/O thread writes a new leader's epoch while the owning thread changes and writes
+    the cache: the writes do not interleave and the last one has every entry."""
+    cache = make_cache(tmp_path)
+    cache.assign(0, 0)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for _ in range(200):
+                cache.flush()
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    for epoch in range(1, 201):
+        cache.assign(epoch, epoch * 10, flush=False)
+        if epoch % 20 == 0:
+            cache.truncate_from_start(0)
+    thread.join(timeout=20)
+    assert not thread.is_alive() and errors == []
+    cache.flush()
+    assert not cache.unflushed
+    assert make_cache(tmp_path).epoch_entries == cache.epoch_entries
+    assert cache.latest_entry == EpochEntry(200, 2000)

@@ -235,3 +235,34 @@ def test_preallocated_segments(open_log: LogFactory, log_dir: Path) -> None:
     assert_consistent(log)
     log.close()
     assert active.stat().st_size == SIZE * 2  # a clean close trims
+
+
+def test_a_new_leader_epoch_not_yet_written_is_recovered_from_its_batches(
+        open_log: LogFactory, log_dir: Path) -> None:
+    """A leader's new epoch is written after it starts leading (on an I/O thread): a crash
+    before the write loses it from the checkpoint, and recovery finds it again in the
+    batches above the recovery point."""
+    log = filled(open_log)  # epochs 0, 1, 2
+    log.flush()
+    recovery_point = log.log_end_offset
+    log.assign_epoch_start_offset(5, recovery_point, flush=False)
+    assert log.leader_epoch_cache_unflushed
+    log.append(BATCH, leader_epoch=5)
+    log.append(BATCH, leader_epoch=5)
+    checkpoint = (log_dir / "leader-epoch-checkpoint").read_text()
+    assert checkpoint.splitlines()[-1] == "2 16"  # the crash: epoch 5 never written
+    log.close_handlers()
+    log = open_log(PROPS, had_clean_shutdown=False, recovery_point=recovery_point)
+    assert log.leader_epoch_cache.latest_entry == EpochEntry(5, recovery_point)
+    assert log.log_end_offset == recovery_point + 4
+
+
+def test_flush_writes_a_pending_leader_epoch_before_moving_the_recovery_point(
+        open_log: LogFactory, log_dir: Path) -> None:
+    log = filled(open_log)
+    start = log.log_end_offset
+    log.assign_epoch_start_offset(5, start, flush=False)
+    log.append(BATCH, leader_epoch=5)
+    log.flush()
+    assert not log.leader_epoch_cache_unflushed
+    assert (log_dir / "leader-epoch-checkpoint").read_text().splitlines()[-1] == f"5 {start}"

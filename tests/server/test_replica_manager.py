@@ -6,6 +6,7 @@ Topic config overrides come from ZooKeeper (/config/topics/<t>) in the test's ch
 
 from __future__ import annotations
 
+import gc
 import struct
 import threading
 import time
@@ -28,8 +29,14 @@ from kafkaclone.log.manager import LogIoThreads, LogManager, _NewLog
 from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
+from kafkaclone.server import heap
 from kafkaclone.server.metadata_cache import MetadataCache
-from kafkaclone.server.replica_manager import STATE_CHANGE_SLICE, ReplicaManager
+from kafkaclone.server.replica_manager import (
+    EPOCH_DURING_DELETE,
+    STATE_CHANGE_SLICE,
+    ReplicaManager,
+    StopReplicaState,
+)
 from kafkaclone.server.request_handler import RequestHandler
 from kafkaclone.testing.reactor import run, run_until
 from kafkaclone.zk.client import KafkaZkClient
@@ -199,6 +206,9 @@ def test_new_logs_and_leader_epochs_are_written_on_the_io_threads(
         assert len(manager.all_logs()) == count
         leaders = broker.replica_manager.leader_partitions()
         assert len(leaders) == count // 2 + 1
+        # The answer does not wait for the epochs' writes; they follow on the I/O threads.
+        run_until(lambda: not any(p.log is None or p.log.leader_epoch_cache_unflushed
+                                  for p in leaders), timeout=30)
         for partition in leaders:
             assert partition.log is not None
             checkpoint = partition.log.dir / "leader-epoch-checkpoint"
@@ -212,8 +222,9 @@ def test_new_logs_and_leader_epochs_are_written_on_the_io_threads(
 def test_new_leader_epochs_are_written_while_the_reactor_serves(
         tmp_path: Path, zk_client: KafkaZkClient) -> None:
     """The new leaders' epoch checkpoints are written on the I/O threads while the reactor
-    goes on (a write waits here until the reactor has taken a turn), and no partition is
-    a leader before its epoch is on disk."""
+    goes on (a write waits here until the reactor has taken a turn): the partitions lead
+    and the LeaderAndIsr is answered meanwhile (an epoch not on disk is recoverable from
+    the log, tests/log/test_recovery.py), and every checkpoint is written after."""
     io_threads = LogIoThreads(4, reactor.callFromThread, "test-io")
     manager = LogManager(LogManagerConfig.from_props({"log.dirs": str(tmp_path / "logs"),
                                                       "broker.id": "1"}), clock=reactor,
@@ -221,7 +232,7 @@ def test_new_leader_epochs_are_written_while_the_reactor_serves(
     manager.startup()
     turns = [0]
     writes_saw_a_turn: list[bool] = []
-    leaders_without_epoch: list[TopicPartition] = []
+    leading_before_written: set[TopicPartition] = set()
     original = Log.flush_leader_epoch_cache
 
     def flush_after_a_turn(log: Log) -> None:  # on an I/O thread
@@ -241,9 +252,8 @@ def test_new_leader_epochs_are_written_while_the_reactor_serves(
         turns[0] += 1
         for partition in broker.replica_manager.leader_partitions():
             assert partition.log is not None
-            checkpoint = partition.log.dir / "leader-epoch-checkpoint"
-            if not checkpoint.exists() or checkpoint.read_text() != "0\n1\n0 0\n":
-                leaders_without_epoch.append(partition.topic_partition)
+            if partition.log.leader_epoch_cache_unflushed:
+                leading_before_written.add(partition.topic_partition)
         if not done[0]:
             reactor.callLater(0.001, probe)
 
@@ -253,11 +263,20 @@ def test_new_leader_epochs_are_written_while_the_reactor_serves(
             reactor.callLater(0, probe)
             response = call(RequestHandler(broker=broker), ApiKey.LEADER_AND_ISR, 5,
                             leader_and_isr(leaders=(1,) * count))
+            answered_before_written = len(writes_saw_a_turn) < count
+            run_until(lambda: len(writes_saw_a_turn) == count, timeout=30)
             done[0] = True
         assert set(errors_of(response, 5).values()) == {NONE}
-        assert len(broker.replica_manager.leader_partitions()) == count
-        assert len(writes_saw_a_turn) == count and all(writes_saw_a_turn)
-        assert leaders_without_epoch == []
+        leaders = broker.replica_manager.leader_partitions()
+        assert len(leaders) == count
+        assert leading_before_written  # they did not wait for their writes
+        assert answered_before_written  # nor did the answer
+        assert all(writes_saw_a_turn)
+        for partition in leaders:
+            assert partition.log is not None
+            assert not partition.log.leader_epoch_cache_unflushed
+            checkpoint = partition.log.dir / "leader-epoch-checkpoint"
+            assert checkpoint.read_text() == "0\n1\n0 0\n"
     finally:
         io_threads.shutdown()
         manager.shutdown()
@@ -365,3 +384,25 @@ def test_controlled_shutdown_elsewhere_is_not_controller(broker: Broker,
     stale = call(dispatcher, ApiKey.CONTROLLED_SHUTDOWN, 3,
                  CONTROLLED_SHUTDOWN(broker_id=3, broker_epoch=5))
     assert stale.error_code == STALE_BROKER_EPOCH
+
+
+def test_heap_freezes_after_new_partitions_and_thaws_after_deletions(
+        broker: Broker, dispatcher: RequestHandler) -> None:
+    """With kafkaclone.server.heap enabled (the broker process), the objects alive after
+    a LeaderAndIsr that added partitions leave the collector's generations; a StopReplica
+    that deletes partitions gives them back. Off (the default), nothing is frozen."""
+    gc.unfreeze()
+    call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(topic="plain"))
+    assert gc.get_freeze_count() == 0
+    heap.enable()
+    try:
+        call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr())
+        assert gc.get_freeze_count() > 0
+        rm = broker.replica_manager
+        result = run(rm.stop_replicas(2, 1, {
+            TopicPartition("demo", 0): StopReplicaState(leader_epoch=EPOCH_DURING_DELETE,
+                                                        delete_partition=True)}))
+        assert result.partition_errors == {TopicPartition("demo", 0): NONE}
+        assert gc.get_freeze_count() == 0
+    finally:
+        heap.disable()
