@@ -27,7 +27,12 @@ needs; unlike the rates, CPU per record hardly moves with the machine's load.
 ``--profile DIR`` runs py-spy on broker 1 during the first plain and the first idempotent
 round of each cluster (raw stacks and a summary in DIR, as bench_broker.py's). ``--stats``
 prints, per round, librdkafka's statistics of the broker connections: Produce requests,
-bytes per request, mean round trip, and the mean batch (bytes, records).
+its broker threads' wakeups, bytes per request, mean round trip, and the mean batch (bytes,
+records). (The wakeups are where the idempotent producer's extra CPU goes: with
+idempotence on, librdkafka wakes a broker thread for nearly every message enqueued while
+its partition waits on requests in flight, so the count grows with the acks=all round
+trip: some 400,000 per million records against this RF 3 cluster, 10,000 against the mock,
+2,000-3,000 with idempotence off, max.in.flight 5 included.)
 """
 
 from __future__ import annotations
@@ -77,8 +82,10 @@ class Statistics:
         brokers = [b for b in self.last.get("brokers", {}).values() if b["nodeid"] >= 0]
         requests = sum(b["tx"] for b in brokers)
         sent = sum(b["txbytes"] for b in brokers)
+        wakeups = sum(b["wakeups"] for b in brokers)
         batches = max(self.batches, 1)
-        return (f"{requests} requests, {sent // max(requests, 1):,} bytes/request, mean rtt "
+        return (f"{requests} requests, {wakeups:,} broker thread wakeups, "
+                f"{sent // max(requests, 1):,} bytes/request, mean rtt "
                 f"{self.rtt_us / max(self.rtt_count, 1) / 1000:.2f} ms, mean batch "
                 f"{self.batch_bytes // batches:,} bytes {self.batch_records // batches:,} "
                 f"records")
