@@ -75,7 +75,7 @@ from kafkaclone.protocol.records.common import (
     MAGIC_OFFSET,
     SIZE_OFFSET,
 )
-from kafkaclone.protocol.types import Buffer, write_uvarint
+from kafkaclone.protocol.types import INT16, INT32, Buffer, write_uvarint
 from kafkaclone.server.delayed.produce import ProducePartitionResult, ProducePartitionStatus
 from kafkaclone.server.handlers.registry import (
     DECLINED,
@@ -233,8 +233,6 @@ timeout_ms, the number of topics."""
 _PARTITION_START: Final = struct.Struct(">iii")
 """The topic's number of partitions, the first's index and its records' length."""
 _ACKS_TIMEOUT: Final = struct.Struct(">hi")
-_INT16: Final = struct.Struct(">h")
-_INT32: Final = struct.Struct(">i")
 _ONE_TOPIC: Final = struct.Struct(">ih")
 """The answer's number of topics (1) and the topic name's length (v3-8)."""
 _PARTITION_ANSWER: Final = struct.Struct(">ihqqq")
@@ -254,14 +252,14 @@ def _read_one_partition(frame: bytearray, position: int) -> _OnePartition | None
     """Produce v3-8 with no transactional id, one topic, one partition, records, and
     nothing after them; None for anything else."""
     end = len(frame)
-    if end - position < _REQUEST_START.size + _INT16.size:
+    if end - position < _REQUEST_START.size + INT16.size:
         return None
     id_length, acks, timeout_ms, topics = _REQUEST_START.unpack_from(frame, position)
     if id_length != -1 or topics != 1:
         return None
     position += _REQUEST_START.size
-    (name_length,) = _INT16.unpack_from(frame, position)
-    position += _INT16.size
+    (name_length,) = INT16.unpack_from(frame, position)
+    position += INT16.size
     name_end = position + name_length
     if name_length < 0 or name_end + _PARTITION_START.size > end:
         return None
@@ -298,10 +296,10 @@ def _read_one_partition_flexible(frame: bytearray, position: int) -> _OnePartiti
     name_length, position = _read_uvarint(frame, position + 1)
     name_length -= 1
     name_end = position + name_length
-    if name_length < 0 or name_end + 1 + _INT32.size >= end or frame[name_end] != 2:
+    if name_length < 0 or name_end + 1 + INT32.size >= end or frame[name_end] != 2:
         return None  # no name, or not one partition
-    (index,) = _INT32.unpack_from(frame, name_end + 1)
-    size, records_start = _read_uvarint(frame, name_end + 1 + _INT32.size)
+    (index,) = INT32.unpack_from(frame, name_end + 1)
+    size, records_start = _read_uvarint(frame, name_end + 1 + INT32.size)
     size -= 1
     # The records, then no tagged fields for the partition, the topic and the request.
     if size < 0 or records_start + size + 3 != end or frame[end - 3:end] != b"\0\0\0":
@@ -385,7 +383,7 @@ def _one_partition_answer(version: int, topic: str, raw_name: bytes, index: int,
         return EncodedResponse(version, bytes(out))
     out = bytearray(_ONE_TOPIC.pack(1, len(raw_name)))
     out += raw_name
-    out += _INT32.pack(1)
+    out += INT32.pack(1)
     out += partition if version >= 5 else partition[:-8]  # log_start_offset from v5
-    out += _V8_TAIL.pack(0, -1, 0) if version >= 8 else _INT32.pack(0)  # throttle_time_ms
+    out += _V8_TAIL.pack(0, -1, 0) if version >= 8 else INT32.pack(0)  # throttle_time_ms
     return EncodedResponse(version, bytes(out))
