@@ -43,6 +43,7 @@ import fcntl
 import functools
 import logging
 import os
+import resource
 import shutil
 import threading
 import uuid
@@ -290,6 +291,17 @@ class _Periodic:
     call: Any = None
 
 
+FD_HEADROOM: Final = 1024
+"""File descriptors a broker keeps free of new logs (a quarter of a lower limit): its
+connections, and the segment each log opens when it rolls."""
+
+
+def open_files_limit() -> int | None:
+    """The soft RLIMIT_NOFILE of this process, None when unlimited."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 class LogManager:
     """Creates, loads, checkpoints, cleans and deletes the logs of one broker."""
 
@@ -329,6 +341,9 @@ class LogManager:
         self._preferred_log_dirs: dict[TopicPartition, Path] = {}
         """Where AlterReplicaLogDirs asked a replica not hosted yet to be created."""
         self._started = False
+        self.max_open_files = open_files_limit()
+        """The process's file descriptor limit (``ulimit -n``; None: unlimited). Each
+        segment keeps its ``.log`` open, as Kafka's FileChannel does."""
 
     # -- configuration -------------------------------------------------------------------
 
@@ -720,9 +735,17 @@ class LogManager:
         failures: dict[TopicPartition, KafkaError] = {}
         opening: list[_NewLog] = []
         counts = self._log_counts() if len(self._live_dirs) > 1 else None
+        room = self._room_for_new_logs(sum(1 for tp in wanted if tp not in self._logs))
         for tp, (config, is_new) in wanted.items():
             if tp in self._logs:
                 continue
+            if room is not None:
+                if room <= 0:
+                    failures[tp] = KafkaStorageError(
+                        f"Cannot create the log of {tp}: this broker has no file descriptor "
+                        f"to spare for it (the limit is {self.max_open_files}, ulimit -n)")
+                    continue
+                room -= 1
             try:
                 directory = self._new_log_dir(tp, config, is_new, counts)
                 if counts is not None:
@@ -770,6 +793,31 @@ class LogManager:
             opened()
         else:
             self._io_threads.run_all_then(work, opened)
+
+    def _room_for_new_logs(self, new: int) -> int | None:
+        """How many of ``new`` logs the file descriptor limit leaves room for, or None when
+        it leaves room for all of them. Counted exactly (``/proc/self/fd``) only when the
+        logs hosted (one descriptor each at least) come near the limit. Running out would
+        fail the next file operation of any log, and with it the whole directory; a log
+        that cannot be created fails alone, and the directory stays online."""
+        limit = self.max_open_files
+        if limit is None:
+            return None
+        headroom = min(FD_HEADROOM, limit // 4)
+        if len(self._logs) + len(self._future_logs) + new + headroom <= limit * 3 // 4:
+            return None
+        try:
+            in_use = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            return None
+        room = limit - headroom - in_use
+        if room >= new:
+            return None
+        logger.error("Cannot create %d of %d new logs: %d of this broker's %d file descriptors "
+                     "(ulimit -n) are open, and %d are kept for connections and segment "
+                     "rolls; raise the limit to host more partitions", new - max(room, 0), new,
+                     in_use, limit, headroom)
+        return room
 
     def flush_leader_epochs(self, logs: Mapping[TopicPartition, Log]
                             ) -> dict[TopicPartition, KafkaStorageError]:

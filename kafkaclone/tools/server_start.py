@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -101,6 +102,23 @@ def start_daemon(config: KafkaConfig, properties: str, overrides: list[str]) -> 
     return 0
 
 
+def raise_open_files_limit() -> None:
+    """Raise the soft limit of open files to the hard one, as the JVM does for Kafka
+    (``-XX:+MaxFDLimit``, on by default): a broker keeps each segment's file open, and the
+    soft limit (often 1,024) is what fails first with thousands of partitions."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (OSError, ValueError) as exc:
+            logging.getLogger("kafkaclone.server").warning(
+                "Could not raise the open files limit from %d to %d: %s", soft, hard, exc)
+            return
+    logging.getLogger("kafkaclone.server").info(
+        "Open files limit: %s", "unlimited" if hard == resource.RLIM_INFINITY else
+        resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
 def run_broker(config: KafkaConfig) -> int:
     configure_logging()
     from twisted.internet import reactor
@@ -109,6 +127,7 @@ def run_broker(config: KafkaConfig) -> int:
     from kafkaclone.server.broker import BrokerStartupError, KafkaBroker
 
     heap.enable()
+    raise_open_files_limit()
 
     pid_file = os.environ.get(PID_FILE_ENV)
     the_reactor: Any = reactor

@@ -10,11 +10,16 @@ from pathlib import Path
 import pytest
 from twisted.internet.task import Clock
 
-from kafkaclone.common.errors import InconsistentClusterIdError, KafkaStorageError
+from kafkaclone.common.errors import (
+    InconsistentClusterIdError,
+    KafkaError,
+    KafkaStorageError,
+)
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogConfig, LogManagerConfig
 from kafkaclone.log.manager import (
     CLEAN_SHUTDOWN_FILE,
+    FD_HEADROOM,
     InconsistentBrokerMetadataError,
     LogIoThreads,
     LogManager,
@@ -484,6 +489,34 @@ def test_create_logs_reports_what_could_not_be_created(
     assert "offline" in str(failures[TopicPartition("t", 2)])  # a replica that existed
     assert m.get_log(TopicPartition("t", 0)) is not None
     assert m.get_log(TopicPartition("t", 1)) is None
+
+
+@pytest.mark.timeout(60)
+def test_create_logs_fails_alone_what_the_file_descriptor_limit_has_no_room_for(
+        manager: ManagerFactory, dirs: list[Path]) -> None:
+    m = manager()
+    in_use = len(os.listdir("/proc/self/fd"))
+    # A limit that leaves room for five more logs past the headroom (a quarter of a limit
+    # this low).
+    m.max_open_files = next(limit for limit in range(in_use, 4 * FD_HEADROOM)
+                            if limit - min(FD_HEADROOM, limit // 4) - in_use == 5)
+    wanted = {TopicPartition("t", p): (None, True) for p in range(40)}
+    results: list[dict[TopicPartition, KafkaError]] = []
+    m.create_logs(wanted, results.append)
+    failures = results[0]
+    # Five (a descriptor opened meanwhile by another thread of this process may take one).
+    assert 35 <= len(failures) <= 37
+    assert all(isinstance(e, KafkaStorageError) and "ulimit -n" in str(e)
+               for e in failures.values())
+    assert sum(m.get_log(tp) is not None for tp in wanted) == 40 - len(failures)
+    # Not a disk failure: both directories stay online and take logs again once the
+    # limit is raised.
+    assert m.live_log_dirs == dirs and m.offline_log_dirs == []
+    m.max_open_files = None
+    results.clear()
+    m.create_logs({tp: (None, True) for tp in failures}, results.append)
+    assert results == [{}]
+    assert all(m.get_log(tp) is not None for tp in wanted)
 
 
 @pytest.mark.timeout(60)
