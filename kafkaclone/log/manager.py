@@ -296,6 +296,10 @@ FD_HEADROOM: Final = 1024
 connections, and the segment each log opens when it rolls."""
 
 
+OPEN_FILES_RECOUNT_S: Final = 5.0
+"""How long a count of the open descriptors stands in for a new one (plus the logs added)."""
+
+
 def open_files_limit() -> int | None:
     """The soft RLIMIT_NOFILE of this process, None when unlimited."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -344,6 +348,8 @@ class LogManager:
         self.max_open_files = open_files_limit()
         """The process's file descriptor limit (``ulimit -n``; None: unlimited). Each
         segment keeps its ``.log`` open, as Kafka's FileChannel does."""
+        self._open_files_measured: tuple[int, int, float] | None = None
+        """The last count of open descriptors: (count, logs hosted then, clock seconds)."""
 
     # -- configuration -------------------------------------------------------------------
 
@@ -804,12 +810,21 @@ class LogManager:
         if limit is None:
             return None
         headroom = min(FD_HEADROOM, limit // 4)
-        if len(self._logs) + len(self._future_logs) + new + headroom <= limit * 3 // 4:
+        hosted = len(self._logs) + len(self._future_logs)
+        if hosted + new + headroom <= limit * 3 // 4:
             return None
-        try:
-            in_use = len(os.listdir("/proc/self/fd"))
-        except OSError:
-            return None
+        measured = self._open_files_measured
+        now = self._clock.seconds()
+        if measured is not None and now - measured[2] < OPEN_FILES_RECOUNT_S:
+            # Counted a moment ago: that count and the logs added since (a LeaderAndIsr of
+            # thousands asks once per slice of 50).
+            in_use = measured[0] + hosted - measured[1]
+        else:
+            try:
+                in_use = len(os.listdir("/proc/self/fd"))
+            except OSError:
+                return None
+            self._open_files_measured = (in_use, hosted, now)
         room = limit - headroom - in_use
         if room >= new:
             return None

@@ -638,9 +638,21 @@ class ReplicaManager:
         created: Deferred[dict[TopicPartition, KafkaError]] = Deferred()
         self.log_manager.create_logs(wanted, created.callback)
         failures = await created
-        for tp, exc in failures.items():
-            errors[tp] = self._storage_or_unknown(exc, tp, "replica", controller_id,
-                                                  controller_epoch)
+        if len(failures) > STATE_CHANGE_LOG_EXAMPLES:
+            # Thousands at once (no file descriptor left for them, a directory gone): one
+            # line, each partition's at DEBUG.
+            first = next(iter(failures.values()))
+            logger.error("Error while making this broker a replica of %d partitions (%s, ...) "
+                         "for controller %d epoch %d, the first: %s", len(failures),
+                         ", ".join(str(tp) for tp in list(failures)[:STATE_CHANGE_LOG_EXAMPLES]),
+                         controller_id, controller_epoch, first)
+            for tp, exc in failures.items():
+                logger.debug("Error while making this broker the replica of %s: %s", tp, exc)
+                errors[tp] = self._state_change_error_code(exc)
+        else:
+            for tp, exc in failures.items():
+                errors[tp] = self._storage_or_unknown(exc, tp, "replica", controller_id,
+                                                      controller_epoch)
         return [(p, s) for p, s in states if p.topic_partition not in failures]
 
     def _make_leaders(
@@ -788,6 +800,10 @@ class ReplicaManager:
                             controller_id: int, controller_epoch: int) -> int:
         logger.error("Error while making this broker the %s of %s for controller %d epoch "
                      "%d: %s", role, tp, controller_id, controller_epoch, exc)
+        return ReplicaManager._state_change_error_code(exc)
+
+    @staticmethod
+    def _state_change_error_code(exc: KafkaError) -> int:
         if isinstance(exc, KafkaStorageError):
             return KafkaStorageError.code
         return exc.code if exc.code != NONE else UnknownServerError.code
