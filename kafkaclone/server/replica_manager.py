@@ -180,6 +180,12 @@ STATE_CHANGE_SLICE: Final = 50
 one costs a few ms: its log's files, a leader-epoch checkpoint with fsync)."""
 STATE_CHANGE_LOG_EXAMPLES: Final = 10
 """Partitions named in a line that sums up a state change of many (the rest at DEBUG)."""
+
+
+def _examples(items: Sequence[object]) -> str:
+    """The first STATE_CHANGE_LOG_EXAMPLES of ``items`` for a summary line, then "..."."""
+    shown = ", ".join(str(item) for item in items[:STATE_CHANGE_LOG_EXAMPLES])
+    return shown + (", ..." if len(items) > STATE_CHANGE_LOG_EXAMPLES else "")
 ISR_CHANGE_PROPAGATION_BLACKOUT_MS: Final = 5_000
 ISR_CHANGE_MAX_DELAY_MS: Final = 60_000
 """Kafka 2.8's ReplicaManager.IsrChangePropagation*: a batch of ISR changes is announced
@@ -527,11 +533,9 @@ class ReplicaManager:
             # One line per request: a new controller's first request names every partition
             # (each line per partition is at DEBUG, as Kafka's state-change log keeps them).
             logger.info(
-                "Ignoring LeaderAndIsr for %d partitions (%s%s) from controller %d epoch %d: "
+                "Ignoring LeaderAndIsr for %d partitions (%s) from controller %d epoch %d: "
                 "their leader epochs are not newer than the current ones", len(stale),
-                ", ".join(str(tp) for tp in stale[:STATE_CHANGE_LOG_EXAMPLES]),
-                ", ..." if len(stale) > STATE_CHANGE_LOG_EXAMPLES else "", controller_id,
-                controller_epoch)
+                _examples(stale), controller_id, controller_epoch)
         for topic, topic_id in topic_ids.items():
             if topic_id.int != 0:
                 self.topic_ids[topic] = topic_id
@@ -642,10 +646,9 @@ class ReplicaManager:
             # Thousands at once (no file descriptor left for them, a directory gone): one
             # line, each partition's at DEBUG.
             first = next(iter(failures.values()))
-            logger.error("Error while making this broker a replica of %d partitions (%s, ...) "
+            logger.error("Error while making this broker a replica of %d partitions (%s) "
                          "for controller %d epoch %d, the first: %s", len(failures),
-                         ", ".join(str(tp) for tp in list(failures)[:STATE_CHANGE_LOG_EXAMPLES]),
-                         controller_id, controller_epoch, first)
+                         _examples(list(failures)), controller_id, controller_epoch, first)
             for tp, exc in failures.items():
                 logger.debug("Error while making this broker the replica of %s: %s", tp, exc)
                 errors[tp] = self._state_change_error_code(exc)
@@ -762,11 +765,9 @@ class ReplicaManager:
         if fetchers is not None and unavailable:
             logger.error(
                 "Received LeaderAndIsr request from controller %d epoch %d but %d partitions "
-                "(%s%s) cannot become follower since their new leader is unavailable.",
+                "(%s) cannot become follower since their new leader is unavailable.",
                 controller_id, controller_epoch, len(unavailable),
-                ", ".join(f"{tp} (leader {leader})"
-                          for tp, leader in unavailable[:STATE_CHANGE_LOG_EXAMPLES]),
-                ", ..." if len(unavailable) > STATE_CHANGE_LOG_EXAMPLES else "")
+                _examples([f"{tp} (leader {leader})" for tp, leader in unavailable]))
             fetchers.remove_fetcher_for_partitions(tp for tp, _ in unavailable)
         if fetchers is not None and made:
             # Stopping the old fetchers first makes the fetch position start from the log.
