@@ -269,6 +269,11 @@ class QuotaManagers:
         self._by_type = {QuotaType.PRODUCE: self.produce, QuotaType.FETCH: self.fetch,
                          QuotaType.REQUEST: self.request}
 
+    @property
+    def any_enabled(self) -> bool:
+        """Whether some client quota is set (else nothing is recorded or throttled)."""
+        return self.request.enabled or self.produce.enabled or self.fetch.enabled
+
     def update(self, entity: QuotaEntity, configs: Mapping[str, str]) -> None:
         """An entity's configs (from its znode) as its quotas: Kafka's QuotaConfigHandler;
         a quota absent from ``configs`` is removed. Values that are not numbers are

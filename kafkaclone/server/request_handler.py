@@ -83,8 +83,7 @@ class RequestHandler:
         target = route.api
         fast = route.fast
         if fast is not None and isinstance(frame, bytearray):
-            quotas = self.quotas
-            if not (quotas.request.enabled or quotas.produce.enabled or quotas.fetch.enabled):
+            if not self.quotas.any_enabled:
                 answered = self._fast_path(fast, route, connection, frame, body_pos, key,
                                            version, correlation_id, client_id, started)
                 if answered is not None:
@@ -273,8 +272,7 @@ async def _call(route: _Route, ctx: RequestContext, body: Any, key: int,
     added to its Deferred: one callback fewer per request). A Fetch response is encoded
     in parts: its records may be ranges of segment files, sent with sendfile."""
     response = await route.registered.fn(ctx, body)
-    quotas = ctx.quotas
-    if quotas.request.enabled or quotas.produce.enabled or quotas.fetch.enabled:
+    if ctx.quotas.any_enabled:
         _throttle(ctx, key, body, response, timing)
     if response is None:
         return None
