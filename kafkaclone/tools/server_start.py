@@ -59,10 +59,28 @@ def parse_args(argv: list[str]) -> tuple[bool, str, list[str]]:
     return daemon, properties, overrides
 
 
+def parse_log_levels(spec: str) -> tuple[str, dict[str, str]]:
+    """``KAFKACLONE_LOG_LEVEL``'s value: the root level, then optional ``logger=LEVEL``
+    pairs, comma separated (``INFO,kafkaclone.coordinator.transaction=DEBUG``), like log4j's
+    ``log4j.logger.*`` lines. ValueError names a part that is not a level."""
+    root, *pairs = (part.strip() for part in spec.split(","))
+    loggers: dict[str, str] = {}
+    for pair in pairs:
+        name, _, level = pair.partition("=")
+        loggers[name.strip()] = level.strip().upper()
+    root = root.upper() or "INFO"
+    for level in (root, *loggers.values()):
+        if not isinstance(logging.getLevelName(level), int):
+            raise ValueError(f"KAFKACLONE_LOG_LEVEL: {level!r} is not a log level")
+    return root, loggers
+
+
 def configure_logging() -> None:
-    level = os.environ.get("KAFKACLONE_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(stream=sys.stdout, level=level,
+    root, loggers = parse_log_levels(os.environ.get("KAFKACLONE_LOG_LEVEL", "INFO"))
+    logging.basicConfig(stream=sys.stdout, level=root,
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    for name, level in loggers.items():
+        logging.getLogger(name).setLevel(level)
     from twisted.python import log as twisted_log
 
     twisted_log.PythonLoggingObserver().start()  # type: ignore[no-untyped-call]
@@ -77,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         config = KafkaConfig.from_properties_file(properties, overrides)
-    except InvalidConfigError as exc:
+        parse_log_levels(os.environ.get("KAFKACLONE_LOG_LEVEL", "INFO"))
+    except (InvalidConfigError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 1
     if daemon:
