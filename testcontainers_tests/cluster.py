@@ -16,6 +16,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import random
 import socket
 import subprocess
@@ -48,6 +49,10 @@ INTERNAL_PORT = 9092
 EXTERNAL_PORT = 9093
 ZK_CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 ZK_JVM = "-Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+# Debugging aids (docs/testing.md): a directory that receives every node's whole log when its
+# cluster is removed, and the brokers' KAFKACLONE_LOG_LEVEL.
+LOGS_DIR = os.environ.get("KAFKACLONE_CONTAINER_LOGS", "")
+BROKER_LOG_LEVEL = os.environ.get("KAFKACLONE_CONTAINER_LOG_LEVEL", "INFO")
 
 T = TypeVar("T")
 
@@ -283,9 +288,11 @@ class Node:
             raise RuntimeError(f"{self.alias}: {command} exited {exit_code}: {text}")
         return str(text)
 
-    def logs(self, tail: int = 60) -> str:
+    def logs(self, tail: int | None = 60) -> str:
+        """The last ``tail`` lines of the container's output (None: all of it)."""
         try:
-            return str(self.docker().logs(tail=tail).decode("utf-8", errors="replace"))
+            output = self.docker().logs(tail="all" if tail is None else tail)
+            return str(output.decode("utf-8", errors="replace"))
         except docker.errors.APIError as exc:
             return f"<no logs: {exc}>"
 
@@ -381,7 +388,7 @@ class BrokerNode(Node):
             command += ["--override", f"{key}={value}"]
         self.settings = settings
         super().__init__(image, alias, network, command, {EXTERNAL_PORT: self.external_port},
-                         net_admin=True)
+                         net_admin=True, env={"KAFKACLONE_LOG_LEVEL": BROKER_LOG_LEVEL})
 
     @property
     def bootstrap(self) -> str:
@@ -468,6 +475,8 @@ class ContainerCluster:
         return self
 
     def close(self) -> None:
+        if LOGS_DIR:
+            self.save_logs(Path(LOGS_DIR))
         if self._zk is not None:
             with contextlib.suppress(Exception):
                 self._zk.stop()
@@ -485,6 +494,14 @@ class ContainerCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def save_logs(self, directory: Path) -> None:
+        """Every started node's whole log, as ``<network>-<alias>.log`` in ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for node in [*self.zookeepers, *self.brokers.values(), *self.extra_nodes]:
+            if node.started:
+                path = directory / f"{self.network.name}-{node.alias}.log"
+                path.write_text(node.logs(tail=None))
 
     def dump_logs(self, tail: int = 40) -> None:
         for node in [*self.zookeepers, *self.brokers.values(), *self.extra_nodes]:
