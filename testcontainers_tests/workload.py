@@ -266,7 +266,8 @@ def drain(cluster: ContainerCluster, topic: str, partitions: int, history: Histo
 class TransactionalWriter:
     """A transactional producer thread (``transactional.id`` = ``name``): transactions of
     ``per_transaction`` values (``<name>-<n>``) round robin over the partitions, every
-    ``abort_every``-th one aborted on purpose, the others committed; each recorded in a
+    ``abort_every``-th one aborted on purpose once its values are written, the others
+    committed; each recorded in a
     ``TransactionHistory`` with its outcome.
 
     The error handling is librdkafka's documented one: a retriable error from commit or abort
@@ -391,6 +392,14 @@ class TransactionalWriter:
                             sent += 1
                         producer.poll(0)
                         commit = (number + 1) % self.abort_every != 0
+                        if not commit:
+                            # The values are written before the abort, so that readers must
+                            # skip them. Also, an abort sent while the partitions are still
+                            # being added (the coordinator finishing the previous commit)
+                            # is refused with INVALID_TXN_STATE, fatal: librdkafka sends
+                            # EndTxn once AddPartitionsToTxn went out, answered or not
+                            # (confluentinc/librdkafka#4849; Kafka answers the same).
+                            producer.flush(30)
                         outcome = self._end(producer, txn, commit, deadline + 60)
                         self.history.ended(txn, outcome)
                         txn = None
