@@ -177,6 +177,9 @@ class TransactionMarkerChannelManager:
             pending.finish()
             return
         for destination, tps in by_broker.items():
+            logger.debug("Queueing the markers of %s for %s to broker %d",
+                         pending.entry.transactional_id, sorted(map(str, tps)),
+                         destination.broker_id)
             queue = self._queue_for(destination)
             queue.queue.append((pending, frozenset(tps)))
             self._drain_soon(queue)
@@ -252,6 +255,9 @@ class TransactionMarkerChannelManager:
             if code == NONE:
                 pending.remaining.discard(tp)
             elif code in RETRIABLE_ERRORS:
+                logger.debug("Broker %d could not write the marker of %s for %s yet (error "
+                             "%d); retrying", broker_id, pending.entry.transactional_id, tp,
+                             code)
                 retry.add(tp)
             elif code in FENCED_ERRORS:
                 logger.warning("Markers of %s fenced by broker %d (error %d)",
