@@ -165,6 +165,8 @@ class ControllerChannelManager:
         listener_name: str,
         *,
         request_timeout: float = 30.0,
+        connect_timeout: float | None = None,
+        connect_timeout_max: float | None = None,
         retry_backoff: float = RETRY_BACKOFF,
         connection_factory: Callable[..., KafkaClientConnection] = KafkaClientConnection,
         client_security: ClientSecurity = PLAINTEXT_CLIENT,
@@ -174,6 +176,8 @@ class ControllerChannelManager:
         self.controller_id = controller_id
         self.listener_name = listener_name
         self._request_timeout = request_timeout
+        self._connect_timeout = connect_timeout
+        self._connect_timeout_max = connect_timeout_max
         self._retry_backoff = retry_backoff
         self._connection_factory = connection_factory
         self._senders: dict[int, _BrokerSender] = {}
@@ -197,7 +201,8 @@ class ControllerChannelManager:
         connection = self._connection_factory(
             self._reactor, endpoint.host or "127.0.0.1", endpoint.port,
             client_id=f"controller-{self.controller_id}-to-broker-{broker.broker_id}",
-            request_timeout=self._request_timeout, security=self._client_security)
+            request_timeout=self._request_timeout, connect_timeout=self._connect_timeout,
+            connect_timeout_max=self._connect_timeout_max, security=self._client_security)
         sender = _BrokerSender(self._reactor, broker, connection, self._retry_backoff)
         self._senders[broker.broker_id] = sender
         sender.start()

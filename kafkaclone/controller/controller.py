@@ -132,6 +132,8 @@ class ControllerConfig:
     auto_leader_rebalance_enable: bool
     leader_imbalance_per_broker_percentage: int
     leader_imbalance_check_interval_seconds: int
+    socket_connection_setup_timeout_ms: int
+    socket_connection_setup_timeout_max_ms: int
     client_security: ClientSecurity = PLAINTEXT_CLIENT
     """TLS and SASL of the listener the controller sends its requests to."""
 
@@ -1419,4 +1421,6 @@ def _default_channel_factory(controller: KafkaController) -> ControllerChannel:
     return ControllerChannelManager(
         controller.reactor, controller.broker_id, controller.config.listener_name,
         request_timeout=controller.config.controller_socket_timeout_ms / 1000.0,
+        connect_timeout=controller.config.socket_connection_setup_timeout_ms / 1000.0,
+        connect_timeout_max=controller.config.socket_connection_setup_timeout_max_ms / 1000.0,
         client_security=controller.config.client_security)

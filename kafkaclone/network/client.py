@@ -23,6 +23,7 @@ Everything runs on the reactor thread.
 from __future__ import annotations
 
 import logging
+import random
 import socket
 from collections import deque
 from dataclasses import dataclass
@@ -61,6 +62,8 @@ DEFAULT_RECONNECT_BACKOFF = 0.05
 """reconnect.backoff.ms, in seconds."""
 DEFAULT_RECONNECT_BACKOFF_MAX = 1.0
 """reconnect.backoff.max.ms, in seconds."""
+CONNECT_TIMEOUT_JITTER = 0.2
+"""The random factor on a connection setup timeout (Kafka's NetworkClient: +-20 %)."""
 MAX_RESPONSE_BYTES = 2**31 - 1
 
 
@@ -147,6 +150,7 @@ class KafkaClientConnection:
         client_id: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         connect_timeout: float | None = None,
+        connect_timeout_max: float | None = None,
         reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF,
         reconnect_backoff_max: float = DEFAULT_RECONNECT_BACKOFF_MAX,
         security: ClientSecurity = PLAINTEXT_CLIENT,
@@ -158,6 +162,7 @@ class KafkaClientConnection:
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = request_timeout if connect_timeout is None else connect_timeout
+        self.connect_timeout_max = connect_timeout_max
         self._reconnect_backoff = reconnect_backoff
         self._reconnect_backoff_max = reconnect_backoff_max
         self._protocol: _KafkaClientProtocol | None = None
@@ -188,6 +193,19 @@ class KafkaClientConnection:
             return 0.0
         return float(min(self._reconnect_backoff * 2 ** (self._failures - 1),
                          self._reconnect_backoff_max))
+
+    @property
+    def current_connect_timeout(self) -> float:
+        """How long the next connection attempt may take to be set up. With
+        ``connect_timeout_max`` it is Kafka's connection setup timeout
+        (``socket.connection.setup.timeout.ms`` / ``.max.ms``): ``connect_timeout`` doubled
+        per failed attempt since the last success, at most ``connect_timeout_max``, times a
+        random factor in [0.8, 1.2]; without it, ``connect_timeout``."""
+        if self.connect_timeout_max is None:
+            return self.connect_timeout
+        term: float = min(self.connect_timeout * 2.0 ** self._failures,
+                          max(self.connect_timeout_max, self.connect_timeout))
+        return term * random.uniform(1 - CONNECT_TIMEOUT_JITTER, 1 + CONNECT_TIMEOUT_JITTER)
 
     # -- connecting ------------------------------------------------------------------------
 
@@ -230,7 +248,7 @@ class KafkaClientConnection:
                 attempt.errback(failure)
 
         def go() -> None:
-            timeout = max(1, int(self.connect_timeout))
+            timeout = max(1.0, self.current_connect_timeout)
             tls = self.security.tls
             endpoint: Any
             if tls is None:

@@ -209,6 +209,10 @@ def controller_config(config: KafkaConfig,
     listener = config.control_plane_listener_name or config.inter_broker_listener_name
     return ControllerConfig(
         client_security=client_security,
+        socket_connection_setup_timeout_ms=config.get_int(
+            "socket.connection.setup.timeout.ms"),
+        socket_connection_setup_timeout_max_ms=config.get_int(
+            "socket.connection.setup.timeout.max.ms"),
         broker_id=config.get_int("broker.id"),
         unclean_leader_election_enable=config.get_bool("unclean.leader.election.enable"),
         delete_topic_enable=config.get_bool("delete.topic.enable"),
@@ -715,11 +719,15 @@ class KafkaBroker(MultiService):
     async def _start_transaction_coordinator(self) -> None:
         config = self.config
         timeout_s = config.request_timeout_ms / 1000.0
+        setup_timeout_s = config.socket_connection_setup_timeout_ms / 1000.0
+        setup_timeout_max_s = config.socket_connection_setup_timeout_max_ms / 1000.0
         client_id = f"broker-{self.broker_id}-txn-marker-sender"
 
         def connect(destination: MarkerDestination) -> KafkaClientConnection:
             return KafkaClientConnection(self.reactor, destination.host, destination.port,
                                          client_id=client_id, request_timeout=timeout_s,
+                                         connect_timeout=setup_timeout_s,
+                                         connect_timeout_max=setup_timeout_max_s,
                                          security=self.security.inter_broker)
 
         channel = TransactionMarkerChannelManager(
@@ -1066,6 +1074,7 @@ class KafkaBroker(MultiService):
         error_code, remaining = await send_controlled_shutdown(
             self.reactor, endpoint.host, endpoint.port, self.broker_id, self.broker_epoch,
             timeout_s=self.config.request_timeout_ms / 1000.0,
+            connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000.0,
             security=self.security.inter_broker)
         if error_code == NONE and not remaining:
             return True

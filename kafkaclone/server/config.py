@@ -297,6 +297,16 @@ BROKER_CONFIG: Final = ConfigDef([
         ConfigKey("request.timeout.ms", INT, 30000, HIGH,
                   "How long the broker, as a client of other brokers, waits for a response "
                   "before giving up on a request."),
+        ConfigKey("socket.connection.setup.timeout.ms", LONG, 10000, MEDIUM,
+                  "How long the broker, as a client of other brokers (controller channel, "
+                  "replica fetchers, transaction markers, controlled shutdown), waits for a "
+                  "connection to be set up before giving up on it. After each failed "
+                  "attempt to the same broker it doubles, up to "
+                  "socket.connection.setup.timeout.max.ms, with a random factor of +-20 %.",
+                  validator=at_least(0)),
+        ConfigKey("socket.connection.setup.timeout.max.ms", LONG, 30000, MEDIUM,
+                  "The most socket.connection.setup.timeout.ms grows to after repeated "
+                  "connection failures.", validator=at_least(0)),
         ConfigKey("delete.topic.enable", BOOLEAN, True, HIGH,
                   "Allow topics to be deleted. If false, deletions through the admin tools "
                   "and DeleteTopics have no effect."),
@@ -999,6 +1009,8 @@ class KafkaConfig(AbstractConfig):
     queued_max_requests = _Int("queued.max.requests")
     queued_max_request_bytes = _Int("queued.max.request.bytes")
     request_timeout_ms = _Int("request.timeout.ms")
+    socket_connection_setup_timeout_ms = _Int("socket.connection.setup.timeout.ms")
+    socket_connection_setup_timeout_max_ms = _Int("socket.connection.setup.timeout.max.ms")
     delete_topic_enable = _Bool("delete.topic.enable")
     auto_create_topics_enable = _Bool("auto.create.topics.enable")
     authorizer_class_name = _Str("authorizer.class.name")

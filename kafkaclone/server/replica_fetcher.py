@@ -127,6 +127,9 @@ class ReplicaFetcherConfig:
     replica_fetch_response_max_bytes: int = default_int("replica.fetch.response.max.bytes")
     replica_fetch_backoff_ms: int = default_int("replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = default_int("replica.socket.timeout.ms")
+    socket_connection_setup_timeout_ms: int = default_int("socket.connection.setup.timeout.ms")
+    socket_connection_setup_timeout_max_ms: int = default_int(
+        "socket.connection.setup.timeout.max.ms")
     inter_broker_listener_name: str = default_str("security.inter.broker.protocol")
     inter_broker_protocol_version: str = default_str("inter.broker.protocol.version")
     client_security: ClientSecurity = PLAINTEXT_CLIENT
@@ -143,6 +146,9 @@ class ReplicaFetcherConfig:
             replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
             replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
             replica_socket_timeout_ms=config.replica_socket_timeout_ms,
+            socket_connection_setup_timeout_ms=config.socket_connection_setup_timeout_ms,
+            socket_connection_setup_timeout_max_ms=(
+                config.socket_connection_setup_timeout_max_ms),
             inter_broker_listener_name=config.inter_broker_listener_name,
             inter_broker_protocol_version=config.inter_broker_protocol_version,
         )
@@ -971,6 +977,8 @@ class ReplicaFetcherManager:
         return KafkaClientConnection(
             self._clock, source.host, source.port, client_id=client_id,
             request_timeout=self.config.replica_socket_timeout_ms / 1000.0,
+            connect_timeout=self.config.socket_connection_setup_timeout_ms / 1000.0,
+            connect_timeout_max=self.config.socket_connection_setup_timeout_max_ms / 1000.0,
             security=self.config.client_security)
 
     def fetcher_id(self, tp: TopicPartition) -> int:

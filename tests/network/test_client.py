@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, succeed
+from twisted.internet.error import ConnectError
+from twisted.internet.testing import MemoryReactorClock
+from twisted.python.failure import Failure
 
 from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import NetworkExceptionError, RequestTimedOutError
@@ -119,6 +122,34 @@ def test_reconnects_with_backoff() -> None:
             server.stop()
     finally:
         client.close()
+
+
+def test_the_connection_setup_timeout_doubles_per_failure_up_to_its_max() -> None:
+    """socket.connection.setup.timeout.ms / .max.ms as Kafka's NetworkClient: the timeout
+    of each attempt (what the endpoint is given) doubles per failed attempt, capped, with a
+    random factor of +-20 %, and starts again from the first after a success."""
+    port = free_port()
+    connecting = MemoryReactorClock()
+    client = KafkaClientConnection(connecting, "127.0.0.1", port, connect_timeout=10.0,
+                                   connect_timeout_max=30.0, reconnect_backoff=0.0)
+    timeouts: list[float] = []
+    try:
+        for _ in range(4):
+            attempt = Deferred.fromCoroutine(client.connect())
+            attempt.addErrback(lambda failure: failure.trap(NetworkExceptionError))
+            connecting.advance(0)
+            host, connect_port, factory, timeout, _ = connecting.tcpClients.pop()
+            assert (host, connect_port) == ("127.0.0.1", port)
+            timeouts.append(timeout)
+            factory.clientConnectionFailed(None, Failure(ConnectError("refused")))
+            assert attempt.called
+        for timeout, term in zip(timeouts, [10.0, 20.0, 30.0, 30.0], strict=True):
+            assert term * 0.8 <= timeout <= term * 1.2
+    finally:
+        client.close()
+
+    plain = KafkaClientConnection(connecting, "127.0.0.1", port, request_timeout=7.0)
+    assert plain.current_connect_timeout == 7.0  # no max: the request timeout, as before
 
 
 def test_controller_channel_retries_until_the_broker_answers() -> None:

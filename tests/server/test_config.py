@@ -10,6 +10,7 @@ import pytest
 from kafkaclone.common.endpoint import EndPoint, SecurityProtocol
 from kafkaclone.common.errors import InvalidConfigError
 from kafkaclone.log.config import LOG_MANAGER_CONFIG_KEYS, LogConfig
+from kafkaclone.server.broker import controller_config
 from kafkaclone.server.config import (
     BROKER_CONFIG,
     KAFKA_VERSIONS,
@@ -142,6 +143,23 @@ def test_the_broker_parts_config_defaults_are_the_tables() -> None:
     assert ReplicaFetcherConfig(cfg.broker_id) == ReplicaFetcherConfig.from_kafka_config(cfg)
     assert ReplicaManagerConfig().replica_lag_time_max_ms == BROKER_CONFIG[
         "replica.lag.time.max.ms"].default == 30_000
+
+
+def test_the_connection_setup_timeouts_reach_every_inter_broker_client() -> None:
+    """socket.connection.setup.timeout.ms / .max.ms (Kafka's 10 s / 30 s) go to the replica
+    fetchers and the controller channel, as in Kafka's NetworkClients."""
+    assert config().socket_connection_setup_timeout_ms == 10_000
+    assert config().socket_connection_setup_timeout_max_ms == 30_000
+    cfg = config(**{"socket.connection.setup.timeout.ms": "2500",
+                    "socket.connection.setup.timeout.max.ms": "9000"})
+    fetchers = ReplicaFetcherConfig.from_kafka_config(cfg)
+    assert (fetchers.socket_connection_setup_timeout_ms,
+            fetchers.socket_connection_setup_timeout_max_ms) == (2500, 9000)
+    controller = controller_config(cfg)
+    assert (controller.socket_connection_setup_timeout_ms,
+            controller.socket_connection_setup_timeout_max_ms) == (2500, 9000)
+    assert "socket.connection.setup.timeout.ms" in str(
+        config_error({"socket.connection.setup.timeout.ms": "-1"}))
 
 
 def test_every_key_is_documented_and_grouped() -> None:
