@@ -35,8 +35,8 @@ says how close the broker comes to the client's own ceiling:
    that is per core (the goal: >= 25,000). It also prints the in-process figure of
    benchmarks/request_path.py (µs of CPU per request without sockets or reactor).
 
-``--profile DIR`` runs py-spy on the (first) broker during each broker run and writes the
-raw collapsed stacks plus a summary of the hottest functions to DIR.
+``--profile DIR`` runs py-spy on every broker during each broker run and writes each one's
+raw collapsed stacks (``<run>.b<id>.txt``) plus a summary of its hottest functions to DIR.
 """
 
 from __future__ import annotations
@@ -270,31 +270,41 @@ def broker_cpu(cluster: LocalCluster, what: str) -> Iterator[None]:
           f"{100 * used / elapsed:.0f} % of one core)", flush=True)
 
 
+_PYSPY_EXTRA = os.environ.get("BENCH_PYSPY_ARGS", "--nonblocking").split()
+"""py-spy's sampling arguments for ``--profile`` (``--native`` shows the C frames, the
+garbage collector's among them, but pauses the broker at each sample)."""
+
+
 @contextmanager
 def profiled(cluster: LocalCluster, name: str, directory: Path | None) -> Iterator[None]:
-    """py-spy record on broker 1 while the block runs (nothing without --profile)."""
+    """py-spy record on every broker while the block runs (nothing without --profile):
+    ``<name>.b<id>.txt`` and its summary per broker."""
     if directory is None:
         yield
         return
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     directory.mkdir(parents=True, exist_ok=True)
-    raw = directory / f"{name}.txt"
-    pid = cluster.broker(1).pid
-    process = subprocess.Popen([pyspy, "record", "--pid", str(pid), "--format", "raw",
-                                "--output", str(raw), "--rate", "200", "--nonblocking"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    recorders: list[tuple[Path, subprocess.Popen[bytes]]] = []
+    for broker_id in sorted(cluster.brokers):
+        raw = directory / f"{name}.b{broker_id}.txt"
+        recorders.append((raw, subprocess.Popen(
+            [pyspy, "record", "--pid", str(cluster.broker(broker_id).pid), "--format", "raw",
+             "--output", str(raw), "--rate", "200", *_PYSPY_EXTRA],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
     time.sleep(1)
     try:
         yield
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if raw.exists():
-            (directory / f"{name}.summary.txt").write_text(summarize(raw))
+        for _, process in recorders:
+            process.send_signal(signal.SIGINT)
+        for raw, process in recorders:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if raw.exists():
+                raw.with_suffix(".summary.txt").write_text(summarize(raw))
 
 
 def summarize(raw: Path, top: int = 25) -> str:

@@ -597,8 +597,15 @@ class _Compiler:
 
     def _decode_tagged(self, fields: tuple[Field, ...], tagged: list[Field],
                        version: int) -> list[str]:
-        body = [
+        # Nearly every struct has no tagged field: its count, one zero byte, is read
+        # inline; the loop below (one level deeper) reads the others.
+        head = [
             "    unknown = []",
+            "    if pos < len(buf) and buf[pos] == 0:",
+            "        pos += 1",
+            "    else:",
+        ]
+        body = [
             "    ntags, pos = t.read_uvarint(buf, pos)",
             "    if ntags > len(buf) - pos:",
             "        raise DecodeError('more tagged fields than bytes')",
@@ -624,7 +631,7 @@ class _Compiler:
             indent = "        "
         body.append(f"{indent}unknown.append((tag, bytes(buf[pos:end])))")
         body.append(f"{indent}pos = end")
-        return body
+        return head + ["    " + line for line in body]
 
     def _decode_value(self, f: Field, version: int, var: str, ind: str) -> list[str]:
         flexible = self._flexible(f, version)
