@@ -495,18 +495,20 @@ class ContainerCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _started_nodes(self) -> list[Node]:
+        return [node for node in [*self.zookeepers, *self.brokers.values(), *self.extra_nodes]
+                if node.started]
+
     def save_logs(self, directory: Path) -> None:
         """Every started node's whole log, as ``<network>-<alias>.log`` in ``directory``."""
         directory.mkdir(parents=True, exist_ok=True)
-        for node in [*self.zookeepers, *self.brokers.values(), *self.extra_nodes]:
-            if node.started:
-                path = directory / f"{self.network.name}-{node.alias}.log"
-                path.write_text(node.logs(tail=None))
+        for node in self._started_nodes():
+            (directory / f"{self.network.name}-{node.alias}.log").write_text(
+                node.logs(tail=None))
 
     def dump_logs(self, tail: int = 40) -> None:
-        for node in [*self.zookeepers, *self.brokers.values(), *self.extra_nodes]:
-            if node.started:
-                progress(f"--- last log lines of {node.alias} ---\n{node.logs(tail)}")
+        for node in self._started_nodes():
+            progress(f"--- last log lines of {node.alias} ---\n{node.logs(tail)}")
 
     # --- ZooKeeper view from the test process ----------------------------------------------
 

@@ -180,16 +180,16 @@ STATE_CHANGE_SLICE: Final = 50
 one costs a few ms: its log's files, a leader-epoch checkpoint with fsync)."""
 STATE_CHANGE_LOG_EXAMPLES: Final = 10
 """Partitions named in a line that sums up a state change of many (the rest at DEBUG)."""
+ISR_CHANGE_PROPAGATION_BLACKOUT_MS: Final = 5_000
+ISR_CHANGE_MAX_DELAY_MS: Final = 60_000
+"""Kafka 2.8's ReplicaManager.IsrChangePropagation*: a batch of ISR changes is announced
+once no change came for 5 s, or at the latest 60 s after the last announcement."""
 
 
 def _examples(items: Sequence[object]) -> str:
     """The first STATE_CHANGE_LOG_EXAMPLES of ``items`` for a summary line, then "..."."""
     shown = ", ".join(str(item) for item in items[:STATE_CHANGE_LOG_EXAMPLES])
     return shown + (", ..." if len(items) > STATE_CHANGE_LOG_EXAMPLES else "")
-ISR_CHANGE_PROPAGATION_BLACKOUT_MS: Final = 5_000
-ISR_CHANGE_MAX_DELAY_MS: Final = 60_000
-"""Kafka 2.8's ReplicaManager.IsrChangePropagation*: a batch of ISR changes is announced
-once no change came for 5 s, or at the latest 60 s after the last announcement."""
 
 
 @dataclass(frozen=True)

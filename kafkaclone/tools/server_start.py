@@ -133,9 +133,11 @@ def raise_open_files_limit() -> None:
             logging.getLogger("kafkaclone.server").warning(
                 "Could not raise the open files limit from %d to %d: %s", soft, hard, exc)
             return
+    from kafkaclone.log.manager import open_files_limit
+
+    limit = open_files_limit()
     logging.getLogger("kafkaclone.server").info(
-        "Open files limit: %s", "unlimited" if hard == resource.RLIM_INFINITY else
-        resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        "Open files limit: %s", "unlimited" if limit is None else limit)
 
 
 def run_broker(config: KafkaConfig) -> int:

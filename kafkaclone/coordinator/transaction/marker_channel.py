@@ -177,9 +177,10 @@ class TransactionMarkerChannelManager:
             pending.finish()
             return
         for destination, tps in by_broker.items():
-            logger.debug("Queueing the markers of %s for %s to broker %d",
-                         pending.entry.transactional_id, sorted(map(str, tps)),
-                         destination.broker_id)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("Queueing the markers of %s for %s to broker %d",
+                             pending.entry.transactional_id, sorted(map(str, tps)),
+                             destination.broker_id)
             queue = self._queue_for(destination)
             queue.queue.append((pending, frozenset(tps)))
             self._drain_soon(queue)
