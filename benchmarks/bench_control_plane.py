@@ -137,10 +137,12 @@ class Profiler:
     """py-spy on each live broker for one phase, or nothing without a directory."""
 
     directory: str | None
+    record: bool = True
+    """py-spy too; without it only the brokers' logs are kept."""
     spies: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(self, cluster: LocalCluster, n: int, phase: str, controller: int) -> None:
-        if self.directory is None:
+        if self.directory is None or not self.record:
             return
         os.makedirs(self.directory, exist_ok=True)
         for broker_id, broker in cluster.brokers.items():
@@ -168,6 +170,7 @@ class Profiler:
     def keep_logs(self, cluster: LocalCluster, n: int) -> None:
         if self.directory is None:
             return
+        os.makedirs(self.directory, exist_ok=True)
         for broker_id, broker in cluster.brokers.items():
             shutil.copy(broker.log_path, os.path.join(self.directory, f"{n}-broker{broker_id}.log"))
 
@@ -230,12 +233,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--py-spy", dest="py_spy", metavar="DIR",
                         help="record each phase of each broker with py-spy into DIR")
+    parser.add_argument("--logs", metavar="DIR",
+                        help="keep the brokers' logs in DIR (no py-spy)")
     parser.add_argument("--create-only", action="store_true",
                         help="only the create phase (no failover, no shutdown)")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()}")
     for n in (int(p) for p in args.partitions.split(",")):
-        results = run(n, args.timeout, Profiler(args.py_spy), args.create_only)
+        profiler = (Profiler(args.logs, record=False) if args.py_spy is None
+                    else Profiler(args.py_spy))
+        results = run(n, args.timeout, profiler, args.create_only)
         print(f"partitions={n} " + " ".join(f"{k}={v:.2f}" for k, v in results.items()),
               flush=True)
         print(f"load: {os.getloadavg()}", flush=True)

@@ -1397,9 +1397,11 @@ class KafkaController:
             and tp in ctx.partition_leadership_info
             and not ctx.is_topic_queued_up_for_deletion(tp.topic)
         ]
-        led = [tp for tp in partitions
-               if ctx.partition_leadership_info[tp].leader_and_isr.leader == broker_id]
-        followed = [tp for tp in partitions if tp not in led]
+        led: list[TopicPartition] = []
+        followed: list[TopicPartition] = []
+        for tp in partitions:
+            leader = ctx.partition_leadership_info[tp].leader_and_isr.leader
+            (led if leader == broker_id else followed).append(tp)
 
         async def move_leadership_and_replicas() -> None:
             await self._psm.handle_state_changes(led, PartitionState.ONLINE,

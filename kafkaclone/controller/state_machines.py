@@ -28,6 +28,7 @@ from typing import Final
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from kafkaclone.common.log_summary import EXAMPLES, examples
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.channel_manager import ControllerBrokerRequestBatch
 from kafkaclone.controller.context import (
@@ -182,11 +183,12 @@ class PartitionStateMachine:
         if target == P.ONLINE:
             uninitialized = [tp for tp in valid if self.context.partition_state(tp) == P.NEW]
             to_elect = [tp for tp in valid if self.context.partition_state(tp) != P.NEW]
+            changed: list[str] = []
             if uninitialized:
                 initialized = await self._initialize_leader_and_isr_for_partitions(uninitialized)
                 for tp, outcome in initialized.items():
                     if not isinstance(outcome, Exception):
-                        self._log_transition(tp, P.ONLINE, outcome)
+                        changed.append(self._transition(tp, outcome))
                         self.context.partition_states[tp] = P.ONLINE
                     result[tp] = outcome
             if to_elect:
@@ -194,23 +196,37 @@ class PartitionStateMachine:
                     to_elect, strategy or ElectionStrategy.OFFLINE)
                 for tp, outcome in elected.items():
                     if not isinstance(outcome, Exception):
-                        self._log_transition(tp, P.ONLINE, outcome)
+                        changed.append(self._transition(tp, outcome))
                         self.context.partition_states[tp] = P.ONLINE
                     result[tp] = outcome
+            self._log_transitions(changed, target)
         else:
+            changed = [self._transition(tp) for tp in valid]
             for tp in valid:
-                self._log_transition(tp, target)
                 self.context.partition_states[tp] = target
+            self._log_transitions(changed, target)
         return result
 
-    def _log_transition(self, tp: TopicPartition, target: PartitionState,
-                        leader_and_isr: LeaderAndIsr | None = None) -> None:
-        state_change_logger.info(
-            "Changed partition %s from %s to %s%s", tp, self.context.partition_state(tp).value,
-            target.value,
-            "" if leader_and_isr is None else
-            f" with state (leader={leader_and_isr.leader}, leader_epoch="
-            f"{leader_and_isr.leader_epoch}, isr={list(leader_and_isr.isr)})")
+    def _transition(self, tp: TopicPartition, leader_and_isr: LeaderAndIsr | None = None
+                    ) -> str:
+        """``tp``'s change for the state change log, before its new state is set."""
+        change = f"{tp} from {self.context.partition_state(tp).value}"
+        if leader_and_isr is None:
+            return change
+        return (f"{change} with state (leader={leader_and_isr.leader}, leader_epoch="
+                f"{leader_and_isr.leader_epoch}, isr={list(leader_and_isr.isr)})")
+
+    @staticmethod
+    def _log_transitions(changed: Sequence[str], target: PartitionState) -> None:
+        """One INFO line for the changes of one call (each partition's at DEBUG): a line per
+        partition held the reactor thread for seconds at 10,000 of them."""
+        if not changed:
+            return
+        if state_change_logger.isEnabledFor(logging.DEBUG):
+            for change in changed:
+                state_change_logger.debug("Changed partition %s to %s", change, target.value)
+        state_change_logger.info("Changed %d partitions to %s: %s", len(changed), target.value,
+                                 examples(changed))
 
     async def _initialize_leader_and_isr_for_partitions(
         self, partitions: list[TopicPartition]
@@ -269,16 +285,26 @@ class PartitionStateMachine:
                 break
             done, remaining = await self._do_elect_leader_for_partitions(
                 remaining, strategy, from_cache=attempt == 0)
-            for tp, outcome in done.items():
-                if isinstance(outcome, Exception):
-                    state_change_logger.error(
-                        "Controller %s epoch %s failed to change state for partition %s from "
-                        "%s to OnlinePartition: %s", self.controller_id, self.context.epoch, tp,
-                        self.context.partition_state(tp).value, outcome)
+            failed = [(tp, outcome) for tp, outcome in done.items()
+                      if isinstance(outcome, Exception)]
+            # Thousands fail together (no live replica in their ISR): one ERROR line then,
+            # each at DEBUG.
+            level = logging.DEBUG if len(failed) > EXAMPLES else logging.ERROR
+            if state_change_logger.isEnabledFor(level):
+                for tp, outcome in failed:
+                    state_change_logger.log(
+                        level, "Controller %s epoch %s failed to change state for partition %s "
+                        "from %s to OnlinePartition: %s", self.controller_id,
+                        self.context.epoch, tp, self.context.partition_state(tp).value, outcome)
+            if level == logging.DEBUG:
+                state_change_logger.error(
+                    "Controller %s epoch %s failed to change state for %d partitions to "
+                    "OnlinePartition: %s", self.controller_id, self.context.epoch, len(failed),
+                    examples([f"{tp} ({outcome})" for tp, outcome in failed]))
             finished.update(done)
             if remaining:
-                logger.info("Retrying leader election with strategy %s for partitions %s",
-                            strategy.value, remaining)
+                logger.info("Retrying leader election with strategy %s for %d partitions (%s)",
+                            strategy.value, len(remaining), examples(remaining))
         for tp in remaining:
             finished[tp] = StateChangeFailedError(
                 f"gave up electing a leader for {tp} after {MAX_ZK_WRITE_ATTEMPTS} attempts")

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Final, NamedTuple, Protocol
@@ -70,6 +70,7 @@ from kafkaclone.common.errors import (
     error_for_code,
 )
 from kafkaclone.common.jvm import java_string_hash, kafka_abs
+from kafkaclone.common.log_summary import EXAMPLES, examples
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import (
     EARLIEST_TIMESTAMP,
@@ -513,12 +514,16 @@ class ReplicaFetcher:
             if state is not None and not state.is_delayed(self._clock.seconds()):
                 self.partition_states[tp] = replace(state, delayed_until=until)
 
-    def _mark_partition_failed(self, tp: TopicPartition) -> None:
-        """Stop fetching ``tp`` until the next LeaderAndIsr (Kafka's markPartitionFailed)."""
-        if self.partition_states.pop(tp, None) is not None:
-            logger.warning("[%s] Partition %s marked as failed", self.name, tp)
-            if self._on_partition_failed is not None:
-                self._on_partition_failed(tp)
+    def _mark_partition_failed(self, tp: TopicPartition, level: int = logging.WARNING
+                               ) -> bool:
+        """Stop fetching ``tp`` until the next LeaderAndIsr (Kafka's markPartitionFailed);
+        False if it was not fetched."""
+        if self.partition_states.pop(tp, None) is None:
+            return False
+        logger.log(level, "[%s] Partition %s marked as failed", self.name, tp)
+        if self._on_partition_failed is not None:
+            self._on_partition_failed(tp)
+        return True
 
     def _partition(self, tp: TopicPartition) -> FollowerPartition:
         partition = self._replica_manager.get_partition(tp)
@@ -694,12 +699,27 @@ class ReplicaFetcher:
         partition.truncate_to(truncation.offset)
 
     def _on_partition_fenced(self, tp: TopicPartition, request_epoch: int) -> None:
-        state = self.partition_states.get(tp)
-        if state is not None and state.current_leader_epoch == request_epoch:
-            logger.info("[%s] Partition %s has an older epoch (%d) than the current leader. "
-                        "Will await the new LeaderAndIsr state before resuming fetching.",
-                        self.name, tp, request_epoch)
-            self._mark_partition_failed(tp)
+        self._on_partitions_fenced([(tp, request_epoch)])
+
+    def _on_partitions_fenced(self, fenced: Sequence[tuple[TopicPartition, int]]) -> None:
+        """Kafka's onPartitionFenced for the partitions of one answer fetched at an epoch the
+        leader has left: each waits for its next LeaderAndIsr. A new controller's ISR
+        changes fence thousands at once: past ``EXAMPLES`` of them, one line for all (each
+        at DEBUG), where a line each held the reactor thread for a second."""
+        older = [(tp, epoch) for tp, epoch in fenced
+                 if (state := self.partition_states.get(tp)) is not None
+                 and state.current_leader_epoch == epoch]
+        level = logging.DEBUG if len(older) > EXAMPLES else logging.INFO
+        for tp, epoch in older:
+            logger.log(level, "[%s] Partition %s has an older epoch (%d) than the current "
+                       "leader. Will await the new LeaderAndIsr state before resuming "
+                       "fetching.", self.name, tp, epoch)
+            self._mark_partition_failed(tp, logging.WARNING if level == logging.INFO
+                                        else logging.DEBUG)
+        if level == logging.DEBUG:
+            logger.warning("[%s] %d partitions have an older epoch than the current leader "
+                           "(%s): marked as failed until their next LeaderAndIsr", self.name,
+                           len(older), examples([f"{tp} (epoch {epoch})" for tp, epoch in older]))
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -796,6 +816,7 @@ class ReplicaFetcher:
                 await self._sleep(self.config.replica_fetch_backoff_ms / 1000.0)
             return  # a session error: the next fetch is a full one, at once
         with_errors: list[TopicPartition] = []
+        fenced: list[tuple[TopicPartition, int]] = []
         diverging: dict[TopicPartition, tuple[PartitionFetchState, int, int]] = {}
         for tp, data in answered:
             requested = fetched.get(tp)
@@ -818,7 +839,7 @@ class ReplicaFetcher:
                 if not await self._handle_out_of_range(tp, current):
                     with_errors.append(tp)
             elif error == FencedLeaderEpochError.code:
-                self._on_partition_fenced(tp, requested.current_leader_epoch)
+                fenced.append((tp, requested.current_leader_epoch))
             else:
                 level = (logging.DEBUG if error in (UnknownLeaderEpochError.code,
                                                     NotLeaderOrFollowerError.code)
@@ -827,6 +848,7 @@ class ReplicaFetcher:
                 logger.log(level, "[%s] Error for partition %s at offset %d: %s",
                            self.name, tp, current.fetch_offset, error_for_code(error).name)
                 with_errors.append(tp)
+        self._on_partitions_fenced(fenced)
         for tp, (state, epoch, end_offset) in diverging.items():
             if self.partition_states.get(tp) is state:
                 logger.info("[%s] The leader reports that %s diverges at epoch %d, end offset "

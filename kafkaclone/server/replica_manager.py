@@ -16,9 +16,9 @@ Kafka 2.8's ``ReplicaManager`` in ZooKeeper mode, the parts the controller drive
 
 Requests are handled one at a time (Kafka's replicaStateChangeLock), on the reactor. A
 LeaderAndIsr is applied ``STATE_CHANGE_SLICE`` partitions at a time (their logs created), the
-reactor serving the data path (and a SIGTERM) between slices and while a slice's new logs
-and new leaders' epoch checkpoints are written on the I/O threads: thousands of new
-partitions never stall it.
+reactor serving the data path (and a SIGTERM) between slices once ``STATE_CHANGE_TURN_S``
+has gone on them, and while a slice's new logs and new leaders' epoch checkpoints are written
+on the I/O threads: thousands of new partitions never stall it.
 
 The data path, leader side (Kafka's appendRecords / fetchMessages and their purgatories):
 
@@ -58,6 +58,7 @@ told after each LeaderAndIsr.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,7 @@ from kafkaclone.common.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from kafkaclone.common.log_summary import EXAMPLES, examples
 from kafkaclone.common.topic import is_internal
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import (
@@ -176,20 +178,16 @@ LOG_DIR_MOVE_INTERVAL_S: Final = 0.01
 """Pause between steps: the reactor serves the data path between them."""
 ISR_CHANGE_PROPAGATION_INTERVAL_MS: Final = 2_500
 STATE_CHANGE_SLICE: Final = 50
-"""Partitions made leader or follower per reactor turn while applying a LeaderAndIsr (a new
-one costs a few ms: its log's files, a leader-epoch checkpoint with fsync)."""
-STATE_CHANGE_LOG_EXAMPLES: Final = 10
-"""Partitions named in a line that sums up a state change of many (the rest at DEBUG)."""
+"""Partitions made leader or follower at a time while applying a LeaderAndIsr (a new one
+costs a few ms: its log's files, created on the I/O threads, a reactor turn)."""
+STATE_CHANGE_TURN_S: Final = 0.01
+"""The reactor takes a turn between slices once this long has gone on them: a partition with
+its log costs ~25 µs, so a turn per slice of 50 made a failover's 3,000 partitions wait for
+60 turns of a busy reactor (seconds)."""
 ISR_CHANGE_PROPAGATION_BLACKOUT_MS: Final = 5_000
 ISR_CHANGE_MAX_DELAY_MS: Final = 60_000
 """Kafka 2.8's ReplicaManager.IsrChangePropagation*: a batch of ISR changes is announced
 once no change came for 5 s, or at the latest 60 s after the last announcement."""
-
-
-def _examples(items: Sequence[object]) -> str:
-    """The first STATE_CHANGE_LOG_EXAMPLES of ``items`` for a summary line, then "..."."""
-    shown = ", ".join(str(item) for item in items[:STATE_CHANGE_LOG_EXAMPLES])
-    return shown + (", ..." if len(items) > STATE_CHANGE_LOG_EXAMPLES else "")
 
 
 @dataclass(frozen=True)
@@ -535,7 +533,7 @@ class ReplicaManager:
             logger.info(
                 "Ignoring LeaderAndIsr for %d partitions (%s) from controller %d epoch %d: "
                 "their leader epochs are not newer than the current ones", len(stale),
-                _examples(stale), controller_id, controller_epoch)
+                examples(stale), controller_id, controller_epoch)
         for topic, topic_id in topic_ids.items():
             if topic_id.int != 0:
                 self.topic_ids[topic] = topic_id
@@ -545,9 +543,11 @@ class ReplicaManager:
         new_leaders: list[Partition] = []
         new_followers: list[Partition] = []
         epoch_writes: list[Deferred[dict[TopicPartition, KafkaStorageError]]] = []
+        turn_started = time.perf_counter()
         for start in range(0, len(accepted), STATE_CHANGE_SLICE):
-            if start:
+            if start and time.perf_counter() - turn_started >= STATE_CHANGE_TURN_S:
                 await self._next_reactor_turn()
+                turn_started = time.perf_counter()
             chunk = accepted[start:start + STATE_CHANGE_SLICE]
             if not self._shutting_down:
                 chunk = await self._create_logs(controller_id, controller_epoch, chunk,
@@ -642,13 +642,13 @@ class ReplicaManager:
         created: Deferred[dict[TopicPartition, KafkaError]] = Deferred()
         self.log_manager.create_logs(wanted, created.callback)
         failures = await created
-        if len(failures) > STATE_CHANGE_LOG_EXAMPLES:
+        if len(failures) > EXAMPLES:
             # Thousands at once (no file descriptor left for them, a directory gone): one
             # line, each partition's at DEBUG.
             first = next(iter(failures.values()))
             logger.error("Error while making this broker a replica of %d partitions (%s) "
                          "for controller %d epoch %d, the first: %s", len(failures),
-                         _examples(list(failures)), controller_id, controller_epoch, first)
+                         examples(list(failures)), controller_id, controller_epoch, first)
             for tp, exc in failures.items():
                 logger.debug("Error while making this broker the replica of %s: %s", tp, exc)
                 errors[tp] = self._state_change_error_code(exc)
@@ -767,7 +767,7 @@ class ReplicaManager:
                 "Received LeaderAndIsr request from controller %d epoch %d but %d partitions "
                 "(%s) cannot become follower since their new leader is unavailable.",
                 controller_id, controller_epoch, len(unavailable),
-                _examples([f"{tp} (leader {leader})" for tp, leader in unavailable]))
+                examples([f"{tp} (leader {leader})" for tp, leader in unavailable]))
             fetchers.remove_fetcher_for_partitions(tp for tp, _ in unavailable)
         if fetchers is not None and made:
             # Stopping the old fetchers first makes the fetch position start from the log.

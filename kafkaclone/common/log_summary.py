@@ -1,0 +1,20 @@
+"""One log line for thousands of like events.
+
+A state change of 10,000 partitions logged a line each costs the reactor thread seconds (a
+format and a write per line), where every client waits. Such changes log one summary line
+at their level, naming the first ``EXAMPLES`` items, and each item at DEBUG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+EXAMPLES: Final = 10
+"""How many items a summary line names."""
+
+
+def examples(items: Sequence[object], limit: int = EXAMPLES) -> str:
+    """The first ``limit`` of ``items`` for a summary line, then "..." if there are more."""
+    shown = ", ".join(str(item) for item in items[:limit])
+    return shown + (", ..." if len(items) > limit else "")
