@@ -10,6 +10,7 @@ leader epochs, a source broker that is down, fetcher assignment and leader chang
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,7 @@ from twisted.python.failure import Failure
 
 from kafkaclone.cluster.partition import LeaderAndIsrPartitionState
 from kafkaclone.common.errors import NetworkExceptionError
+from kafkaclone.common.log_summary import EXAMPLES
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.config import LogManagerConfig
 from kafkaclone.log.manager import LogManager
@@ -331,6 +333,27 @@ def test_a_fenced_follower_waits_for_the_next_leader_and_isr(network: Network) -
     network.pump(0.5)
     assert network.log(2).log_end_offset == 1
     assert TP not in fetchers.failed_partitions
+
+
+def test_many_fenced_partitions_fail_together_in_one_log_line(
+        network: Network, caplog: pytest.LogCaptureFixture) -> None:
+    """A new controller's ISR changes fence thousands of partitions in one answer: each
+    waits for its LeaderAndIsr, and the log has one line for them, not two per partition."""
+    tps = [TopicPartition("many", p) for p in range(EXAMPLES + 5)]
+    for tp in tps:
+        network.leader_and_isr((1,), leader=1, leader_epoch=3, replicas=(1, 2), tp=tp)
+    with caplog.at_level(logging.INFO, logger="kafkaclone.server.replica_fetcher"):
+        for tp in tps:  # a stale view of each
+            network.leader_and_isr((2,), leader=1, leader_epoch=2, replicas=(1, 2), tp=tp)
+        network.pump(0.5)
+    fetchers = network.fetchers(2)
+    assert set(tps) <= set(fetchers.failed_partitions)
+    assert all(fetchers.fetch_state(tp) is None for tp in tps)
+    lines = [r.getMessage() for r in caplog.records if "older epoch" in r.getMessage()
+             or "marked as failed" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"[ReplicaFetcherThread-0-1] {len(tps)} partitions have an older "
+                               "epoch than the current leader (many-0 (epoch 2), ")
 
 
 def test_fetching_from_a_broker_that_is_down_backs_off_then_catches_up(
