@@ -13,6 +13,7 @@ Every request carries the controller id, the controller epoch and the target bro
 from __future__ import annotations
 
 import logging
+import operator
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
@@ -47,6 +48,9 @@ UM = APIS[ApiKey.UPDATE_METADATA].request
 SR = APIS[ApiKey.STOP_REPLICA].request
 _LAI_PARTITION_STATE: Final = LAI.structs["LeaderAndIsrPartitionState"]
 _UM_PARTITION_STATE: Final = UM.structs["UpdateMetadataPartitionState"]
+_BY_PARTITION_INDEX: Final = operator.attrgetter("partition_index")
+"""Requests list each topic's partitions in order: sorted by index within a topic (an int
+key), not by TopicPartition over the whole request (tuple compares, 10,000 of them)."""
 
 ResponseCallback = Callable[[Any], None]
 
@@ -270,6 +274,14 @@ class ControllerBrokerRequestBatch:
         self.stop_replica_requests: dict[int, dict[TopicPartition, _StopReplicaEntry]] = {}
         self.update_metadata_brokers: set[int] = set()
         self.update_metadata_partitions: dict[TopicPartition, Any] = {}
+        self._latest_entries: dict[TopicPartition, _LeaderAndIsrEntry] = {}
+        """Each partition's last LeaderAndIsr entry in the batch: the calls for its other
+        replicas with the same state share it, so its request state is built once."""
+        self._update_metadata_sources: dict[TopicPartition,
+                                            tuple[LeaderIsrAndControllerEpoch,
+                                                  tuple[int, ...], bool]] = {}
+        """What each partition's UpdateMetadata state was built from: built again only when
+        that changed (a failover adds each of 10,000 partitions once per replica)."""
         self._depth = 0
         """How many batches are open (nested: an event's, a state machine's)."""
 
@@ -296,6 +308,8 @@ class ControllerBrokerRequestBatch:
         self.stop_replica_requests.clear()
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()
+        self._latest_entries.clear()
+        self._update_metadata_sources.clear()
 
     def _live(self, broker_ids: Iterable[int], live: Collection[int] | None = None
               ) -> list[int]:
@@ -309,10 +323,17 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         assignment = self.context.partition_full_replica_assignment(tp)
         live = self.context.live_brokers  # live or shutting down; called per replica: no copy
-        # One entry for every broker it goes to (unless one already had it as new): its
-        # partition state is then built once for all of their requests.
-        entry = _LeaderAndIsrEntry(state, assignment.replicas, assignment.adding_replicas,
-                                   assignment.removing_replicas, is_new)
+        # One entry for every broker it goes to (unless one already had it as new), and for
+        # the later calls of its other replicas: its partition state is then built once for
+        # all of their requests.
+        entry = self._latest_entries.get(tp)
+        if (entry is None or entry.state is not state or entry.is_new != is_new
+                or entry.replicas != assignment.replicas
+                or entry.adding_replicas != assignment.adding_replicas
+                or entry.removing_replicas != assignment.removing_replicas):
+            entry = self._latest_entries[tp] = _LeaderAndIsrEntry(
+                state, assignment.replicas, assignment.adding_replicas,
+                assignment.removing_replicas, is_new)
         for broker_id in self._live(broker_ids, live):
             requests = self.leader_and_isr_requests.setdefault(broker_id, {})
             previous = requests.get(tp)
@@ -350,10 +371,15 @@ class ControllerBrokerRequestBatch:
         state = context.partition_leadership_info.get(tp)
         if state is None:
             return
-        lai = state.leader_and_isr
-        leader = (LeaderAndIsr.LEADER_DURING_DELETE
-                  if context.is_topic_queued_up_for_deletion(tp.topic) else lai.leader)
+        deleting = context.is_topic_queued_up_for_deletion(tp.topic)
         replicas = context.partition_replica_assignment(tp)
+        built_from = self._update_metadata_sources.get(tp)
+        if (built_from is not None and built_from[0] is state and built_from[1] == replicas
+                and built_from[2] == deleting):
+            return
+        self._update_metadata_sources[tp] = (state, replicas, deleting)
+        lai = state.leader_and_isr
+        leader = LeaderAndIsr.LEADER_DURING_DELETE if deleting else lai.leader
         self.update_metadata_partitions[tp] = _UM_PARTITION_STATE(
             topic_name=tp.topic, partition_index=tp.partition,
             controller_epoch=state.controller_epoch, leader=leader,
@@ -389,7 +415,7 @@ class ControllerBrokerRequestBatch:
         for broker_id, entries in sorted(self.leader_and_isr_requests.items()):
             by_topic: dict[str, list[Any]] = {}
             leaders: set[int] = set()
-            for tp, entry in sorted(entries.items()):
+            for tp, entry in entries.items():
                 partition_state = built.get(id(entry))
                 if partition_state is None:
                     lai = entry.state.leader_and_isr
@@ -417,7 +443,8 @@ class ControllerBrokerRequestBatch:
                 broker_epoch=self._broker_epoch(broker_id), type=0,
                 ungrouped_partition_states=[],
                 topic_states=[structs["LeaderAndIsrTopicState"](
-                    topic_name=topic, topic_id=self._topic_id(topic), partition_states=states)
+                    topic_name=topic, topic_id=self._topic_id(topic),
+                    partition_states=sorted(states, key=_BY_PARTITION_INDEX))
                     for topic, states in sorted(by_topic.items())],
                 live_leaders=live_leaders)
             callback = (None if self._on_leader_and_isr_response is None
@@ -450,7 +477,7 @@ class ControllerBrokerRequestBatch:
             return
         structs = UM.structs
         by_topic: dict[str, list[Any]] = {}
-        for tp, state in sorted(self.update_metadata_partitions.items()):
+        for tp, state in self.update_metadata_partitions.items():
             by_topic.setdefault(tp.topic, []).append(state)
         live_brokers = []
         for broker_id, info in sorted(self.context.live_brokers.items()):
@@ -460,7 +487,8 @@ class ControllerBrokerRequestBatch:
             live_brokers.append(structs["UpdateMetadataBroker"](
                 id=broker_id, v0_host="", v0_port=0, endpoints=endpoints, rack=info.rack))
         topic_states = [structs["UpdateMetadataTopicState"](
-            topic_name=topic, topic_id=self._topic_id(topic), partition_states=states)
+            topic_name=topic, topic_id=self._topic_id(topic),
+            partition_states=sorted(states, key=_BY_PARTITION_INDEX))
             for topic, states in sorted(by_topic.items())]
         for broker_id in sorted(self.update_metadata_brokers):
             body = UM(controller_id=self.controller_id, controller_epoch=controller_epoch,
