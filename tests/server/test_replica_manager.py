@@ -30,6 +30,7 @@ from kafkaclone.network.socket_server import KafkaServerFactory
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.server import heap
+from kafkaclone.server import replica_manager as replica_manager_module
 from kafkaclone.server.metadata_cache import MetadataCache
 from kafkaclone.server.replica_manager import (
     EPOCH_DURING_DELETE,
@@ -174,6 +175,33 @@ def test_many_new_partitions_are_applied_in_slices_between_reactor_turns(
     assert set(errors_of(response, 5).values()) == {NONE}
     assert len(broker.replica_manager.leader_partitions()) == count
     assert any(0 < n < count for n in seen)  # the reactor ran between slices
+
+
+@pytest.mark.parametrize("turn_s, takes_turns", [(0.0, True), (60.0, False)])
+def test_partitions_with_logs_take_a_reactor_turn_per_stretch_of_work(
+        broker: Broker, dispatcher: RequestHandler, log_manager: LogManager,
+        turn_s: float, takes_turns: bool) -> None:
+    """Partitions whose logs exist cost microseconds each: the reactor takes a turn once
+    STATE_CHANGE_TURN_S has gone on slices, not after every slice."""
+    count = 3 * STATE_CHANGE_SLICE
+    first = call(dispatcher, ApiKey.LEADER_AND_ISR, 5, leader_and_isr(leaders=(1,) * count))
+    assert set(errors_of(first, 5).values()) == {NONE}
+    partitions = broker.replica_manager.leader_partitions()
+    seen: list[int] = []
+
+    def probe() -> None:  # once per reactor turn while the request is applied
+        seen.append(sum(1 for p in partitions if p.leader_epoch == 1))
+        if seen[-1] < count:
+            reactor.callLater(0, probe)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(replica_manager_module, "STATE_CHANGE_TURN_S", turn_s)
+        reactor.callLater(0, probe)
+        response = call(dispatcher, ApiKey.LEADER_AND_ISR, 5,
+                        leader_and_isr(leaders=(1,) * count, leader_epoch=1))
+    assert set(errors_of(response, 5).values()) == {NONE}
+    assert all(p.leader_epoch == 1 for p in partitions)
+    assert any(0 < n < count for n in seen) is takes_turns
 
 
 @pytest.mark.timeout(60)
