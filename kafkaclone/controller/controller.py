@@ -80,6 +80,7 @@ from kafkaclone.controller.state_machines import (
     read_partition_states,
 )
 from kafkaclone.network.client import PLAINTEXT_CLIENT, ClientSecurity
+from kafkaclone.network.pacing import Pacer
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.errors import ControllerMovedError
 from kafkaclone.zk.znodes import (
@@ -228,6 +229,9 @@ class KafkaController:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.reactor = reactor
+        self.pacer = Pacer(reactor)
+        """The reactor's turns during an event's loops over thousands of partitions: the
+        controller runs on the reactor thread, where the broker's clients are served."""
         self._channel_factory = channel_factory or _default_channel_factory
         self.context = ControllerContext()
         self.active_controller_id = -1
@@ -338,6 +342,7 @@ class KafkaController:
     # -- event processing -------------------------------------------------------------------
 
     async def _process(self, event: ControllerEvent) -> None:
+        self.pacer.restart()
         try:
             await self._dispatch(event)
         except ControllerMovedError as exc:
@@ -495,8 +500,10 @@ class KafkaController:
             self.broker_id, ctx, self.channel, self._on_stop_replica_deletion_response,
             self._on_leader_and_isr_response)
         self.partition_state_machine = PartitionStateMachine(
-            self.broker_id, ctx, zk, self.batch, self.config.unclean_leader_election_enable)
-        self.replica_state_machine = ReplicaStateMachine(self.broker_id, ctx, zk, self.batch)
+            self.broker_id, ctx, zk, self.batch, self.config.unclean_leader_election_enable,
+            self.pacer)
+        self.replica_state_machine = ReplicaStateMachine(self.broker_id, ctx, zk, self.batch,
+                                                         self.pacer)
         # initializeControllerContext
         brokers = await zk.get_all_broker_and_epochs_in_cluster(register_watch=True)
         ctx.set_live_brokers({int(b): pair for b, pair in brokers.items()})

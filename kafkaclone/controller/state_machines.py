@@ -44,6 +44,7 @@ from kafkaclone.controller.election import (
     preferred_replica_partition_leader_election,
     reassign_partition_leader_election,
 )
+from kafkaclone.network.pacing import Pacer
 from kafkaclone.zk.client import KafkaZkClient
 from kafkaclone.zk.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
@@ -112,18 +113,24 @@ class _ElectionResult:
 
 class PartitionStateMachine:
     def __init__(self, controller_id: int, context: ControllerContext, zk_client: KafkaZkClient,
-                 batch: ControllerBrokerRequestBatch, unclean_leader_election_default: bool
-                 ) -> None:
+                 batch: ControllerBrokerRequestBatch, unclean_leader_election_default: bool,
+                 pacer: Pacer | None = None) -> None:
         self.controller_id = controller_id
         self.context = context
         self.zk_client = zk_client
         self.batch = batch
         self.unclean_leader_election_default = unclean_leader_election_default
+        self.pacer = pacer or Pacer.never()
+        """Loops over every partition give the reactor a turn now and then (docs/ of
+        ``kafkaclone.network.pacing``)."""
 
     async def startup(self) -> None:
         """Set every partition's initial state from the leadership read at failover, then
         elect leaders for those without one."""
+        pacer = self.pacer
         for tp in self.context.all_partitions():
+            if pacer.due:
+                await pacer.turn()
             state = self.context.partition_leadership_info.get(tp)
             if state is None:
                 self.context.partition_states[tp] = P.NEW
@@ -169,7 +176,10 @@ class PartitionStateMachine:
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
         result: dict[TopicPartition, LeaderAndIsr | Exception] = {}
         valid: list[TopicPartition] = []
+        pacer = self.pacer
         for tp in partitions:
+            if pacer.due:
+                await pacer.turn()
             current = self.context.partition_state(tp)
             try:
                 check_partition_transition(tp, current, target)
@@ -195,6 +205,8 @@ class PartitionStateMachine:
                 elected = await self._elect_leader_for_partitions(
                     to_elect, strategy or ElectionStrategy.OFFLINE)
                 for tp, outcome in elected.items():
+                    if pacer.due:
+                        await pacer.turn()
                     if not isinstance(outcome, Exception):
                         changed.append(self._transition(tp, outcome))
                         self.context.partition_states[tp] = P.ONLINE
@@ -345,7 +357,10 @@ class PartitionStateMachine:
         update = await self.zk_client.update_leader_and_isr(
             to_write, self.context.epoch, self.context.epoch_zk_version)
         retry = unsure + list(update.partitions_to_retry)
+        pacer = self.pacer
         for tp, outcome in update.finished_partitions.items():
+            if pacer.due:
+                await pacer.turn()
             if isinstance(outcome, Exception):
                 if from_cache and isinstance(outcome, NoNodeError):
                     retry.append(tp)  # read: the failure says why
@@ -497,17 +512,22 @@ async def read_partition_states(
 
 class ReplicaStateMachine:
     def __init__(self, controller_id: int, context: ControllerContext, zk_client: KafkaZkClient,
-                 batch: ControllerBrokerRequestBatch) -> None:
+                 batch: ControllerBrokerRequestBatch, pacer: Pacer | None = None) -> None:
         self.controller_id = controller_id
         self.context = context
         self.zk_client = zk_client
         self.batch = batch
+        self.pacer = pacer or Pacer.never()
+        """As the partition state machine's."""
 
     async def startup(self) -> None:
         """Online replicas on live brokers (each sent a LeaderAndIsr), the rest Offline."""
         online: list[PartitionAndReplica] = []
         offline: list[PartitionAndReplica] = []
+        pacer = self.pacer
         for tp in self.context.all_partitions():
+            if pacer.due:
+                await pacer.turn()
             for replica in self.context.partition_replica_assignment(tp):
                 pr = PartitionAndReplica(tp, replica)
                 if self.context.is_replica_online(replica, tp,
@@ -549,7 +569,10 @@ class ReplicaStateMachine:
                                        ) -> dict[PartitionAndReplica, Exception]:
         failures: dict[PartitionAndReplica, Exception] = {}
         valid: list[PartitionAndReplica] = []
+        pacer = self.pacer
         for replica in replicas:
+            if pacer.due:
+                await pacer.turn()
             current = self.context.replica_state(replica)
             try:
                 check_replica_transition(replica, current, target)
@@ -576,6 +599,8 @@ class ReplicaStateMachine:
                 self._set(replica, R.NEW)
         elif target == R.ONLINE:
             for replica in valid:
+                if pacer.due:
+                    await pacer.turn()
                 tp = replica.topic_partition
                 if ctx.replica_state(replica) != R.NEW:
                     state = ctx.partition_leadership_info.get(tp)
@@ -585,12 +610,16 @@ class ReplicaStateMachine:
                 self._set(replica, R.ONLINE)
         elif target == R.OFFLINE:
             for replica in valid:
+                if pacer.due:
+                    await pacer.turn()
                 self.batch.add_stop_replica_request_for_brokers(
                     [broker_id], replica.topic_partition, delete_partition=False)
             with_leadership = [r.topic_partition for r in valid
                                if r.topic_partition in ctx.partition_leadership_info]
             updated = await self._remove_replicas_from_isr(broker_id, with_leadership, failures)
             for tp, state in updated.items():
+                if pacer.due:
+                    await pacer.turn()
                 if not ctx.is_topic_queued_up_for_deletion(tp.topic):
                     recipients = [r for r in ctx.partition_replica_assignment(tp)
                                   if r != broker_id]

@@ -58,7 +58,6 @@ told after each LeaderAndIsr.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +100,7 @@ from kafkaclone.log.common import (
 from kafkaclone.log.config import LogConfig
 from kafkaclone.log.log import Log
 from kafkaclone.log.manager import LogManager
+from kafkaclone.network.pacing import PACING_STRETCH_S, Pacer
 from kafkaclone.server import heap
 from kafkaclone.server.config import default_int
 from kafkaclone.server.delayed.delete_records import (
@@ -180,10 +180,10 @@ ISR_CHANGE_PROPAGATION_INTERVAL_MS: Final = 2_500
 STATE_CHANGE_SLICE: Final = 50
 """Partitions made leader or follower at a time while applying a LeaderAndIsr (a new one
 costs a few ms: its log's files, created on the I/O threads, a reactor turn)."""
-STATE_CHANGE_TURN_S: Final = 0.01
-"""The reactor takes a turn between slices once this long has gone on them: a partition with
-its log costs ~25 µs, so a turn per slice of 50 made a failover's 3,000 partitions wait for
-60 turns of a busy reactor (seconds)."""
+STATE_CHANGE_TURN_S: Final = PACING_STRETCH_S
+"""The reactor takes a turn between slices once this long has gone on them (a ``Pacer``): a
+partition with its log costs ~25 µs, so a turn per slice of 50 made a failover's 3,000
+partitions wait for 60 turns of a busy reactor (seconds)."""
 ISR_CHANGE_PROPAGATION_BLACKOUT_MS: Final = 5_000
 ISR_CHANGE_MAX_DELAY_MS: Final = 60_000
 """Kafka 2.8's ReplicaManager.IsrChangePropagation*: a batch of ISR changes is announced
@@ -543,11 +543,10 @@ class ReplicaManager:
         new_leaders: list[Partition] = []
         new_followers: list[Partition] = []
         epoch_writes: list[Deferred[dict[TopicPartition, KafkaStorageError]]] = []
-        turn_started = time.perf_counter()
+        pacer = Pacer(self.clock, STATE_CHANGE_TURN_S)
         for start in range(0, len(accepted), STATE_CHANGE_SLICE):
-            if start and time.perf_counter() - turn_started >= STATE_CHANGE_TURN_S:
-                await self._next_reactor_turn()
-                turn_started = time.perf_counter()
+            if start:
+                await pacer.pace()
             chunk = accepted[start:start + STATE_CHANGE_SLICE]
             if not self._shutting_down:
                 chunk = await self._create_logs(controller_id, controller_epoch, chunk,
@@ -588,12 +587,6 @@ class ReplicaManager:
         # Requests waiting on a partition whose leadership changed answer now.
         self.complete_delayed_requests_for(partition.topic_partition for partition, _ in accepted)
         return ReplicaManagerResult(NONE, errors)
-
-    async def _next_reactor_turn(self) -> None:
-        """Let the reactor serve what waits (I/O, timers, a SIGTERM) before going on."""
-        turn: Deferred[None] = Deferred()
-        self.clock.callLater(0, turn.callback, None)
-        await turn
 
     def new_partition(self, tp: TopicPartition) -> Partition:
         """A Partition wired to this manager's clock, ISR writer and purgatories."""
