@@ -17,7 +17,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from twisted.internet.defer import Deferred
 
@@ -112,6 +112,10 @@ ELECTION_TYPE_UNCLEAN = 1
 
 _T = TypeVar("_T")
 
+CONTROLLER_PACING_STRETCH_S: Final = 0.05
+"""How long an event's loops run between reactor turns. Longer than a LeaderAndIsr's 10 ms
+stretch: a failover's events should not wait for many turns of a reactor busy with the
+failover's fetches, and the broker's clients then wait tens of ms, not seconds."""
 SHUTDOWN_EVENT_GRACE_S = 2.0
 """How long a shutting-down controller lets the event in progress run before cancelling it
 (its ZooKeeper writes are each atomic; the next controller takes over from what is there)."""
@@ -229,7 +233,7 @@ class KafkaController:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.reactor = reactor
-        self.pacer = Pacer(reactor)
+        self.pacer = Pacer(reactor, CONTROLLER_PACING_STRETCH_S)
         """The reactor's turns during an event's loops over thousands of partitions: the
         controller runs on the reactor thread, where the broker's clients are served."""
         self._channel_factory = channel_factory or _default_channel_factory
