@@ -1,7 +1,7 @@
 """Control plane at scale: prints numbers, asserts nothing.
 
     .venv/bin/python benchmarks/bench_control_plane.py [--partitions 1000,10000]
-        [--timeout 300] [--py-spy DIR]
+        [--timeout 300] [--py-spy DIR | --logs DIR]
 
 For each partition count N, on a fresh 3-broker LocalCluster:
 
@@ -23,6 +23,8 @@ delivery time and the longest gap between two received records. Goals (issue 17,
 ``--py-spy DIR`` records each phase of each live broker with py-spy (the venv's) as
 collapsed stacks (``DIR/<N>-<phase>-broker<id>[-controller].txt``, 50 Hz, idle time left
 out), for reading where the brokers' time goes; the brokers' logs are copied there too.
+``--logs DIR`` only copies the logs (``DIR/<N>-broker<id>.log``): their timestamps show
+when each broker applied each of the new controller's requests, without py-spy's load.
 """
 
 from __future__ import annotations
