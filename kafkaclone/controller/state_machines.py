@@ -111,6 +111,19 @@ class _ElectionResult:
     recipients: tuple[int, ...]
 
 
+def _with_state(leader_and_isr: LeaderAndIsr | None) -> str:
+    if leader_and_isr is None:
+        return ""
+    return (f" with state (leader={leader_and_isr.leader}, leader_epoch="
+            f"{leader_and_isr.leader_epoch}, isr={list(leader_and_isr.isr)})")
+
+
+def _transition(tp: TopicPartition, current: PartitionState,
+                leader_and_isr: LeaderAndIsr | None) -> str:
+    """A partition's change in a summary line of the state change log."""
+    return f"{tp} from {current.value}{_with_state(leader_and_isr)}"
+
+
 class PartitionStateMachine:
     def __init__(self, controller_id: int, context: ControllerContext, zk_client: KafkaZkClient,
                  batch: ControllerBrokerRequestBatch, unclean_leader_election_default: bool,
@@ -193,12 +206,12 @@ class PartitionStateMachine:
         if target == P.ONLINE:
             uninitialized = [tp for tp in valid if self.context.partition_state(tp) == P.NEW]
             to_elect = [tp for tp in valid if self.context.partition_state(tp) != P.NEW]
-            changed: list[str] = []
+            changed: list[tuple[TopicPartition, PartitionState, LeaderAndIsr | None]] = []
             if uninitialized:
                 initialized = await self._initialize_leader_and_isr_for_partitions(uninitialized)
                 for tp, outcome in initialized.items():
                     if not isinstance(outcome, Exception):
-                        changed.append(self._transition(tp, outcome))
+                        changed.append((tp, self.context.partition_state(tp), outcome))
                         self.context.partition_states[tp] = P.ONLINE
                     result[tp] = outcome
             if to_elect:
@@ -208,37 +221,35 @@ class PartitionStateMachine:
                     if pacer.due:
                         await pacer.turn()
                     if not isinstance(outcome, Exception):
-                        changed.append(self._transition(tp, outcome))
+                        changed.append((tp, self.context.partition_state(tp), outcome))
                         self.context.partition_states[tp] = P.ONLINE
                     result[tp] = outcome
             self._log_transitions(changed, target)
         else:
-            changed = [self._transition(tp) for tp in valid]
+            changed = [(tp, self.context.partition_state(tp), None) for tp in valid]
             for tp in valid:
                 self.context.partition_states[tp] = target
             self._log_transitions(changed, target)
         return result
 
-    def _transition(self, tp: TopicPartition, leader_and_isr: LeaderAndIsr | None = None
-                    ) -> str:
-        """``tp``'s change for the state change log, before its new state is set."""
-        change = f"{tp} from {self.context.partition_state(tp).value}"
-        if leader_and_isr is None:
-            return change
-        return (f"{change} with state (leader={leader_and_isr.leader}, leader_epoch="
-                f"{leader_and_isr.leader_epoch}, isr={list(leader_and_isr.isr)})")
-
     @staticmethod
-    def _log_transitions(changed: Sequence[str], target: PartitionState) -> None:
-        """One INFO line for the changes of one call (each partition's at DEBUG): a line per
-        partition held the reactor thread for seconds at 10,000 of them."""
-        if not changed:
-            return
-        if state_change_logger.isEnabledFor(logging.DEBUG):
-            for change in changed:
-                state_change_logger.debug("Changed partition %s to %s", change, target.value)
-        state_change_logger.info("Changed %d partitions to %s: %s", len(changed), target.value,
-                                 examples(changed))
+    def _log_transitions(
+        changed: Sequence[tuple[TopicPartition, PartitionState, LeaderAndIsr | None]],
+        target: PartitionState,
+    ) -> None:
+        """Kafka's "Changed partition" line per partition, or past ``EXAMPLES`` of them one
+        line for all (each at DEBUG): a line per partition held the reactor thread for
+        seconds at 10,000 of them."""
+        level = logging.DEBUG if len(changed) > EXAMPLES else logging.INFO
+        if state_change_logger.isEnabledFor(level):
+            for tp, current, leader_and_isr in changed:
+                state_change_logger.log(level, "Changed partition %s from %s to %s%s", tp,
+                                        current.value, target.value,
+                                        _with_state(leader_and_isr))
+        if level == logging.DEBUG:
+            state_change_logger.info(
+                "Changed %d partitions to %s: %s", len(changed), target.value,
+                examples([_transition(*change) for change in changed[:EXAMPLES + 1]]))
 
     async def _initialize_leader_and_isr_for_partitions(
         self, partitions: list[TopicPartition]

@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 from kazoo.client import KazooClient
 
+from kafkaclone.common.log_summary import EXAMPLES
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.channel_manager import ControllerBrokerRequestBatch
 from kafkaclone.controller.context import (
@@ -64,6 +65,27 @@ def test_illegal_partition_transition_is_refused(caplog: pytest.LogCaptureFixtur
     assert isinstance(result[TP], IllegalStateTransitionError)
     assert context.partition_state(TP) == PartitionState.ONLINE
     assert sent == []
+
+
+@pytest.mark.parametrize("count", [1, EXAMPLES + 2])
+def test_state_changes_of_many_partitions_log_one_line(
+        caplog: pytest.LogCaptureFixture, count: int) -> None:
+    """Kafka's "Changed partition" line per partition for a few; past EXAMPLES of them one
+    line for all (each at DEBUG): 10,000 lines held the reactor thread for seconds."""
+    context, psm, _, _ = machines()
+    partitions = [TopicPartition("t", p) for p in range(count)]
+    for tp in partitions:
+        context.partition_states[tp] = PartitionState.ONLINE
+    with caplog.at_level("INFO", logger="kafkaclone.controller.state_change"):
+        run(psm.handle_state_changes(partitions, PartitionState.OFFLINE))
+    assert all(context.partition_state(tp) == PartitionState.OFFLINE for tp in partitions)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Changed")]
+    if count == 1:
+        assert lines == ["Changed partition t-0 from OnlinePartition to OfflinePartition"]
+    else:
+        assert lines == [f"Changed {count} partitions to OfflinePartition: "
+                         + ", ".join(f"t-{p} from OnlinePartition" for p in range(EXAMPLES))
+                         + ", ..."]
 
 
 def test_illegal_replica_transitions_are_refused() -> None:
