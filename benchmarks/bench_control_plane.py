@@ -1,7 +1,7 @@
 """Control plane at scale: prints numbers, asserts nothing.
 
     .venv/bin/python benchmarks/bench_control_plane.py [--partitions 1000,10000]
-        [--timeout 300] [--py-spy DIR | --logs DIR]
+        [--timeout 300] [--py-spy DIR | --logs DIR] [--stalls DIR]
 
 For each partition count N, on a fresh 3-broker LocalCluster:
 
@@ -25,6 +25,9 @@ collapsed stacks (``DIR/<N>-<phase>-broker<id>[-controller].txt``, 50 Hz, idle t
 out), for reading where the brokers' time goes; the brokers' logs are copied there too.
 ``--logs DIR`` only copies the logs (``DIR/<N>-broker<id>.log``): their timestamps show
 when each broker applied each of the new controller's requests, without py-spy's load.
+``--stalls DIR`` loads a watchdog into each broker (``benchmarks/reactor_stalls``): every
+stretch of over 0.3 s in which its reactor took no turn goes to ``DIR/stall-<pid>.txt``
+with the reactor thread's stacks meanwhile and its CPU time.
 """
 
 from __future__ import annotations
@@ -237,9 +240,18 @@ def main() -> None:
                         help="record each phase of each broker with py-spy into DIR")
     parser.add_argument("--logs", metavar="DIR",
                         help="keep the brokers' logs in DIR (no py-spy)")
+    parser.add_argument("--stalls", metavar="DIR",
+                        help="record the brokers' reactor stalls in DIR")
     parser.add_argument("--create-only", action="store_true",
                         help="only the create phase (no failover, no shutdown)")
     args = parser.parse_args()
+    if args.stalls is not None:
+        # The brokers are this process's children: they load the watchdog at start.
+        os.makedirs(args.stalls, exist_ok=True)
+        watchdog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reactor_stalls")
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (watchdog, os.environ.get("PYTHONPATH")) if p)
+        os.environ["KAFKACLONE_STALL_DIR"] = os.path.abspath(args.stalls)
     print(f"load: {os.getloadavg()}")
     for n in (int(p) for p in args.partitions.split(",")):
         profiler = (Profiler(args.logs, record=False) if args.py_spy is None
