@@ -7,11 +7,23 @@ at their level, naming the first ``EXAMPLES`` items, and each item at DEBUG.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Final
 
 EXAMPLES: Final = 10
 """How many items a summary line names."""
+
+
+def summarized(count: int) -> bool:
+    """Whether ``count`` like events get one summary line (their own lines at DEBUG)."""
+    return count > EXAMPLES
+
+
+def each_level(count: int, level: int) -> int:
+    """The level of each of ``count`` like events' own lines: ``level``, or DEBUG when they
+    are ``summarized`` (the caller then logs the summary line at ``level``)."""
+    return logging.DEBUG if summarized(count) else level
 
 
 def examples(items: Sequence[object], limit: int = EXAMPLES) -> str:

@@ -28,7 +28,7 @@ from typing import Final
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from kafkaclone.common.log_summary import EXAMPLES, examples
+from kafkaclone.common.log_summary import EXAMPLES, each_level, examples, summarized
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.controller.channel_manager import ControllerBrokerRequestBatch
 from kafkaclone.controller.context import (
@@ -134,7 +134,7 @@ class PartitionStateMachine:
         self.batch = batch
         self.unclean_leader_election_default = unclean_leader_election_default
         self.pacer = pacer or Pacer.never()
-        """Loops over every partition give the reactor a turn now and then (docs/ of
+        """Loops over every partition give the reactor a turn now and then (see
         ``kafkaclone.network.pacing``)."""
 
     async def startup(self) -> None:
@@ -240,13 +240,13 @@ class PartitionStateMachine:
         """Kafka's "Changed partition" line per partition, or past ``EXAMPLES`` of them one
         line for all (each at DEBUG): a line per partition held the reactor thread for
         seconds at 10,000 of them."""
-        level = logging.DEBUG if len(changed) > EXAMPLES else logging.INFO
+        level = each_level(len(changed), logging.INFO)
         if state_change_logger.isEnabledFor(level):
             for tp, current, leader_and_isr in changed:
                 state_change_logger.log(level, "Changed partition %s from %s to %s%s", tp,
                                         current.value, target.value,
                                         _with_state(leader_and_isr))
-        if level == logging.DEBUG:
+        if summarized(len(changed)):
             state_change_logger.info(
                 "Changed %d partitions to %s: %s", len(changed), target.value,
                 examples([_transition(*change) for change in changed[:EXAMPLES + 1]]))
@@ -312,14 +312,14 @@ class PartitionStateMachine:
                       if isinstance(outcome, Exception)]
             # Thousands fail together (no live replica in their ISR): one ERROR line then,
             # each at DEBUG.
-            level = logging.DEBUG if len(failed) > EXAMPLES else logging.ERROR
+            level = each_level(len(failed), logging.ERROR)
             if state_change_logger.isEnabledFor(level):
                 for tp, outcome in failed:
                     state_change_logger.log(
                         level, "Controller %s epoch %s failed to change state for partition %s "
                         "from %s to OnlinePartition: %s", self.controller_id,
                         self.context.epoch, tp, self.context.partition_state(tp).value, outcome)
-            if level == logging.DEBUG:
+            if summarized(len(failed)):
                 state_change_logger.error(
                     "Controller %s epoch %s failed to change state for %d partitions to "
                     "OnlinePartition: %s", self.controller_id, self.context.epoch, len(failed),

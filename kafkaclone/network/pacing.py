@@ -56,8 +56,3 @@ class Pacer:
             self._clock.callLater(0, turn.callback, None)
             await turn
         self._since = time.perf_counter()
-
-    async def pace(self) -> None:
-        """Take a reactor turn if due; else return at once."""
-        if self.due:
-            await self.turn()

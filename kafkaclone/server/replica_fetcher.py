@@ -70,7 +70,7 @@ from kafkaclone.common.errors import (
     error_for_code,
 )
 from kafkaclone.common.jvm import java_string_hash, kafka_abs
-from kafkaclone.common.log_summary import EXAMPLES, examples
+from kafkaclone.common.log_summary import each_level, examples, summarized
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import (
     EARLIEST_TIMESTAMP,
@@ -515,15 +515,12 @@ class ReplicaFetcher:
                 self.partition_states[tp] = replace(state, delayed_until=until)
 
     def _mark_partition_failed(self, tp: TopicPartition, level: int = logging.WARNING
-                               ) -> bool:
-        """Stop fetching ``tp`` until the next LeaderAndIsr (Kafka's markPartitionFailed);
-        False if it was not fetched."""
-        if self.partition_states.pop(tp, None) is None:
-            return False
-        logger.log(level, "[%s] Partition %s marked as failed", self.name, tp)
-        if self._on_partition_failed is not None:
-            self._on_partition_failed(tp)
-        return True
+                               ) -> None:
+        """Stop fetching ``tp`` until the next LeaderAndIsr (Kafka's markPartitionFailed)."""
+        if self.partition_states.pop(tp, None) is not None:
+            logger.log(level, "[%s] Partition %s marked as failed", self.name, tp)
+            if self._on_partition_failed is not None:
+                self._on_partition_failed(tp)
 
     def _partition(self, tp: TopicPartition) -> FollowerPartition:
         partition = self._replica_manager.get_partition(tp)
@@ -709,14 +706,12 @@ class ReplicaFetcher:
         older = [(tp, epoch) for tp, epoch in fenced
                  if (state := self.partition_states.get(tp)) is not None
                  and state.current_leader_epoch == epoch]
-        level = logging.DEBUG if len(older) > EXAMPLES else logging.INFO
         for tp, epoch in older:
-            logger.log(level, "[%s] Partition %s has an older epoch (%d) than the current "
-                       "leader. Will await the new LeaderAndIsr state before resuming "
-                       "fetching.", self.name, tp, epoch)
-            self._mark_partition_failed(tp, logging.WARNING if level == logging.INFO
-                                        else logging.DEBUG)
-        if level == logging.DEBUG:
+            logger.log(each_level(len(older), logging.INFO), "[%s] Partition %s has an older "
+                       "epoch (%d) than the current leader. Will await the new LeaderAndIsr "
+                       "state before resuming fetching.", self.name, tp, epoch)
+            self._mark_partition_failed(tp, each_level(len(older), logging.WARNING))
+        if summarized(len(older)):
             logger.warning("[%s] %d partitions have an older epoch than the current leader "
                            "(%s): marked as failed until their next LeaderAndIsr", self.name,
                            len(older), examples([f"{tp} (epoch {epoch})" for tp, epoch in older]))

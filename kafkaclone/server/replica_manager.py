@@ -86,7 +86,7 @@ from kafkaclone.common.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from kafkaclone.common.log_summary import EXAMPLES, examples
+from kafkaclone.common.log_summary import examples, summarized
 from kafkaclone.common.topic import is_internal
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import (
@@ -545,8 +545,8 @@ class ReplicaManager:
         epoch_writes: list[Deferred[dict[TopicPartition, KafkaStorageError]]] = []
         pacer = Pacer(self.clock, STATE_CHANGE_TURN_S)
         for start in range(0, len(accepted), STATE_CHANGE_SLICE):
-            if start:
-                await pacer.pace()
+            if start and pacer.due:
+                await pacer.turn()
             chunk = accepted[start:start + STATE_CHANGE_SLICE]
             if not self._shutting_down:
                 chunk = await self._create_logs(controller_id, controller_epoch, chunk,
@@ -635,7 +635,7 @@ class ReplicaManager:
         created: Deferred[dict[TopicPartition, KafkaError]] = Deferred()
         self.log_manager.create_logs(wanted, created.callback)
         failures = await created
-        if len(failures) > EXAMPLES:
+        if summarized(len(failures)):
             # Thousands at once (no file descriptor left for them, a directory gone): one
             # line, each partition's at DEBUG.
             first = next(iter(failures.values()))
