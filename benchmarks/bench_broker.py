@@ -47,6 +47,7 @@ import collections
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -249,6 +250,44 @@ def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 1
     return Latency(p50, p99, worst, len(samples), ack_p50, ack_p99)
 
 
+_ECHO = """
+import socket, sys
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+peer, _ = listener.accept()
+peer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while data := peer.recv(4096):
+    peer.sendall(data)
+"""
+
+
+def loopback_round_trip(count: int = 2_000) -> tuple[float, float]:
+    """p50 and p99, in µs, of a 100-byte message's round trip over loopback TCP to another
+    process that echoes it: the machine's floor for one request and its answer. (Where the
+    two processes wake each other across cores of a virtual machine this costs several
+    times what it costs on one core: measured 30 µs on one, 160-275 µs across two here.)"""
+    echo = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
+    try:
+        assert echo.stdout is not None
+        port = int(echo.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as peer:
+            peer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            message = VALUE
+            samples = []
+            for _ in range(count):
+                started = time.perf_counter_ns()
+                peer.sendall(message)
+                received = 0
+                while received < len(message):
+                    received += len(peer.recv(4096))
+                samples.append((time.perf_counter_ns() - started) / 1e3)
+    finally:
+        echo.kill()
+        echo.wait()
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.99)]
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU time of processes so far (from /proc)."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -261,13 +300,19 @@ def cpu_seconds(pids: list[int]) -> float:
 
 @contextmanager
 def broker_cpu(cluster: LocalCluster, what: str) -> Iterator[None]:
-    """Print the brokers' CPU use over the block (how busy the broker side was)."""
+    """Print the brokers' CPU use over the block (how busy the broker side was), and this
+    process's, the clients' (librdkafka's threads are this process's): on a small machine
+    the two share the cores."""
     pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
     before, started = cpu_seconds(pids), time.perf_counter()
+    own = os.times()
     yield
     used, elapsed = cpu_seconds(pids) - before, time.perf_counter() - started
+    now = os.times()
+    clients = now.user + now.system - own.user - own.system
     print(f"    ({what}: brokers used {used:.1f} CPU s in {elapsed:.1f} s, "
-          f"{100 * used / elapsed:.0f} % of one core)", flush=True)
+          f"{100 * used / elapsed:.0f} % of one core; the clients {clients:.1f} CPU s, "
+          f"{100 * clients / elapsed:.0f} %)", flush=True)
 
 
 _PYSPY_EXTRA = os.environ.get("BENCH_PYSPY_ARGS", "--nonblocking").split()
@@ -412,6 +457,10 @@ def main() -> None:
                 print(f"{'  produce -> acks=all answer, same run':<46} p50 "
                       f"{measured.ack_p50:.2f} ms p99 {measured.ack_p99:.2f} ms   mock p50 "
                       f"{reference.ack_p50:.2f} ms p99 {reference.ack_p99:.2f} ms", flush=True)
+                floor_p50, floor_p99 = loopback_round_trip()
+                print(f"{'  this machine: loopback TCP round trip':<46} p50 {floor_p50:.0f} µs "
+                      f"p99 {floor_p99:.0f} µs   (an acks=all record crosses 4 such hops "
+                      f"before its answer)", flush=True)
                 print_request_timing(cluster)
 
 
