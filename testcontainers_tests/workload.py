@@ -9,7 +9,6 @@ scenarios then ask ``History.check()`` what went wrong.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Mapping
@@ -108,13 +107,10 @@ class Writer:
             "message.timeout.ms": 30_000,
             "request.timeout.ms": 10_000,
             "retry.backoff.ms": 200,
-            # librdkafka's statistics count the requests it retried (for the end-of-run line).
-            "statistics.interval.ms": 1000,
             **QUIET,
             **(config or {}),
         }
         self.sent = 0
-        self.retries: dict[str, int] = {}
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"writer-{name}", daemon=True)
@@ -160,17 +156,9 @@ class Writer:
             assert topic is not None and partition is not None and offset is not None
             self.history.send_acked(topic, value, partition, offset)
 
-    def _statistics(self, stats_json: str) -> None:
-        """librdkafka's counters per broker, summed: requests retried (``txretries``), failed
-        (``txerrs``) and timed out (``req_timeouts``). A producer that retried a request may
-        have written its values after later ones, unless it is idempotent."""
-        brokers = json.loads(stats_json).get("brokers", {}).values()
-        self.retries = {name: sum(broker.get(name, 0) for broker in brokers)
-                        for name in ("txretries", "txerrs", "req_timeouts")}
-
     def _run(self) -> None:
         try:
-            producer = Producer({**self.config, "stats_cb": self._statistics})
+            producer = Producer(self.config)
             deadline = time.monotonic() + self.seconds
             started = time.monotonic()
             while (self.sent < self.count and not self._stop.is_set()
@@ -198,9 +186,6 @@ class Writer:
             left = producer.flush(self.config["message.timeout.ms"] / 1000 + 15)
             if left:
                 raise RuntimeError(f"{left} messages still undelivered after the flush")
-            producer.poll(1.1)  # one more statistics callback, after the last acknowledgement
-            progress(f"writer {self.name}: {self.sent} values sent; librdkafka's request "
-                     f"counters: {self.retries}")
         except BaseException as exc:
             self._failure = exc
 
