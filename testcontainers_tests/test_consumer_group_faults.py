@@ -25,7 +25,7 @@ from kafkaclone.testing.history import CheckResult, History
 
 from .checks import check_history
 from .cluster import ContainerCluster, progress, wait_until
-from .workload import QUIET, Writer, create_topic, high_watermarks, records_by_partition
+from .workload import IDEMPOTENT, QUIET, Writer, create_topic, high_watermarks, records_by_partition
 
 SESSION_TIMEOUT_MS = 6000
 TOPIC = "grouped"
@@ -133,8 +133,7 @@ def test_the_group_resumes_from_its_committed_offsets_after_the_coordinator_dies
     # it only while no request fails: CI saw (2026-11-28) librdkafka write a just-created
     # partition's first batch after 447 later values, with max.in.flight 1.
     writer = Writer(cluster, TOPIC, PARTITIONS, history, count=VALUES, seconds=120,
-                    config={"enable.idempotence": True,
-                            "max.in.flight.requests.per.connection": 5}).start()
+                    config=IDEMPOTENT).start()
     writer.join(timeout=180)
     assert writer.acked() == VALUES, f"produce errors: {sorted(set(writer.errors))}"
 

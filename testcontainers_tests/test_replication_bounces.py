@@ -25,7 +25,7 @@ from kafkaclone.testing.history import CheckResult, History
 
 from .checks import check_controller_history, check_history
 from .cluster import ContainerCluster, progress, wait_until
-from .workload import Writer, create_topic, drain
+from .workload import IDEMPOTENT, Writer, create_topic, drain
 
 SESSION_TIMEOUT_MS = 6000
 TOPIC = "bounces"
@@ -48,7 +48,6 @@ def bounce(cluster: ContainerCluster, victim: int, hard: bool) -> None:
 
 
 PLAIN = {"retries": 0}
-IDEMPOTENT = {"enable.idempotence": True, "max.in.flight.requests.per.connection": 5}
 
 
 @pytest.mark.timeout(420)

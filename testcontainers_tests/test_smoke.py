@@ -1,6 +1,7 @@
 """Smoke: ZooKeeper and three brokers in containers, reached from the host through the
-brokers' EXTERNAL listeners; everything confluent-kafka produces (RF 3, acks=all) is read
-back once, and the three replicas of each partition end byte-identical."""
+brokers' EXTERNAL listeners; everything confluent-kafka produces (RF 3, acks=all,
+idempotent) is read back once, and the three replicas of each partition end
+byte-identical."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from kafkaclone.testing.history import History
 
 from .cluster import ContainerCluster, progress
-from .workload import Writer, create_topic, drain
+from .workload import IDEMPOTENT, Writer, create_topic, drain
 
 TOPIC = "smoke"
 PARTITIONS = 6
@@ -34,7 +35,10 @@ def test_produce_and_consume_through_the_external_listeners(
     leaders = {cluster.leader(TOPIC, p) for p in range(PARTITIONS)}
     assert leaders == {1, 2, 3}, "the partitions are spread over the three brokers"
 
-    writer = Writer(cluster, TOPIC, PARTITIONS, history, count=VALUES, seconds=120).start()
+    # Idempotent: the check below holds the order of each partition's values to the order
+    # they were sent in, which a plain producer keeps only while no request fails.
+    writer = Writer(cluster, TOPIC, PARTITIONS, history, count=VALUES, seconds=120,
+                    config=IDEMPOTENT).start()
     writer.join(timeout=180)
     assert writer.sent == VALUES
     assert writer.acked() == VALUES, f"produce errors: {sorted(set(writer.errors))}"

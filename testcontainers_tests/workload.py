@@ -32,6 +32,9 @@ from .cluster import ContainerCluster, progress, wait_until
 
 # librdkafka logs every connection a fault breaks; the test only wants the outcomes.
 QUIET = {"log_level": 3}
+IDEMPOTENT = {"enable.idempotence": True, "max.in.flight.requests.per.connection": 5}
+"""A Writer's config for a producer whose values keep their order in each partition
+through retries (a plain producer's keep it only while no request fails)."""
 
 
 def create_topic(cluster: ContainerCluster, topic: str, partitions: int,
