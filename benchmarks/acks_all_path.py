@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from fetch_path import CONSUMER_VERSION, FOLLOWER_VERSION, TOPIC, WAIT_MS, _Broker, _fetch_frame
-from request_path import _count_frames, produce_frame
+from request_path import _count_frames, framed, produce_frame
 from twisted.internet.testing import StringTransport
 
 from kafkaclone.network.request_metrics import RequestMetrics
@@ -72,13 +72,9 @@ class _Connection:
         return data[4:]
 
 
-def _framed(frame: bytes) -> bytes:
-    return len(frame).to_bytes(4, "big") + frame
-
-
 def _session(connection: _Connection, follower: int) -> int:
     """A full fetch at epoch 0 from offset 0 (answered at once): the session's id."""
-    connection.send(_framed(_fetch_frame(FOLLOWER_VERSION, follower, {0: 0}, 0, 0, 0)))
+    connection.send(framed(_fetch_frame(FOLLOWER_VERSION, follower, {0: 0}, 0, 0, 0)))
     _, answer = api.decode_response(ApiKey.FETCH, FOLLOWER_VERSION, connection.last_answer())
     if answer.error_code != 0 or answer.session_id == 0:
         raise RuntimeError(f"no fetch session: {answer}")
@@ -96,12 +92,13 @@ def run(directory: Path, records: int, rounds: int,
         consumer = _Connection(broker, metrics, "consumer")
         followers = {f: _Connection(broker, metrics, f"replica-{f}") for f in FOLLOWERS}
         sessions = {f: _session(connection, f) for f, connection in followers.items()}
-        epochs = dict.fromkeys(FOLLOWERS, 1)
+        # Each follower's session is at epoch 0 after its full fetch; its fetch for the record
+        # at offset n (asking for n + 1) is its (n + 2)th incremental one.
         offset = 0
         for follower, connection in followers.items():  # parked at the log end
-            connection.send(_framed(_fetch_frame(FOLLOWER_VERSION, follower, {}, sessions[follower],
-                                                 epochs[follower], WAIT_MS)))
-        consumer.send(_framed(_fetch_frame(CONSUMER_VERSION, -1, {0: 0}, 0, -1, WAIT_MS,
+            connection.send(framed(_fetch_frame(FOLLOWER_VERSION, follower, {}, sessions[follower],
+                                                1, WAIT_MS)))
+        consumer.send(framed(_fetch_frame(CONSUMER_VERSION, -1, {0: 0}, 0, -1, WAIT_MS,
                                            leader_epoch=-1)))
         best = float("inf")
         for _ in range(rounds):
@@ -109,10 +106,10 @@ def run(directory: Path, records: int, rounds: int,
             for i in range(records):
                 step = [produce_frame(offset + i, topic=TOPIC, acks=-1)]
                 for follower in FOLLOWERS:
-                    step.append(_framed(_fetch_frame(
+                    step.append(framed(_fetch_frame(
                         FOLLOWER_VERSION, follower, {0: offset + i + 1}, sessions[follower],
-                        epochs[follower] + i + 1, WAIT_MS)))
-                step.append(_framed(_fetch_frame(CONSUMER_VERSION, -1, {0: offset + i + 1}, 0,
+                        offset + i + 2, WAIT_MS)))
+                step.append(framed(_fetch_frame(CONSUMER_VERSION, -1, {0: offset + i + 1}, 0,
                                                  -1, WAIT_MS, leader_epoch=-1)))
                 frames.append(step)
             if profiler is not None:
@@ -132,8 +129,6 @@ def run(directory: Path, records: int, rounds: int,
             if set(answered.values()) != {records}:
                 raise RuntimeError(f"answers per connection for {records} records: {answered}")
             offset += records
-            for follower in FOLLOWERS:
-                epochs[follower] += records
             best = min(best, elapsed / records)
         return best
     finally:

@@ -272,20 +272,19 @@ def loopback_round_trip(count: int = 2_000) -> tuple[float, float]:
         port = int(echo.stdout.readline())
         with socket.create_connection(("127.0.0.1", port), timeout=10) as peer:
             peer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            message = VALUE
             samples = []
             for _ in range(count):
                 started = time.perf_counter_ns()
-                peer.sendall(message)
+                peer.sendall(VALUE)
                 received = 0
-                while received < len(message):
+                while received < len(VALUE):
                     received += len(peer.recv(4096))
                 samples.append((time.perf_counter_ns() - started) / 1e3)
     finally:
         echo.kill()
         echo.wait()
-    samples.sort()
-    return statistics.median(samples), samples[int(len(samples) * 0.99)]
+    p50, p99, _ = _percentiles(samples)
+    return p50, p99
 
 
 def cpu_seconds(pids: list[int]) -> float:

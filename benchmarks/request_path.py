@@ -59,6 +59,11 @@ def produce_frame(correlation_id: int, topic: str = TOPIC, partition: int = 0,
                 records=build_record_batch([(None, value, None, int(time.time() * 1000))]))])])
     frame = api.encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, correlation_id,
                                "bench-rate", body)
+    return framed(frame)
+
+
+def framed(frame: bytes) -> bytes:
+    """A request frame with its 4-byte length prefix, as a socket delivers it."""
     return len(frame).to_bytes(4, "big") + frame
 
 

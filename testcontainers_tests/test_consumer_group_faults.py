@@ -128,10 +128,7 @@ def test_the_group_resumes_from_its_committed_offsets_after_the_coordinator_dies
     cluster = start_cluster(3, session_timeout_ms=SESSION_TIMEOUT_MS)
     create_topic(cluster, TOPIC, PARTITIONS, replication_factor=3,
                  config={"min.insync.replicas": "2"})
-    # Idempotent, so that the order of the values in each partition must be the order they
-    # were sent in, which the check at the end holds the cluster to. A plain producer keeps
-    # it only while no request fails: CI saw (2026-11-28) librdkafka write a just-created
-    # partition's first batch after 447 later values, with max.in.flight 1.
+    # Idempotent: the check at the end holds each partition to the order the values were sent.
     writer = Writer(cluster, TOPIC, PARTITIONS, history, count=VALUES, seconds=120,
                     config=IDEMPOTENT).start()
     writer.join(timeout=180)

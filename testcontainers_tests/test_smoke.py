@@ -35,8 +35,7 @@ def test_produce_and_consume_through_the_external_listeners(
     leaders = {cluster.leader(TOPIC, p) for p in range(PARTITIONS)}
     assert leaders == {1, 2, 3}, "the partitions are spread over the three brokers"
 
-    # Idempotent: the check below holds the order of each partition's values to the order
-    # they were sent in, which a plain producer keeps only while no request fails.
+    # Idempotent: the check at the end holds each partition to the order the values were sent.
     writer = Writer(cluster, TOPIC, PARTITIONS, history, count=VALUES, seconds=120,
                     config=IDEMPOTENT).start()
     writer.join(timeout=180)
