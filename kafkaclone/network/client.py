@@ -44,6 +44,7 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.common.scram import SCRAM_MECHANISMS, ScramClientExchange, ScramError
 from kafkaclone.network.direct_write import direct_socket, write_sequence
+from kafkaclone.network.framing import LARGE_FRAME_START, large_frame_due
 from kafkaclone.network.tls import SslConfig, client_tls_options
 from kafkaclone.protocol.api import decode_response, encode_request
 from kafkaclone.protocol.api_keys import ApiKey
@@ -102,17 +103,40 @@ class _InFlight:
 
 
 class _KafkaClientProtocol(protocol.Protocol):
-    """Kafka framing for responses (4-byte length, then the frame)."""
+    """Kafka framing for responses (4-byte length, then the frame).
+
+    A large response (a follower's or a consumer's fetch) is read into a buffer of its own
+    size once enough of it is in, as the socket server does with large requests: each byte
+    is copied once out of the socket's reads, where growing the receive buffer, slicing
+    the frame out of it and copying the slice into bytes took three copies (and, for
+    frames of a megabyte, fresh pages for each)."""
 
     def __init__(self, owner: KafkaClientConnection) -> None:
         self._owner = owner
         self._buffer = bytearray()
         self._socket: socket.socket | None = None
+        self._large: bytearray | None = None
+        self._large_filled = 0
 
     def connectionMade(self) -> None:
         self._socket = direct_socket(self.transport)
 
     def dataReceived(self, data: bytes) -> None:
+        large = self._large
+        if large is not None:
+            filled = self._large_filled
+            take = min(len(large) - filled, len(data))
+            with memoryview(data) as view:
+                large[filled:filled + take] = view[:take]
+                rest = bytes(view[take:]) if take < len(data) else b""
+            self._large_filled = filled + take
+            if self._large_filled < len(large):
+                return
+            self._large = None
+            self._owner.frame_received(self, large)
+            if self.transport is None or not rest:
+                return
+            data = rest
         buffer = self._buffer
         buffer += data
         offset = 0
@@ -123,8 +147,19 @@ class _KafkaClientProtocol(protocol.Protocol):
                 return
             end = offset + 4 + length
             if len(buffer) < end:
+                received = len(buffer) - offset - 4
+                if large_frame_due(length, received):
+                    large = bytearray(length)
+                    with memoryview(buffer) as view:
+                        large[:received] = view[offset + 4:]
+                    self._large, self._large_filled = large, received
+                    offset = len(buffer)
                 break
-            frame = bytes(buffer[offset + 4:end])
+            if length < LARGE_FRAME_START:
+                frame: bytes = bytes(buffer[offset + 4:end])
+            else:  # one copy, not two (it all came in one read)
+                with memoryview(buffer) as view:
+                    frame = bytes(view[offset + 4:end])
             offset = end
             self._owner.frame_received(self, frame)
             if self.transport is None:
@@ -384,7 +419,7 @@ class KafkaClientConnection:
             f"no response from {self.host}:{self.port} within {self.request_timeout}s"))
         self.close_connection("request timed out")
 
-    def frame_received(self, proto: _KafkaClientProtocol, frame: bytes) -> None:
+    def frame_received(self, proto: _KafkaClientProtocol, frame: bytes | bytearray) -> None:
         if proto is not self._protocol and proto is not self._authenticating:
             return
         if not self._in_flight:

@@ -79,6 +79,7 @@ from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
 from kafkaclone.network.authenticator import SaslServerAuthenticator, SaslServerConfig
 from kafkaclone.network.direct_write import MAX_PARTS, direct_socket, write_sequence
+from kafkaclone.network.framing import large_frame_due
 from kafkaclone.network.request_metrics import (
     RequestMetrics,
     request_description,
@@ -405,13 +406,6 @@ class RequestChannel:
             self._close()
 
 
-LARGE_FRAME_START: Final = 64 * 1024
-"""A request at least this large, with at least this much of it received, is read into a
-buffer of its own size (KafkaServerProtocol.dataReceived)."""
-LARGE_FRAME_GROWTH: Final = 16
-"""... when what was received is at least 1/16 of its size."""
-
-
 class KafkaServerProtocol(Int32StringReceiver):
     """One client connection."""
 
@@ -491,7 +485,7 @@ class KafkaServerProtocol(Int32StringReceiver):
         # same framing with one growing buffer, from which frames are taken only while the
         # connection is not muted.
         # A large request (a producer's batches) goes straight into a buffer of its size
-        # once its first LARGE_FRAME_START bytes are in: one copy of each byte instead of
+        # once enough of it is in (framing.large_frame_due): one copy of each byte instead of
         # the append, the growth of the buffer and the slice that takes the frame out.
         if self.channel.closed:
             return
@@ -542,10 +536,7 @@ class KafkaServerProtocol(Int32StringReceiver):
                 end = offset + 4 + length
                 if len(buffer) < end:
                     received = len(buffer) - offset - 4
-                    # Only once some of it is in, so a peer announcing a large request gets
-                    # at most LARGE_FRAME_GROWTH times what it sent allocated.
-                    if (length >= LARGE_FRAME_START and received >= LARGE_FRAME_START
-                            and received * LARGE_FRAME_GROWTH >= length):
+                    if large_frame_due(length, received):
                         large = bytearray(length)
                         large[:received] = buffer[offset + 4:]
                         self._large, self._large_filled = large, received

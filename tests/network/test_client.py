@@ -178,3 +178,89 @@ def test_controller_channel_retries_until_the_broker_answers() -> None:
             server.stop()
     finally:
         channel.shutdown()
+
+
+class _FrameRecorder:
+    """The owner a client protocol hands its frames to; it can drop the connection on a
+    given frame, as KafkaClientConnection does on an undecodable response."""
+
+    def __init__(self, close_on: int = -1) -> None:
+        self.frames: list[bytes] = []
+        self.closed: list[str] = []
+        self.close_on = close_on
+        self.protocol: Any = None
+
+    def frame_received(self, _proto: Any, frame: bytes | bytearray) -> None:
+        self.frames.append(bytes(frame))
+        if len(self.frames) - 1 == self.close_on:
+            self.protocol.transport = None
+
+    def close_connection(self, reason: str) -> None:
+        self.closed.append(reason)
+
+
+def _framed(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def _client_protocol(owner: _FrameRecorder) -> Any:
+    from kafkaclone.network.client import _KafkaClientProtocol
+    from kafkaclone.network.framing import LARGE_FRAME_START
+    protocol = _KafkaClientProtocol(owner)  # type: ignore[arg-type]
+    protocol.transport = object()  # type: ignore[assignment]
+    owner.protocol = protocol
+    assert LARGE_FRAME_START <= 100_000
+    return protocol
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000, 65536, 10**7])
+def test_responses_are_framed_whatever_the_reads(chunk: int) -> None:
+    """Small frames and frames large enough for their own buffer, back to back, come out
+    whole and in order however the socket's reads split them (a large frame's last read
+    carrying the next frames too)."""
+    payloads = [b"a" * 10, bytes(range(256)) * 1000, b"", b"b" * 300_000, b"c" * 5,
+                bytes(reversed(range(256))) * 4000]
+    stream = b"".join(_framed(p) for p in payloads)
+    owner = _FrameRecorder()
+    protocol = _client_protocol(owner)
+    for start in range(0, len(stream), chunk):
+        protocol.dataReceived(stream[start:start + chunk])
+    assert owner.frames == payloads
+    assert not owner.closed
+
+
+def test_a_large_frame_is_read_into_its_own_buffer() -> None:
+    """Once enough of a large frame is in, the rest of it is not appended to the receive
+    buffer."""
+    owner = _FrameRecorder()
+    protocol = _client_protocol(owner)
+    payload = b"z" * 1_000_000
+    stream = _framed(payload)
+    protocol.dataReceived(stream[:200_000])
+    assert protocol._large is not None and len(protocol._large) == len(payload)
+    assert len(protocol._buffer) == 0
+    protocol.dataReceived(stream[200_000:])
+    assert owner.frames == [payload]
+    assert protocol._large is None
+
+
+def test_a_frame_that_closes_the_connection_stops_the_reading() -> None:
+    """After the owner dropped the connection on a frame (its transport gone), the frames
+    behind it in the same read are not handed on, large frame or small."""
+    for first in (b"x" * 10, b"y" * 200_000):
+        owner = _FrameRecorder(close_on=0)
+        protocol = _client_protocol(owner)
+        stream = _framed(first) + _framed(b"after")
+        for start in range(0, len(stream), 100_000):
+            if protocol.transport is None:  # no read comes after the connection is dropped
+                break
+            protocol.dataReceived(stream[start:start + 100_000])
+        assert owner.frames == [first]
+
+
+def test_a_negative_response_length_closes_the_connection() -> None:
+    owner = _FrameRecorder()
+    protocol = _client_protocol(owner)
+    protocol.dataReceived((-5).to_bytes(4, "big", signed=True) + b"rest")
+    assert owner.frames == []
+    assert owner.closed == ["bad response length -5"]
