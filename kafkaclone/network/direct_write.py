@@ -38,13 +38,19 @@ def direct_socket(transport: Any) -> socket.socket | None:
     return handle
 
 
+def nothing_buffered(transport: Any) -> bool:
+    """Whether a plain TCP transport is open for writing with nothing in its write buffer:
+    bytes written to its socket now cannot overtake any written before."""
+    return bool(transport.connected and not transport.disconnecting
+                and not transport._writeDisconnected and not transport._tempDataLen
+                and transport.offset == len(transport.dataBuffer))
+
+
 def write_sequence(transport: Any, sock: socket.socket | None,
                    parts: Sequence[bytes]) -> None:
     """``transport.writeSequence(parts)``, sent at once through ``sock`` (the transport's
     socket, from :func:`direct_socket`) when the transport has nothing buffered."""
-    if (sock is None or len(parts) > MAX_PARTS or not transport.connected
-            or transport.disconnecting or transport._writeDisconnected
-            or transport._tempDataLen or transport.offset != len(transport.dataBuffer)):
+    if sock is None or len(parts) > MAX_PARTS or not nothing_buffered(transport):
         transport.writeSequence(parts)
         return
     try:

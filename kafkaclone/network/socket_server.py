@@ -47,9 +47,10 @@ parts, bytes and file regions (:class:`~kafkaclone.common.file_region.FileRegion
 Fetch response's records, ranges of segment files). On a plain TCP connection, for a
 response with at least :data:`SENDFILE_MIN_BYTES` in regions (or behind one), a
 :class:`_FileSender` writes them in order straight to the socket, the regions with
-``os.sendfile``, only once Twisted's own write buffer has drained (it is the transport's
-pull producer meanwhile, so Twisted tells it when the buffer is empty and the socket
-writable); the connection is not read until they are sent. Over TLS (and with ``sendfile``
+``os.sendfile``: at once when Twisted's own write buffer is empty and the socket takes
+them all; otherwise once the buffer has drained (it is the transport's pull producer
+meanwhile, so Twisted tells it when the buffer is empty and the socket writable), and the
+connection is not read until they are sent. Over TLS (and with ``sendfile``
 off) the regions are read and written as bytes. A region whose file no longer holds it (the
 segment was truncated after the read) closes the connection rather than send a wrong frame;
 a deleted segment still sends, from the descriptor the region keeps open.
@@ -78,7 +79,12 @@ from kafkaclone.common.endpoint import SecurityProtocol
 from kafkaclone.common.file_region import FileRegion
 from kafkaclone.common.security import ANONYMOUS, KafkaPrincipal
 from kafkaclone.network.authenticator import SaslServerAuthenticator, SaslServerConfig
-from kafkaclone.network.direct_write import MAX_PARTS, direct_socket, write_sequence
+from kafkaclone.network.direct_write import (
+    MAX_PARTS,
+    direct_socket,
+    nothing_buffered,
+    write_sequence,
+)
 from kafkaclone.network.framing import large_frame_due
 from kafkaclone.network.request_metrics import (
     RequestMetrics,
@@ -699,11 +705,17 @@ class KafkaServerProtocol(Int32StringReceiver):
         if self._sendfile and (self._file_sender is not None
                                or in_files >= self._sendfile_min_bytes):
             if self._file_sender is None:
-                self._file_sender = _FileSender(self)
+                sender = _FileSender(self)
+                sender.add((prefix, *response))
+                # Sent now if the socket takes it all: no reactor turn before the bytes
+                # leave (a follower's fetch answer is a hop of the acks=all round trip),
+                # and no producer swap. What the socket does not take waits as before.
+                if nothing_buffered(self.transport) and sender.send_now():
+                    return
+                self._file_sender = sender
                 self._output_full = True
                 self._set_muted(True)
-                self._file_sender.add((prefix, *response))
-                self._file_sender.start()
+                sender.start()
             else:
                 self._file_sender.add((prefix, *response))
             return
@@ -913,13 +925,20 @@ class _TrackedProtocol(KafkaServerProtocol):
                 self.factory.quotas.release(self.quota_host)
 
 
+_ALL_SENT: Final = object()
+_SOCKET_FULL: Final = object()
+_BROKEN: Final = object()
+
+
 class _FileSender:
     """Writes a connection's response parts straight to its socket, file regions with
     ``os.sendfile``, while they last (Kafka's Send.writeTo). It replaces the connection as
     the transport's producer, as a pull producer: Twisted calls :meth:`resumeProducing`
     when its own write buffer has drained, so nothing written through the transport before
     is overtaken. A full socket (EAGAIN) waits for the next such call, asked for with
-    ``startWriting``; nothing spins. Parts added meanwhile (later responses) queue behind."""
+    ``startWriting``; nothing spins. Parts added meanwhile (later responses) queue behind.
+    When Twisted's buffer is empty to begin with, the connection first has it send what the
+    socket takes at once (:meth:`send_now`), and starts it only for the rest."""
 
     def __init__(self, connection: KafkaServerProtocol) -> None:
         self._connection = connection
@@ -942,12 +961,28 @@ class _FileSender:
         # that first call only asks to be told when the buffer is empty.
         transport.registerProducer(self, False)
 
+    def send_now(self) -> bool:
+        """Before :meth:`start`, with nothing in Twisted's write buffer: send what the socket
+        takes now. Whether nothing is left to wait for (all sent, or the connection broke
+        and is closing)."""
+        return self._write_parts() is not _SOCKET_FULL
+
     def resumeProducing(self) -> None:
         """IPullProducer: Twisted's write buffer is empty and the socket was writable."""
         if self._waiting:
             self._waiting = False
             self._transport.startWriting()
             return
+        outcome = self._write_parts()
+        if outcome is _SOCKET_FULL:
+            self._transport.startWriting()
+        elif outcome is _ALL_SENT:
+            self._transport.unregisterProducer()
+            self._connection._files_sent()
+
+    def _write_parts(self) -> object:
+        """Sends parts until none is left (_ALL_SENT), the socket is full (_SOCKET_FULL), or
+        the connection broke (_BROKEN: it is closing)."""
         parts = self._parts
         out = self._socket.fileno()
         while parts:
@@ -963,26 +998,24 @@ class _FileSender:
                                     self._connection.connection_id, part, remaining)
                         self._parts.clear()
                         self._connection._broken()
-                        return
+                        return _BROKEN
                 else:
                     # More parts behind: let the kernel fill whole packets (TCP_NODELAY).
                     flags = socket.MSG_MORE if len(parts) > 1 else 0
                     sent = self._socket.send(memoryview(part)[self._sent:], flags)
             except (BlockingIOError, InterruptedError):
-                self._transport.startWriting()
-                return
+                return _SOCKET_FULL
             except OSError as exc:
                 log.debug("connection %s: send failed: %s", self._connection.connection_id,
                           exc)
                 self._parts.clear()
                 self._connection._broken()
-                return
+                return _BROKEN
             self._sent += sent
             if self._sent == len(part):
                 parts.popleft()
                 self._sent = 0
-        self._transport.unregisterProducer()
-        self._connection._files_sent()
+        return _ALL_SENT
 
     def stopProducing(self) -> None:
         """IPushProducer/IPullProducer: the connection is going away."""

@@ -246,3 +246,24 @@ def test_a_transport_that_is_not_plain_tcp_gets_the_bytes(tmp_path: Path) -> Non
     assert conn._sendfile is False
     conn.dataReceived(frame(b"fetch"))
     assert transport.value() == frame(b"head" + data[7:90_007] + b"tail")
+
+
+def test_a_response_the_socket_takes_whole_leaves_at_once(tmp_path: Path) -> None:
+    """With nothing buffered, a file response is sent inside the call that answers it: no
+    reactor turn before its bytes leave (a follower's fetch answer is a hop of the acks=all
+    round trip), the connection not muted, no file sender left behind."""
+    path, data = _data_file(tmp_path, 40_000)
+    served = Served(PartsDispatcher([[b"head", _region(path, 0, 40_000)]]))
+    try:
+        _iterate_until(lambda: bool(served.factory.connections), 5)
+        (conn,) = served.factory.connections
+        conn.dataReceived(frame(b"fetch"))  # the request, handed over without the reactor
+        assert conn._file_sender is None and not conn.muted
+        served.client.settimeout(5)
+        expected = frame(b"head" + data)
+        while len(served.received) < len(expected):  # no reactor.iterate here
+            served.received += served.client.recv(1 << 20)
+        assert bytes(served.received) == expected
+        served.client.setblocking(False)
+    finally:
+        served.close()
