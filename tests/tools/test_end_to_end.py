@@ -101,10 +101,13 @@ def test_confluent_kafka_and_kafka_python_admins_on_a_real_cluster(cluster):
         kp.create_topics([KpNewTopic("kp-topic", 2, 2)], timeout_ms=20000)
         # CreateTopics answers once the broker that took it has the topic's metadata (Kafka's
         # DelayedCreatePartitions); the others learn it from their own UpdateMetadata a
-        # moment later, and kafka-python asks any broker.
+        # moment later, and kafka-python asks any broker, each call perhaps another one (a
+        # broker that has not learnt it yet answers UNKNOWN_TOPIC_OR_PARTITION, which
+        # describe_topics returns as the topic with no partitions).
         _eventually(lambda: "kp-topic" in kp.list_topics(), "kp-topic listed")
-        (described,) = kp.describe_topics(["kp-topic"])
-        assert len(described["partitions"]) == 2
+        _eventually(lambda: [(d["error_code"], len(d["partitions"]))
+                             for d in kp.describe_topics(["kp-topic"])] == [(0, 2)],
+                    "kp-topic described with its 2 partitions")
         configs = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, "kp-topic")],
                                       config_filter="all")
         assert "retention.ms" in configs["topic"]["kp-topic"]
