@@ -112,18 +112,18 @@ def main() -> None:
         # a new file (what the kernel and the page cache allow here; no validation, offsets,
         # index or segment). The goal (>= 1 GB/s) was set on a machine where this loop
         # reached 1.7 GB/s.
-        best = float("inf")
-        for run in range(args.repeat):
-            path = root / f"pwrite-{run}"
+        def pwrite_all() -> None:
+            path = root / "pwrite"
             fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
             try:
-                start, position = time.perf_counter(), 0
+                position = 0
                 for _ in range(count):
                     position += os.pwrite(fd, batch, position)
-                best = min(best, time.perf_counter() - start)
             finally:
                 os.close(fd)
                 path.unlink()
+
+        best = min(timed(pwrite_all, args.repeat))
         report("  reference: bare pwrite loop, same bytes", best, count * len(batch), count)
         print(f"  append / bare pwrite: {best / appended:.2f} of its rate")
         # What the broker hands the log: a writable buffer per request (the socket server's

@@ -123,22 +123,23 @@ class _KafkaClientProtocol(protocol.Protocol):
 
     def dataReceived(self, data: bytes) -> None:
         large = self._large
-        if large is not None:
+        if large is None:
+            self._buffer += data
+        else:
+            # The buffer is empty while a large frame fills; what follows it goes there.
             filled = self._large_filled
             take = min(len(large) - filled, len(data))
             with memoryview(data) as view:
                 large[filled:filled + take] = view[:take]
-                rest = bytes(view[take:]) if take < len(data) else b""
+                self._buffer += view[take:]
             self._large_filled = filled + take
             if self._large_filled < len(large):
                 return
             self._large = None
             self._owner.frame_received(self, large)
-            if self.transport is None or not rest:
+            if self.transport is None:
                 return
-            data = rest
         buffer = self._buffer
-        buffer += data
         offset = 0
         while len(buffer) - offset >= 4:
             length = int.from_bytes(buffer[offset:offset + 4], "big", signed=True)
