@@ -42,11 +42,15 @@ PRODUCERS = ("txn-a", "txn-b")
 ZOMBIE_COMMIT_TIMEOUT_S = 180
 
 
-def coordinator_of(cluster: ContainerCluster, transactional_id: str) -> int:
+def coordinator_of(cluster: ContainerCluster, transactional_id: str,
+                   exclude: tuple[int, ...] = ()) -> int:
     """The leader of the transactional id's ``__transaction_state`` partition (Kafka's
-    placement: abs(String.hashCode) modulo the partition count)."""
+    placement: abs(String.hashCode) modulo the partition count), once it is none of
+    ``exclude``: a broker's registration goes from ZooKeeper before the controller has
+    moved the leadership of what it led, so right after a kill or a deregistration the
+    partition's state still names it for a moment."""
     partition = kafka_abs(java_string_hash(transactional_id)) % TXN_STATE_PARTITIONS
-    return cluster.wait_for_leader("__transaction_state", partition)
+    return cluster.wait_for_leader("__transaction_state", partition, exclude=exclude)
 
 
 def wait_for_full_isr(cluster: ContainerCluster) -> None:
@@ -90,7 +94,7 @@ def test_transactions_survive_leader_and_coordinator_kills_and_a_partition(
         cluster.brokers[coordinator].kill()
         for partition in led:
             cluster.wait_for_leader(TOPIC, partition, exclude=(coordinator,))
-        assert coordinator_of(cluster, PRODUCERS[0]) != coordinator
+        coordinator_of(cluster, PRODUCERS[0], exclude=(coordinator,))
         more_commits()
         cluster.brokers[coordinator].restart()
         wait_for_full_isr(cluster)
@@ -103,7 +107,7 @@ def test_transactions_survive_leader_and_coordinator_kills_and_a_partition(
         victim.isolate_from(peers)
         try:
             cluster.wait_for_deregistration(victim.broker_id)
-            assert coordinator_of(cluster, PRODUCERS[1]) != victim.broker_id
+            coordinator_of(cluster, PRODUCERS[1], exclude=(victim.broker_id,))
             before = [writer.committed() for writer in writers]
             wait_until(lambda: any(writer.committed() > count
                                    for writer, count in zip(writers, before, strict=True)),
