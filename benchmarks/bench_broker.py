@@ -67,7 +67,8 @@ from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.cluster import LocalCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import request_path  # benchmarks/ is not a package
+import reactor_floor  # benchmarks/ is not a package
+import request_path
 
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 6
@@ -175,6 +176,9 @@ class Latency(NamedTuple):
     messages: int
     ack_p50: float
     ack_p99: float
+    server_cpu_us: float = float("nan")
+    """CPU (user + system) of the ``server_pids`` per record, from the first send until the
+    last record was read."""
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float, float]:
@@ -185,8 +189,8 @@ def _percentiles(samples: list[float]) -> tuple[float, float, float]:
             samples[-1])
 
 
-def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 10_000
-            ) -> Latency:
+def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 10_000,
+            server_pids: list[int] | None = None) -> Latency:
     """End-to-end and acknowledgement latency at ``rate`` messages/s for ``seconds``."""
     producer = Producer({**bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": False})
     producer.produce(topic, b"")  # creates the topic on the mock cluster
@@ -222,6 +226,7 @@ def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 1
     thread.start()
     time.sleep(3)  # the consumer's first fetches
     interval = 1.0 / rate
+    cpu_before = cpu_seconds(server_pids or [])
     start = time.perf_counter()
     sent = 0
     total = int(seconds * rate)
@@ -241,13 +246,15 @@ def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 1
     producer.flush(60)
     deadline = time.monotonic() + 30
     while len(samples) < total and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.01)
+    server_cpu = cpu_seconds(server_pids or []) - cpu_before
     stop.set()
     thread.join()
     consumer.close()
     p50, p99, worst = _percentiles(samples)
     ack_p50, ack_p99, _ = _percentiles(acks)
-    return Latency(p50, p99, worst, len(samples), ack_p50, ack_p99)
+    return Latency(p50, p99, worst, len(samples), ack_p50, ack_p99,
+                   server_cpu / sent * 1e6 if server_pids else float("nan"))
 
 
 _ECHO = """
@@ -443,9 +450,10 @@ def main() -> None:
                       f"goal >= 421,000", flush=True)
             if "latency" in only:
                 create_topic(cluster, "latency", 3, {"min.insync.replicas": "2"})
+                pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
                 with profiled(cluster, "latency", args.profile), broker_cpu(cluster, "latency"):
                     measured = latency(bootstrap, "latency", args.latency_seconds,
-                                       args.latency_rate)
+                                       args.latency_rate, pids)
                 reference = latency(mock(), "latency", args.latency_seconds, args.latency_rate)
                 title = f"end-to-end latency, {args.latency_rate:,} msg/s, RF 3, acks=all"
                 print(f"{title:<46} p50 "
@@ -460,6 +468,16 @@ def main() -> None:
                 print(f"{'  this machine: loopback TCP round trip':<46} p50 {floor_p50:.0f} µs "
                       f"p99 {floor_p99:.0f} µs   (an acks=all record crosses 4 such hops "
                       f"before its answer)", flush=True)
+                floor = reactor_floor.relay(args.latency_rate, args.latency_seconds)
+                print(f"{'  bare Twisted relay of the same hops':<46} answer p50 "
+                      f"{floor.answer_p50:.2f} ms p99 {floor.answer_p99:.2f} ms, end to end "
+                      f"p50 {floor.end_to_end_p50:.2f} ms p99 {floor.end_to_end_p99:.2f} ms; "
+                      f"{floor.cpu_us_per_record:.0f} µs CPU per record "
+                      f"(benchmarks/reactor_floor.py)", flush=True)
+                print(f"{'  the brokers, sending to the last read':<46} "
+                      f"{measured.server_cpu_us:.0f} µs CPU per record, "
+                      f"{measured.server_cpu_us / floor.cpu_us_per_record:.1f}x the bare "
+                      f"relay's   goal <= 250 µs", flush=True)
                 print_request_timing(cluster)
 
 
@@ -511,6 +529,11 @@ def rate_benchmark(requests: int, connections: int, profile: Path | None) -> Non
           f"{used / answered * 1e6:.1f} µs per request", flush=True)
     print(f"{'one-record Produce acks=1, 1 broker':<46} {answered / used:>12,.0f} requests "
           f"per broker CPU s   goal >= 25,000", flush=True)
+    floor_answered, floor_used, _ = reactor_floor.answer_floor(requests, connections)
+    print(f"{'  a bare Twisted answerer, the same load':<46} "
+          f"{floor_answered / floor_used:>12,.0f} requests per CPU s   the broker at "
+          f"{(used / answered) / (floor_used / floor_answered):.1f}x its CPU per request "
+          f"(benchmarks/reactor_floor.py)", flush=True)
     in_process = request_path.produce_us_per_request()
     print(f"{'  in process (benchmarks/request_path.py)':<46} {in_process:>12.1f} µs CPU per "
           f"request", flush=True)
