@@ -69,6 +69,7 @@ from kafkaclone.testing.cluster import LocalCluster
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reactor_floor  # benchmarks/ is not a package
 import request_path
+from reactor_floor import cpu_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 6
@@ -292,16 +293,6 @@ def loopback_round_trip(count: int = 2_000) -> tuple[float, float]:
         echo.wait()
     p50, p99, _ = _percentiles(samples)
     return p50, p99
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of processes so far (from /proc)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
 
 
 @contextmanager

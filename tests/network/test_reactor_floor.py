@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import reactor_floor  # noqa: E402 (benchmarks/ is not a package)
+import reactor_floor  # benchmarks/ is not a package
 
 
 def test_the_relay_answers_and_delivers_every_record() -> None:
