@@ -34,6 +34,10 @@ threads) and the brokers' (``/proc``). Rates on this 2-core machine are set by t
 producer and the brokers share, so equal CPU per record in both modes is what a ratio of 1
 needs; unlike the rates, CPU per record hardly moves with the machine's load.
 
+``--pin`` puts the producer (this process) on CPU 0 and the brokers and ZooKeeper on the
+other CPUs, so that the client's CPU and the brokers' do not take from each other, as on
+separate machines; the mock rounds run with the producer on CPU 0 too.
+
 ``--profile DIR`` runs py-spy on broker 1 during the first plain and the first idempotent
 round of each cluster (raw stacks and a summary in DIR, as bench_broker.py's). ``--stats``
 prints, per round, librdkafka's statistics of the broker connections: Produce requests,
@@ -62,7 +66,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_broker import cpu_seconds, create_topic, produce, profiled
+from bench_broker import create_topic, produce, profiled
+from reactor_floor import cpu_seconds
 
 from kafkaclone.testing.cluster import LocalCluster
 
@@ -217,6 +222,30 @@ def compare(cluster: LocalCluster, topic: str, args: argparse.Namespace, label: 
     report(f"  mock, {many}, rtt {delay} ms", slowed.rates, "(the client's, at our rtt)")
 
 
+CLIENT_CPUS = {0}
+"""``--pin``: the producer's CPU (this process; librdkafka's threads, made later, inherit
+it). Everything else of the run gets the other CPUs: on this 2-core machine a client with
+a core of its own, as a client on a machine of its own has."""
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` onto ``cpus`` (sched_setaffinity is per thread;
+    threads made afterwards inherit their maker's)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(task), cpus)
+        except ProcessLookupError:
+            pass  # a thread that ended meanwhile
+
+
+def pin_cluster(cluster: LocalCluster) -> None:
+    others = set(range(os.cpu_count() or 1)) - CLIENT_CPUS
+    if not others:
+        raise SystemExit("--pin needs at least two CPUs")
+    for pid in cluster.pids():
+        pin(pid, others)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -225,17 +254,25 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None)
     parser.add_argument("--stats", action="store_true")
     parser.add_argument("--only", default="1,3", help="clusters to run: 1, 3 or 1,3")
+    parser.add_argument("--pin", action="store_true",
+                        help="the producer on CPU 0, the brokers and ZooKeeper on the others")
     args = parser.parse_args()
     only = set(args.only.split(","))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load "
-          f"{os.getloadavg()[0]:.1f}, records {args.records:,} x {args.rounds} rounds",
-          flush=True)
+          f"{os.getloadavg()[0]:.1f}, records {args.records:,} x {args.rounds} rounds"
+          f"{', pinned' if args.pin else ''}", flush=True)
+    if args.pin:
+        pin(os.getpid(), CLIENT_CPUS)
     if "1" in only:
         with LocalCluster(1, overrides=NO_FLUSH) as cluster:
+            if args.pin:
+                pin_cluster(cluster)
             create_topic(cluster, "idem1", 1)
             compare(cluster, "idem1", args, "1 broker, acks=all", 1)
     if "3" in only:
         with LocalCluster(3, overrides=NO_FLUSH) as cluster:
+            if args.pin:
+                pin_cluster(cluster)
             create_topic(cluster, "idem3", 3, {"min.insync.replicas": "2"})
             compare(cluster, "idem3", args, "3 brokers, RF 3, acks=all", 3)
     print(f"load at the end {os.getloadavg()[0]:.1f}", flush=True)
