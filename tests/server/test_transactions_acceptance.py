@@ -22,4 +22,7 @@ def test_exactly_once_through_processor_kills() -> None:
                   stall_timeout=180)
     assert outcome.anomalies == [], outcome.report()
     assert outcome.processors_started >= 4
-    assert outcome.commits >= 3000 // 50
+    # Every record went through transactions of at most 50. The commits counted are the
+    # processors' log lines: a processor killed after its transaction committed at the
+    # coordinator, but before its "commit" line, leaves that commit uncounted (one per kill).
+    assert outcome.commits >= 3000 // 50 - len(outcome.faults)
