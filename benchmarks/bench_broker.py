@@ -17,7 +17,9 @@ says how close the broker comes to the client's own ceiling:
 3. ``consume``: one confluent-kafka consumer reading ``--consume`` records (produced first)
    from the 6 partitions of the 1-broker topic;
 4. ``latency``: end-to-end latency (producer send to consumer receive, in this process) at
-   ``--latency-rate`` msg/s (the issue's 10,000) for ``--latency-seconds``, RF 3, acks=all.
+   ``--latency-rate`` msg/s (the issue's 10,000) for ``--latency-seconds``, RF 3, acks=all;
+   also the brokers' CPU per record over the sending, and as the floor, from the same run,
+   benchmarks/reactor_floor.py's bare Twisted relay of the same hops at the same rate.
 5. ``sendfile`` (not in the default set): broker CPU seconds per GB appended from a kcat
    producer (acks=1; the goal: at most 2) and per GB served to a kcat
    consumer (C, so the broker is what is measured), ``--fetch-records`` 100-byte records
@@ -32,7 +34,8 @@ says how close the broker comes to the client's own ceiling:
    once with the project's protocol encoders, to the partitions of a 1-broker topic, in all
    ``--rate-requests`` (at most :data:`RATE_SECONDS` s); the broker's CPU time (user +
    system, from ``/proc/<pid>/stat``) over the run gives requests per broker CPU second,
-   that is per core (the goal: >= 25,000). It also prints the in-process figure of
+   that is per core (the goal: >= 25,000). It also prints the same load against a bare
+   Twisted answerer (benchmarks/reactor_floor.py: the floor) and the in-process figure of
    benchmarks/request_path.py (µs of CPU per request without sockets or reactor).
 
 ``--profile DIR`` runs py-spy on every broker during each broker run and writes each one's
