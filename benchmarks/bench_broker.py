@@ -30,9 +30,10 @@ says how close the broker comes to the client's own ceiling:
    through benchmarks/copied_fetch_broker.py for the last two, the page cache warm for all.
 6. ``rate`` (not in the default set): request-rate capacity, the broker's CPU per request.
    ``--rate-connections`` connections to one broker, each pipelining (up to
-   :data:`RATE_WINDOW` unanswered) raw one-record Produce v8 requests with acks=1, encoded
-   once with the project's protocol encoders, to the partitions of a 1-broker topic, in all
-   ``--rate-requests`` (at most :data:`RATE_SECONDS` s); the broker's CPU time (user +
+   ``request_path.RATE_WINDOW`` unanswered) raw one-record Produce v8 requests with acks=1,
+   encoded once with the project's protocol encoders, to the partitions of a 1-broker
+   topic, in all ``--rate-requests`` (at most ``request_path.RATE_SECONDS`` s, through
+   ``request_path.rate_load``); the broker's CPU time (user +
    system, from ``/proc/<pid>/stat``) over the run gives requests per broker CPU second,
    that is per core (the goal: >= 25,000). It also prints the same load against a bare
    Twisted answerer (benchmarks/reactor_floor.py: the floor) and the in-process figure of
@@ -45,13 +46,11 @@ raw collapsed stacks (``<run>.b<id>.txt``) plus a summary of its hottest functio
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -65,14 +64,13 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 import kafkaclone.testing.cluster as local_cluster
-from kafkaclone.protocol import api
-from kafkaclone.protocol.api_keys import ApiKey
 from kafkaclone.testing.cluster import LocalCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reactor_floor  # benchmarks/ is not a package
 import request_path
-from reactor_floor import cpu_seconds
+from proc_stat import cpu_seconds
+from reactor_floor import percentiles
 
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 6
@@ -185,14 +183,6 @@ class Latency(NamedTuple):
     last record was read."""
 
 
-def _percentiles(samples: list[float]) -> tuple[float, float, float]:
-    if not samples:
-        return float("nan"), float("nan"), float("nan")
-    samples.sort()
-    return (statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))],
-            samples[-1])
-
-
 def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 10_000,
             server_pids: list[int] | None = None) -> Latency:
     """End-to-end and acknowledgement latency at ``rate`` messages/s for ``seconds``."""
@@ -255,8 +245,8 @@ def latency(bootstrap: dict[str, Any], topic: str, seconds: float, rate: int = 1
     stop.set()
     thread.join()
     consumer.close()
-    p50, p99, worst = _percentiles(samples)
-    ack_p50, ack_p99, _ = _percentiles(acks)
+    p50, p99, worst = percentiles(samples)
+    ack_p50, ack_p99, _ = percentiles(acks)
     return Latency(p50, p99, worst, len(samples), ack_p50, ack_p99,
                    server_cpu / sent * 1e6 if server_pids else float("nan"))
 
@@ -294,7 +284,7 @@ def loopback_round_trip(count: int = 2_000) -> tuple[float, float]:
     finally:
         echo.kill()
         echo.wait()
-    p50, p99, _ = _percentiles(samples)
+    p50, p99, _ = percentiles(samples)
     return p50, p99
 
 
@@ -491,12 +481,6 @@ def print_request_timing(cluster: LocalCluster) -> None:
         print(f"    {line}", flush=True)
 
 
-RATE_WINDOW = 32
-"""Unanswered requests per connection in the rate benchmark (librdkafka's default
-max.in.flight is 1,000,000; the broker reads at most 100 ahead of its answers)."""
-RATE_SECONDS = 120.0
-
-
 def rate_benchmark(requests: int, connections: int, profile: Path | None) -> None:
     """Requests per broker CPU second: one broker, ``connections`` connections pipelining
     one-record acks=1 Produce v8 requests, ``requests`` in all."""
@@ -507,17 +491,9 @@ def rate_benchmark(requests: int, connections: int, profile: Path | None) -> Non
         host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
         broker = cluster.brokers[1]
         assert broker.pid is not None
-        frames = [request_path.produce_frame(c, "rate", c % PARTITIONS)
-                  for c in range(connections)]
-        per_connection = [requests // connections + (c < requests % connections)
-                          for c in range(connections)]
-        # A first round to warm up (connections, the partitions' first segments).
-        asyncio.run(_rate_load(host, int(port), frames, [1_000] * connections))
-        with profiled(cluster, "rate", profile):
-            before, started = cpu_seconds([broker.pid]), time.perf_counter()
-            answered = asyncio.run(_rate_load(host, int(port), frames, per_connection))
-            used = cpu_seconds([broker.pid]) - before
-            elapsed = time.perf_counter() - started
+        answered, used, elapsed = request_path.rate_run(
+            host, int(port), broker.pid, requests, connections, PARTITIONS,
+            lambda: profiled(cluster, "rate", profile))
     print(f"    {answered:,} requests in {elapsed:.2f} s ({answered / elapsed:,.0f}/s over "
           f"{connections} connections): broker {used:.2f} CPU s, "
           f"{used / answered * 1e6:.1f} µs per request", flush=True)
@@ -532,61 +508,6 @@ def rate_benchmark(requests: int, connections: int, profile: Path | None) -> Non
     print(f"{'  in process (benchmarks/request_path.py)':<46} {in_process:>12.1f} µs CPU per "
           f"request", flush=True)
     print(f"    ({uptime()})", flush=True)
-
-
-async def _rate_load(host: str, port: int, frames: list[bytes], counts: list[int]) -> int:
-    """Run one pipelining connection per frame, each until ``counts`` of its requests are
-    answered (or :data:`RATE_SECONDS`); the requests answered."""
-    deadline = time.monotonic() + RATE_SECONDS
-    answered = await asyncio.gather(*(_rate_connection(host, port, frame, count, deadline)
-                                      for frame, count in zip(frames, counts, strict=True)))
-    return sum(answered)
-
-
-async def _rate_connection(host: str, port: int, frame: bytes, count: int,
-                           deadline: float) -> int:
-    reader, writer = await asyncio.open_connection(host, port)
-    sent = answered = 0
-    buffer = bytearray()
-    last = b""
-    try:
-        while answered < count:
-            window = min(RATE_WINDOW - (sent - answered), count - sent)
-            if window > 0:
-                writer.write(frame * window)
-                sent += window
-            try:
-                data = await asyncio.wait_for(reader.read(1 << 16),
-                                              max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                print(f"    (a connection stopped after {RATE_SECONDS} s, {answered:,} "
-                      f"answered)", flush=True)
-                break
-            if not data:
-                raise RuntimeError("the broker closed the connection")
-            buffer += data
-            position = 0
-            while len(buffer) - position >= 4:
-                end = position + 4 + int.from_bytes(buffer[position:position + 4], "big")
-                if end > len(buffer):
-                    break
-                if answered == 0 or answered == count - 1:
-                    last = bytes(buffer[position + 4:end])
-                    _check_produce_response(last)
-                answered += 1
-                position = end
-            del buffer[:position]
-    finally:
-        writer.close()
-        await writer.wait_closed()
-    return answered
-
-
-def _check_produce_response(frame: bytes) -> None:
-    _, response = api.decode_response(ApiKey.PRODUCE, request_path.PRODUCE_VERSION, frame)
-    errors = {p.error_code for t in response.responses for p in t.partition_responses}
-    if errors != {0}:
-        raise RuntimeError(f"produce answered with errors {errors}")
 
 
 def uptime() -> str:

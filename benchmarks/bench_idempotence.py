@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_broker import create_topic, produce, profiled
-from reactor_floor import cpu_seconds
+from proc_stat import cpu_seconds
 
 from kafkaclone.testing.cluster import LocalCluster
 

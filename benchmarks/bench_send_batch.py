@@ -18,6 +18,7 @@ import os
 import time
 
 import numpy as np
+from proc_stat import cpu_seconds  # benchmarks/ is on the path
 
 from kafkaclone.clients import Producer
 from kafkaclone.clients.admin import AdminClient, NewTopic
@@ -26,13 +27,6 @@ from kafkaclone.testing.cluster import LocalCluster
 
 PARTITIONS = 4
 VALUE_BYTES = 100
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid``."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -53,7 +47,7 @@ def main() -> None:
                                  "batch.size": 512 * 1024})
             producer.partitions_for(topic)
             time.sleep(1.0)  # the new partitions' leaders settle
-            broker_before, cpu_before = cpu_seconds(broker_pid), time.process_time()
+            broker_before, cpu_before = cpu_seconds([broker_pid]), time.process_time()
             started = time.perf_counter()
             futures = []
             for n, first in enumerate(range(0, args.records, CHUNK_RECORDS)):
@@ -64,7 +58,7 @@ def main() -> None:
             assert producer.flush(300) == 0
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu_before
-            broker = cpu_seconds(broker_pid) - broker_before
+            broker = cpu_seconds([broker_pid]) - broker_before
             assert all(f.exception(0) is None for f in futures)
             producer.close()
             print(f"round {round_number}: {args.records / elapsed:>11,.0f} rows/s "

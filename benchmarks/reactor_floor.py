@@ -53,6 +53,9 @@ from twisted.internet import protocol
 
 from kafkaclone.network.direct_write import direct_socket, write_sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from proc_stat import cpu_seconds  # benchmarks/ is not a package
+
 RECORD_SIZE = 100
 """The records' size, as ``bench_broker.py``'s (the first 8 bytes carry the send time)."""
 FOLLOWERS = (2, 3)
@@ -333,16 +336,6 @@ def serve(role: str, arguments: list[str]) -> None:
 
 # --- the benchmark side ---------------------------------------------------------------------
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of processes so far (from /proc)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
-
-
 @contextmanager
 def _process(role: str, *arguments: object) -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen([sys.executable, __file__, "--serve", role,
@@ -365,11 +358,13 @@ def _line(process: subprocess.Popen[str]) -> str:
     return line.strip()
 
 
-def _percentiles(samples: list[float]) -> tuple[float, float]:
+def percentiles(samples: list[float]) -> tuple[float, float, float]:
+    """p50, p99 and the maximum of ``samples`` (sorted in place); NaN for none."""
     if not samples:
-        return float("nan"), float("nan")
-    ordered = sorted(samples)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        return float("nan"), float("nan"), float("nan")
+    samples.sort()
+    return (statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+            samples[-1])
 
 
 class Relay(NamedTuple):
@@ -391,7 +386,8 @@ def relay(rate: int, seconds: float) -> Relay:
         port = int(_line(leader))
         with _process("follower", port, FOLLOWERS[0]) as first, \
                 _process("follower", port, FOLLOWERS[1]) as second:
-            _line(first), _line(second)
+            _line(first)
+            _line(second)
             with _process("client", port, rate, seconds) as client:
                 pids = [leader.pid, first.pid, second.pid]
                 if _line(client) != "go":
@@ -399,8 +395,8 @@ def relay(rate: int, seconds: float) -> Relay:
                 before = cpu_seconds(pids)
                 result = json.loads(_line(client))
                 used = cpu_seconds(pids) - before
-    answer = _percentiles(result["answers"])
-    end_to_end = _percentiles(result["end_to_end"])
+    answer = percentiles(result["answers"])[:2]
+    end_to_end = percentiles(result["end_to_end"])[:2]
     return Relay(rate, used / result["sent"] * 1e6, *answer, *end_to_end, result["sent"],
                  len(result["end_to_end"]))
 
@@ -444,10 +440,8 @@ def format_relay(result: Relay) -> str:
 def answer_floor(requests: int, connections: int) -> tuple[int, float, float]:
     """``bench_broker.py --only rate``'s load against :func:`answerer`: the requests
     answered, the answerer's CPU seconds, the wall seconds."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import asyncio
-
-    import bench_broker
+    # Imported here, not above: every floor process imports this module, and the broker's
+    # modules (request_path's) would add over a second to each one's start.
     import request_path
 
     from kafkaclone.protocol import api
@@ -462,15 +456,8 @@ def answer_floor(requests: int, connections: int) -> tuple[int, float, float]:
             index=0, error_code=0, base_offset=123_456, log_append_time_ms=-1,
             log_start_offset=0, record_errors=[], error_message=None)])])
     answer = api.encode_response(ApiKey.PRODUCE, request_path.PRODUCE_VERSION, 0, body)
-    api.decode_response(ApiKey.PRODUCE, request_path.PRODUCE_VERSION, answer)
-    frames = [request_path.produce_frame(c, "rate", c) for c in range(connections)]
-    counts = [requests // connections + (c < requests % connections)
-              for c in range(connections)]
     with answerer(answer[4:]) as (port, pid):
-        asyncio.run(bench_broker._rate_load("127.0.0.1", port, frames, [1_000] * connections))
-        before, started = cpu_seconds([pid]), time.perf_counter()
-        answered = asyncio.run(bench_broker._rate_load("127.0.0.1", port, frames, counts))
-        return answered, cpu_seconds([pid]) - before, time.perf_counter() - started
+        return request_path.rate_run("127.0.0.1", port, pid, requests, connections)
 
 
 def format_answer(answered: int, used: float, elapsed: float) -> str:

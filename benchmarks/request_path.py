@@ -16,14 +16,19 @@ round under cProfile and prints its hottest functions.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import io
 import pstats
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from proc_stat import cpu_seconds  # benchmarks/ is on the path
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -190,6 +195,88 @@ def main() -> None:
           f"(best of {args.rounds} x {args.requests:,})", flush=True)
     if args.profile:
         print(profile(args.requests))
+
+
+
+# -- the same requests over sockets (bench_broker.py --only rate, reactor_floor.py) ---------
+
+RATE_WINDOW = 32
+"""Unanswered requests per connection in the rate benchmark (librdkafka's default
+max.in.flight is 1,000,000; the broker reads at most 100 ahead of its answers)."""
+RATE_SECONDS = 120.0
+
+
+def rate_run(host: str, port: int, pid: int, requests: int, connections: int,
+             partitions: int = 6, measured: Callable[[], ContextManager[object]] = nullcontext
+             ) -> tuple[int, float, float]:
+    """``requests`` one-record acks=1 Produce requests to the server at ``host:port`` (pid
+    ``pid``), over ``connections`` pipelining connections spread over ``partitions``, after
+    a warm-up round of 1,000 per connection (connections, the partitions' first segments):
+    the requests answered, the server's CPU seconds and the wall seconds, the measured part
+    inside ``measured()`` (a profiler, say)."""
+    frames = [produce_frame(c, TOPIC, c % partitions) for c in range(connections)]
+    counts = [requests // connections + (c < requests % connections)
+              for c in range(connections)]
+    asyncio.run(rate_load(host, port, frames, [1_000] * connections))
+    with measured():
+        before, started = cpu_seconds([pid]), time.perf_counter()
+        answered = asyncio.run(rate_load(host, port, frames, counts))
+        return answered, cpu_seconds([pid]) - before, time.perf_counter() - started
+
+
+async def rate_load(host: str, port: int, frames: list[bytes], counts: list[int]) -> int:
+    """Run one pipelining connection per frame, each until ``counts`` of its requests are
+    answered (or :data:`RATE_SECONDS`); the requests answered."""
+    deadline = time.monotonic() + RATE_SECONDS
+    answered = await asyncio.gather(*(_load_connection(host, port, frame, count, deadline)
+                                      for frame, count in zip(frames, counts, strict=True)))
+    return sum(answered)
+
+
+async def _load_connection(host: str, port: int, frame: bytes, count: int,
+                           deadline: float) -> int:
+    reader, writer = await asyncio.open_connection(host, port)
+    sent = answered = 0
+    buffer = bytearray()
+    last = b""
+    try:
+        while answered < count:
+            window = min(RATE_WINDOW - (sent - answered), count - sent)
+            if window > 0:
+                writer.write(frame * window)
+                sent += window
+            try:
+                data = await asyncio.wait_for(reader.read(1 << 16),
+                                              max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                print(f"    (a connection stopped after {RATE_SECONDS} s, {answered:,} "
+                      f"answered)", flush=True)
+                break
+            if not data:
+                raise RuntimeError("the broker closed the connection")
+            buffer += data
+            position = 0
+            while len(buffer) - position >= 4:
+                end = position + 4 + int.from_bytes(buffer[position:position + 4], "big")
+                if end > len(buffer):
+                    break
+                if answered == 0 or answered == count - 1:
+                    last = bytes(buffer[position + 4:end])
+                    _check_produce_answer(last)
+                answered += 1
+                position = end
+            del buffer[:position]
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return answered
+
+
+def _check_produce_answer(frame: bytes) -> None:
+    _, response = api.decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, frame)
+    errors = {p.error_code for t in response.responses for p in t.partition_responses}
+    if errors != {0}:
+        raise RuntimeError(f"produce answered with errors {errors}")
 
 
 if __name__ == "__main__":
