@@ -1,7 +1,14 @@
 """The idempotent producer against the plain one (issue 14): prints numbers, asserts nothing.
 
     .venv/bin/python benchmarks/bench_idempotence.py [--records 300000] [--rounds 16]
-        [--profile DIR] [--stats]
+        [--profile DIR] [--stats] [--load batches,librdkafka] [--batch-records 500]
+
+First, on each cluster, what idempotence costs the brokers alone: ``batch_load.py``'s
+producer (pre-encoded batches of ``--batch-records`` records, 5 requests in flight per
+connection in both modes, acks=all) in alternating plain and idempotent rounds of
+``--records``. Its own cost is nearly nothing and the same in both modes, so the ratio of
+its rates, and the brokers' CPU per record printed beside it, are the brokers'. Then the
+same comparison with librdkafka, as below (``--load`` picks either).
 
 confluent-kafka (librdkafka) sends ``--records`` 100-byte records with acks=all, once with
 ``enable.idempotence=false`` and once with ``true``, alternating for ``--rounds`` rounds in
@@ -66,6 +73,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import batch_load
 from bench_broker import create_topic, produce, profiled
 from proc_stat import cpu_seconds
 
@@ -203,8 +211,41 @@ def report(title: str, rates: dict[str, list[float]], goal: str) -> None:
           f"{', '.join(f'{r:,.0f}' for r in idempotent)})", flush=True)
 
 
+def batch_rounds(cluster: LocalCluster, topic: str, records: int, count: int,
+                 batch_records: int, label: str) -> dict[str, list[float]]:
+    """Alternating plain and idempotent rounds of :mod:`batch_load` (a producer that costs
+    the same in both modes, nearly nothing): the rates per mode; printed, the brokers' CPU
+    per record per mode."""
+    found = batch_load.leaders(cluster.bootstrap_servers, topic)
+    template = batch_load.template_batch(batch_records)
+    pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
+    rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    cpu = dict.fromkeys(MODES, 0.0)
+    sent = dict.fromkeys(MODES, 0.0)
+    for number in range(count):
+        for mode in list(MODES) if number % 2 == 0 else list(reversed(MODES)):
+            before, started = cpu_seconds(pids), time.perf_counter()
+            rate = batch_load.produce_round(found, topic, template, records,
+                                            mode == "idempotent")
+            cpu[mode] += cpu_seconds(pids) - before
+            sent[mode] += rate * (time.perf_counter() - started)
+            rates[mode].append(rate)
+    print(f"    ({label}, {batch_records} records per batch, "
+          f"{batch_load.IN_FLIGHT} requests in flight per connection in both modes; the "
+          f"brokers' CPU per record {cpu['plain'] / sent['plain'] * 1e6:.2f} µs plain, "
+          f"{cpu['idempotent'] / sent['idempotent'] * 1e6:.2f} µs idempotent)", flush=True)
+    return rates
+
+
 def compare(cluster: LocalCluster, topic: str, args: argparse.Namespace, label: str,
             brokers: int) -> None:
+    loads = set(args.load.split(","))
+    if "batches" in loads:
+        report(f"{label}, the brokers alone",
+               batch_rounds(cluster, topic, args.records, args.rounds, args.batch_records,
+                            f"{topic}-batches"), "goal >= 0.95")
+    if "librdkafka" not in loads:
+        return
     ours = rounds(lambda: {"bootstrap.servers": cluster.bootstrap_servers}, topic,
                   args.records, args.rounds, cluster, topic, args.profile, args.stats)
     # A new mock cluster per producer (it lives as long as the client that made it).
@@ -217,7 +258,7 @@ def compare(cluster: LocalCluster, topic: str, args: argparse.Namespace, label: 
                     topic, args.records, args.rounds, None, f"{topic}-mock-rtt{delay}", None,
                     args.stats)
     many = f"{brokers} broker{'s' if brokers > 1 else ''}"
-    report(label, ours.rates, "goal >= 0.95")
+    report(f"{label}, librdkafka", ours.rates, "goal >= 0.95")
     report(f"  librdkafka mock, {many}", mock.rates, "(the client's own ratio)")
     report(f"  mock, {many}, rtt {delay} ms", slowed.rates, "(the client's, at our rtt)")
 
@@ -253,6 +294,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--profile", type=Path, default=None)
     parser.add_argument("--stats", action="store_true")
+    parser.add_argument("--load", default="batches,librdkafka",
+                        help="producers to run: batches (batch_load.py), librdkafka, or both")
+    parser.add_argument("--batch-records", type=int, default=500,
+                        help="records per batch of the batch_load rounds")
     parser.add_argument("--only", default="1,3", help="clusters to run: 1, 3 or 1,3")
     parser.add_argument("--pin", action="store_true",
                         help="the producer on CPU 0, the brokers and ZooKeeper on the others")
