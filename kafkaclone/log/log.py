@@ -71,6 +71,7 @@ from kafkaclone.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     NO_PRODUCER_ID,
     CompletedTxn,
+    ContinuingBatch,
     ProducerAppendInfo,
     ProducerBatch,
     ProducerStateManager,
@@ -81,6 +82,7 @@ from kafkaclone.log.segment import LogSegment, log_file
 from kafkaclone.log.transaction_index import AbortedTxn
 from kafkaclone.log.validator import (
     AnalyzedRecords,
+    HeaderFields,
     IndexEntry,
     OffsetsOutOfOrderError,
     UnexpectedAppendOffsetError,
@@ -95,6 +97,10 @@ from kafkaclone.protocol.records.common import LOG_OVERHEAD
 logger = logging.getLogger(__name__)
 _PRODUCER_ID: Final = BatchHeader._fields.index("producer_id")
 """Where a header tuple (AnalyzedRecords.header_fields) holds the producer id."""
+
+ProducerUpdates = dict[int, ProducerAppendInfo] | list[ContinuingBatch]
+"""What an append changes in the producer state, applied once it is written: the append
+infos of the full check, or only batches continuing their producers' sequences."""
 
 _EMPTY: Final = memoryview(b"")
 
@@ -596,29 +602,46 @@ class Log:
         view = view[: analyzed.valid_bytes]
         info = follower_append_info(analyzed, self._log_start_offset)
         self._check_append_size(len(view))
-        producer_batches: list[ProducerBatch] = []
+        state = self.producer_state_manager
+        with_producer: list[tuple[int, HeaderFields]] = []
+        continuing: list[ContinuingBatch] | None = []
         for position, fields in analyzed.header_fields:
             # Named locals from the plain header tuple (see AnalyzedRecords): a follower
             # runs this for every batch it replicates.
-            (base_offset, _batch_length, partition_leader_epoch, _magic, _crc, _attributes,
-             _last_offset_delta, _base_timestamp, _max_timestamp, producer_id,
-             _producer_epoch, _base_sequence, _records_count) = fields
+            (base_offset, _batch_length, partition_leader_epoch, _magic, _crc, attributes,
+             last_offset_delta, _base_timestamp, max_timestamp, producer_id,
+             producer_epoch, base_sequence, _records_count) = fields
             if partition_leader_epoch >= 0:
                 self._maybe_assign_epoch_start_offset(partition_leader_epoch, base_offset)
             if producer_id > NO_PRODUCER_ID:
+                with_producer.append((position, fields))
+                if continuing is not None:
+                    batch = state.continuing_batch(
+                        producer_id, producer_epoch, base_sequence, attributes,
+                        last_offset_delta, base_offset, max_timestamp, check_sequence=False)
+                    if batch is None:
+                        continuing = None
+                    else:
+                        continuing.append(batch)
+        updated_producers: ProducerUpdates
+        if continuing is not None:
+            updated_producers = continuing
+        else:
+            producer_batches: list[ProducerBatch] = []
+            for position, fields in with_producer:
                 header = BatchHeader._make(fields)
                 batch_bytes = batch_bytes_at(view, position, header) if header.is_control else None
                 producer_batches.append(ProducerBatch.from_header(header,
                                                                   batch_bytes=batch_bytes))
-        updated_producers, _ = self.producer_state_manager.analyze_and_validate(
-            producer_batches, AppendOrigin.REPLICATION)
+            updated_producers, _ = state.analyze_and_validate(producer_batches,
+                                                              AppendOrigin.REPLICATION)
         self._write(view, info, now_ms(self._clock))
         self._update_producer_state(updated_producers, info)
         return info
 
     def _analyze_producer_state(
         self, view: memoryview, analyzed: AnalyzedRecords, origin: AppendOrigin, now: int
-    ) -> tuple[dict[int, ProducerAppendInfo], LogAppendInfo | None]:
+    ) -> tuple[ProducerUpdates, LogAppendInfo | None]:
         """Check a leader's append against the producer state before offsets are assigned
         (Kafka's analyzeAndValidateProducerState): the producers' updates, or the append
         info of the batch this one duplicates (nothing is to be written then).
@@ -632,6 +655,17 @@ class Log:
             return {}, None
         offset = self._next_offset_metadata.message_offset
         max_timestamp = now if self.config.log_append_time else None
+        if origin is AppendOrigin.CLIENT and len(analyzed.header_fields) == 1:
+            # An idempotent producer's next batch (Produce v3+ carries one per partition).
+            (_base_offset, _batch_length, _partition_leader_epoch, _magic, _crc, attributes,
+             last_offset_delta, _base_timestamp, header_max_timestamp, producer_id,
+             producer_epoch, base_sequence, _records_count) = analyzed.header_fields[0][1]
+            continuing = self.producer_state_manager.continuing_batch(
+                producer_id, producer_epoch, base_sequence, attributes, last_offset_delta,
+                offset, header_max_timestamp if max_timestamp is None else max_timestamp,
+                check_sequence=True)
+            if continuing is not None:
+                return [continuing], None
         batches = []
         for position, header in analyzed.batches:
             if has_producer_id(header):
@@ -648,10 +682,13 @@ class Log:
             duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
             duplicate.last_offset, duplicate.timestamp, self._log_start_offset, 0, 0, 0, -1)
 
-    def _update_producer_state(self, updated: dict[int, ProducerAppendInfo],
-                               info: LogAppendInfo) -> None:
+    def _update_producer_state(self, updated: ProducerUpdates, info: LogAppendInfo) -> None:
         producer_state = self.producer_state_manager
         if not updated:
+            producer_state.update_map_end_offset(info.last_offset + 1)
+            return
+        if isinstance(updated, list):
+            producer_state.apply_continuing(updated)
             producer_state.update_map_end_offset(info.last_offset + 1)
             return
         completed_txns: list[CompletedTxn] = []

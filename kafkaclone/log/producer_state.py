@@ -66,7 +66,12 @@ from kafkaclone.common.errors import (
 )
 from kafkaclone.common.topic_partition import TopicPartition
 from kafkaclone.log.common import AppendOrigin, filename_prefix_from_offset, offset_from_filename
-from kafkaclone.protocol.records.batch import BatchHeader, RecordBatch
+from kafkaclone.protocol.records.batch import (
+    CONTROL_FLAG_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    RecordBatch,
+)
 from kafkaclone.protocol.records.common import LOG_OVERHEAD
 from kafkaclone.protocol.records.record import ControlRecordType, EndTransactionMarker
 
@@ -426,6 +431,23 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
+class ContinuingBatch(NamedTuple):
+    """A data batch that continues a known producer's sequence in its current epoch, with
+    no transaction open or started: every check of :class:`ProducerAppendInfo` passes, and
+    applying it adds its metadata to the producer's entry
+    (:meth:`ProducerStateManager.continuing_batch`)."""
+
+    entry: ProducerStateEntry
+    producer_epoch: int
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+
+_NOT_PLAIN_DATA: Final = TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
+
+
 class ProducerStateManager:
     """The producers of one partition, their snapshots, and the offset up to which the
     state covers the log (``map_end_offset``)."""
@@ -670,6 +692,41 @@ class ProducerStateManager:
             current.update(updated)
         for txn in append_info.started_transactions:
             self.ongoing_txns[txn.first_offset] = txn
+
+    def continuing_batch(self, producer_id: int, producer_epoch: int, base_sequence: int,
+                         attributes: int, last_offset_delta: int, first_offset: int,
+                         max_timestamp: int, *, check_sequence: bool
+                         ) -> ContinuingBatch | None:
+        """The common batch, checked without :class:`ProducerAppendInfo`: a data batch
+        outside transactions from a producer this partition knows, in its current epoch,
+        and (``check_sequence``, a client's append) right after its last sequence, so no
+        remembered batch can be its duplicate. None for anything else: a new producer or
+        epoch, a gap, a retry, a transaction, a marker; :meth:`analyze_and_validate` decides
+        those. Apply with :meth:`apply_continuing` once the batch is written."""
+        if attributes & _NOT_PLAIN_DATA:
+            return None
+        entry = self.producers.get(producer_id)
+        if (entry is None or entry.producer_epoch != producer_epoch or not entry.batch_metadata
+                or entry.current_txn_first_offset is not None):
+            return None
+        if check_sequence and not _in_sequence(entry.batch_metadata[-1].last_seq,
+                                               base_sequence):
+            return None
+        return ContinuingBatch(entry, producer_epoch,
+                               increment_sequence(base_sequence, last_offset_delta),
+                               first_offset + last_offset_delta, last_offset_delta,
+                               max_timestamp)
+
+    @staticmethod
+    def apply_continuing(batches: Iterable[ContinuingBatch]) -> None:
+        """What :meth:`update` does with the append info of these batches:
+        :meth:`ProducerStateEntry.add_batch` in the entry's own epoch, inline."""
+        for entry, _epoch, last_seq, last_offset, offset_delta, timestamp in batches:
+            remembered = entry.batch_metadata
+            if len(remembered) == NUM_BATCHES_TO_RETAIN:
+                remembered.popleft()
+            remembered.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+            entry.last_timestamp = timestamp
 
     def analyze_and_validate(self, batches: Iterable[ProducerBatch], origin: AppendOrigin
                              ) -> tuple[dict[int, ProducerAppendInfo], BatchMetadata | None]:

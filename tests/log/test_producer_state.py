@@ -20,6 +20,7 @@ from kafkaclone.log.common import AppendOrigin
 from kafkaclone.log.producer_state import (
     INT32_MAX,
     BatchMetadata,
+    ContinuingBatch,
     CorruptSnapshotError,
     ProducerBatch,
     ProducerStateEntry,
@@ -85,6 +86,46 @@ def test_manager_rules_follow_kafka(tmp_path: Path) -> None:
     updates, _ = manager.analyze_and_validate([batch(9, 3, epoch=1)], AppendOrigin.REPLICATION)
     manager.update(updates[PID])
     assert manager.producers[PID].last_seq == 9
+
+
+def continuing(manager: ProducerStateManager, seq: int, first_offset: int, records: int = 1,
+               epoch: int = 0, attributes: int = 0) -> ContinuingBatch | None:
+    return manager.continuing_batch(PID, epoch, seq, attributes, records - 1, first_offset, T0,
+                                    check_sequence=True)
+
+
+def test_continuing_batch_takes_only_what_every_check_passes(tmp_path: Path) -> None:
+    manager = ProducerStateManager(TP, tmp_path)
+    assert continuing(manager, 0, 0) is None  # a producer not known yet
+    updates, _ = manager.analyze_and_validate([batch(0, 0, 2)], AppendOrigin.CLIENT)
+    manager.update(updates[PID])
+    assert continuing(manager, 0, 2, 2) is None  # the retry of the batch written
+    assert continuing(manager, 5, 2) is None  # a gap
+    assert continuing(manager, 0, 2, epoch=1) is None  # a new epoch
+    assert continuing(manager, 2, 2, attributes=0x10) is None  # transactional
+    assert continuing(manager, 2, 2, attributes=0x20) is None  # a control batch
+    assert manager.continuing_batch(PID, 0, 9, 0, 0, 2, T0, check_sequence=False) is not None
+    assert continuing(manager, 2, 2, 3) == ContinuingBatch(manager.producers[PID], 0, 4, 4, 2,
+                                                           T0)
+
+
+def test_continuing_batches_change_the_state_as_the_full_check(tmp_path: Path) -> None:
+    shortcut = ProducerStateManager(TP, tmp_path / "a")
+    full = ProducerStateManager(TP, tmp_path / "b")
+    for manager in (shortcut, full):
+        manager.load_batches([batch(INT32_MAX - 3, 0, 2)])
+    offset = 2
+    for seq, records in [(INT32_MAX - 1, 3), (1, 1), (2, 4), (6, 1), (7, 2), (9, 1)]:
+        found = continuing(shortcut, seq, offset, records)
+        assert found is not None
+        shortcut.apply_continuing([found])
+        updates, duplicate = full.analyze_and_validate([batch(seq, offset, records)],
+                                                       AppendOrigin.CLIENT)
+        assert duplicate is None
+        full.update(updates[PID])
+        offset += records
+    assert shortcut.producers == full.producers
+    assert [b.last_seq for b in shortcut.producers[PID].batch_metadata] == [1, 5, 6, 8, 9]
 
 
 def test_last_five_batches_are_remembered(tmp_path: Path) -> None:
@@ -195,6 +236,16 @@ def test_followers_build_the_same_state(open_log: LogFactory, tmp_path: Path) ->
     assert follower.producer_state_manager.producers[PID].last_seq == 3
     duplicate = follower.append(idempotent(2, 2), leader_epoch=1)
     assert (duplicate.first_offset, follower.log_end_offset) == (2, 4)
+    # The producer's next batches (the shortcut of a known producer): four in one fetch,
+    # then one.
+    for seq in range(4, 12, 2):
+        leader.append(idempotent(seq, 2), leader_epoch=1)
+    follower.append_as_follower(leader.read(4, 1 << 20).records)
+    leader.append(idempotent(12, 1), leader_epoch=1)
+    follower.append_as_follower(leader.read(12, 1 << 20).records)
+    assert follower.producer_state_manager.producers == leader.producer_state_manager.producers
+    assert [b.last_seq for b in leader.producer_state_manager.producers[PID].batch_metadata] == [
+        5, 7, 9, 11, 12]
 
 
 def test_state_survives_clean_restart(open_log: LogFactory, log_dir: Path) -> None:
