@@ -20,11 +20,12 @@ import time
 from dataclasses import dataclass
 
 from confluent_kafka import Producer
-from crc32c import crc32c
 
+from kafkaclone.clients.records import finish_batch
 from kafkaclone.protocol import api
 from kafkaclone.protocol.api_keys import ApiKey
-from kafkaclone.protocol.records import build_record_batch
+from kafkaclone.protocol.records import Codec, build_record_batch
+from kafkaclone.protocol.records.batch import RECORD_BATCH_OVERHEAD
 
 IN_FLIGHT = 5
 PRODUCE_VERSION = 8
@@ -32,13 +33,6 @@ INIT_PRODUCER_ID_VERSION = 1
 CLIENT_ID = "bench-batch-load"
 TIMEOUT_S = 120.0
 """A round that has not finished by then stops and fails."""
-
-# Byte positions in a v2 batch header.
-_CRC = slice(17, 21)
-_ATTRIBUTES = 21
-_PRODUCER_ID = slice(43, 51)
-_PRODUCER_EPOCH = slice(51, 53)
-_BASE_SEQUENCE = slice(53, 57)
 
 
 @dataclass(frozen=True)
@@ -59,22 +53,28 @@ def leaders(bootstrap: str, topic: str) -> list[Leader]:
             for broker, partitions in sorted(led.items())]
 
 
-def template_batch(records: int, value_bytes: int = 100) -> bytes:
-    """One uncompressed batch of ``records`` values of ``value_bytes``, no producer id."""
+@dataclass(frozen=True)
+class Records:
+    """The encoded records of one batch, without the batch header."""
+
+    body: bytes
+    count: int
+    timestamp: int
+
+
+def template_records(count: int, value_bytes: int = 100) -> Records:
+    """``count`` uncompressed values of ``value_bytes``, all with the current time."""
     now = int(time.time() * 1000)
-    return build_record_batch([(None, b"x" * value_bytes, None, now)
-                               for _ in range(records)])
+    batch = build_record_batch([(None, b"x" * value_bytes, None, now) for _ in range(count)])
+    return Records(batch[RECORD_BATCH_OVERHEAD:], count, now)
 
 
-def stamped(template: bytes, producer_id: int, epoch: int, sequence: int) -> bytes:
-    """``template`` with a producer id, epoch and base sequence, and its CRC redone (the CRC
-    covers the batch from its attributes on)."""
-    batch = bytearray(template)
-    batch[_PRODUCER_ID] = producer_id.to_bytes(8, "big", signed=True)
-    batch[_PRODUCER_EPOCH] = epoch.to_bytes(2, "big", signed=True)
-    batch[_BASE_SEQUENCE] = sequence.to_bytes(4, "big", signed=True)
-    batch[_CRC] = crc32c(memoryview(batch)[_ATTRIBUTES:]).to_bytes(4, "big")
-    return bytes(batch)
+def stamped(records: Records, producer_id: int, epoch: int, sequence: int) -> bytearray:
+    """The batch of ``records`` with a producer id, epoch and base sequence (the project's
+    producer's header and CRC)."""
+    return finish_batch(records.body, records.count, records.timestamp, records.timestamp,
+                        Codec.NONE, producer_id=producer_id, producer_epoch=epoch,
+                        base_sequence=sequence)
 
 
 async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, frame: bytes
@@ -106,7 +106,8 @@ async def init_producer_id(host: str, port: int) -> tuple[int, int]:
     return response.producer_id, response.producer_epoch
 
 
-def _produce_frame(correlation_id: int, topic: str, batches: dict[int, bytes]) -> bytes:
+def _produce_frame(correlation_id: int, topic: str, batches: dict[int, bytearray]
+                   ) -> bytes:
     request = api.APIS[ApiKey.PRODUCE].request
     structs = request.structs
     body = request.cls(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
@@ -117,18 +118,17 @@ def _produce_frame(correlation_id: int, topic: str, batches: dict[int, bytes]) -
                               body)
 
 
-async def _connection(leader: Leader, topic: str, template: bytes, requests: int,
+async def _connection(leader: Leader, topic: str, records: Records, requests: int,
                       producer: tuple[int, int] | None, deadline: float) -> None:
     """``requests`` Produce requests to one leader, at most IN_FLIGHT unanswered."""
     producer_id, epoch = producer if producer is not None else (-1, -1)
-    per_batch = int.from_bytes(template[57:61], "big")
     reader, writer = await asyncio.open_connection(leader.host, leader.port)
     sent = answered = 0
     try:
         while answered < requests:
             while sent < requests and sent - answered < IN_FLIGHT:
-                sequence = sent * per_batch if producer is not None else -1
-                batches = {p: stamped(template, producer_id, epoch, sequence)
+                sequence = sent * records.count if producer is not None else -1
+                batches = {p: stamped(records, producer_id, epoch, sequence)
                            for p in leader.partitions}
                 frame = _produce_frame(sent, topic, batches)
                 writer.write(len(frame).to_bytes(4, "big") + frame)
@@ -149,21 +149,21 @@ async def _connection(leader: Leader, topic: str, template: bytes, requests: int
         await writer.wait_closed()
 
 
-async def _round(found: list[Leader], topic: str, template: bytes, requests: int,
+async def _round(found: list[Leader], topic: str, records: Records, requests: int,
                  idempotent: bool) -> None:
     deadline = time.monotonic() + TIMEOUT_S
     producer = (await init_producer_id(found[0].host, found[0].port) if idempotent
                 else None)
-    await asyncio.gather(*(_connection(leader, topic, template, requests, producer,
+    await asyncio.gather(*(_connection(leader, topic, records, requests, producer,
                                        deadline) for leader in found))
 
 
-def produce_round(found: list[Leader], topic: str, template: bytes, records: int,
-                  idempotent: bool) -> float:
-    """About ``records`` records (whole requests) sent and acknowledged: records/s."""
+def produce_round(found: list[Leader], topic: str, records: Records, about: int,
+                  idempotent: bool) -> tuple[int, float]:
+    """About ``about`` records (whole requests of ``records`` per partition) sent and
+    acknowledged: the records and the seconds it took."""
     partitions = sum(len(leader.partitions) for leader in found)
-    per_batch = int.from_bytes(template[57:61], "big")
-    requests = max(1, records // (partitions * per_batch))
+    requests = max(1, about // (partitions * records.count))
     started = time.perf_counter()
-    asyncio.run(_round(found, topic, template, requests, idempotent))
-    return requests * partitions * per_batch / (time.perf_counter() - started)
+    asyncio.run(_round(found, topic, records, requests, idempotent))
+    return requests * partitions * records.count, time.perf_counter() - started

@@ -225,19 +225,19 @@ def batch_rounds(cluster: LocalCluster, topic: str, records: int, count: int,
     the same in both modes, nearly nothing): the rates per mode; printed, the brokers' CPU
     per record per mode."""
     found = batch_load.leaders(cluster.bootstrap_servers, topic)
-    template = batch_load.template_batch(batch_records)
+    records_of_a_batch = batch_load.template_records(batch_records)
     pids = [b.pid for b in cluster.brokers.values() if b.pid is not None]
     rates: dict[str, list[float]] = {mode: [] for mode in MODES}
     cpu = dict.fromkeys(MODES, 0.0)
-    sent = dict.fromkeys(MODES, 0.0)
+    sent = dict.fromkeys(MODES, 0)
     for number in range(count):
         for mode in list(MODES) if number % 2 == 0 else list(reversed(MODES)):
-            before, started = cpu_seconds(pids), time.perf_counter()
-            rate = batch_load.produce_round(found, topic, template, records,
-                                            mode == "idempotent")
+            before = cpu_seconds(pids)
+            acknowledged, seconds = batch_load.produce_round(
+                found, topic, records_of_a_batch, records, mode == "idempotent")
             cpu[mode] += cpu_seconds(pids) - before
-            sent[mode] += rate * (time.perf_counter() - started)
-            rates[mode].append(rate)
+            sent[mode] += acknowledged
+            rates[mode].append(acknowledged / seconds)
     print(f"    ({label}, {batch_records} records per batch, "
           f"{batch_load.IN_FLIGHT} requests in flight per connection in both modes; the "
           f"brokers' CPU per record {cpu['plain'] / sent['plain'] * 1e6:.2f} µs plain, "
