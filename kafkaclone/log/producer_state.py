@@ -438,7 +438,6 @@ class ContinuingBatch(NamedTuple):
     (:meth:`ProducerStateManager.continuing_batch`)."""
 
     entry: ProducerStateEntry
-    producer_epoch: int
     last_seq: int
     last_offset: int
     offset_delta: int
@@ -712,8 +711,7 @@ class ProducerStateManager:
         if check_sequence and not _in_sequence(entry.batch_metadata[-1].last_seq,
                                                base_sequence):
             return None
-        return ContinuingBatch(entry, producer_epoch,
-                               increment_sequence(base_sequence, last_offset_delta),
+        return ContinuingBatch(entry, increment_sequence(base_sequence, last_offset_delta),
                                first_offset + last_offset_delta, last_offset_delta,
                                max_timestamp)
 
@@ -721,7 +719,7 @@ class ProducerStateManager:
     def apply_continuing(batches: Iterable[ContinuingBatch]) -> None:
         """What :meth:`update` does with the append info of these batches:
         :meth:`ProducerStateEntry.add_batch` in the entry's own epoch, inline."""
-        for entry, _epoch, last_seq, last_offset, offset_delta, timestamp in batches:
+        for entry, last_seq, last_offset, offset_delta, timestamp in batches:
             remembered = entry.batch_metadata
             if len(remembered) == NUM_BATCHES_TO_RETAIN:
                 remembered.popleft()

@@ -105,8 +105,7 @@ def test_continuing_batch_takes_only_what_every_check_passes(tmp_path: Path) -> 
     assert continuing(manager, 2, 2, attributes=0x10) is None  # transactional
     assert continuing(manager, 2, 2, attributes=0x20) is None  # a control batch
     assert manager.continuing_batch(PID, 0, 9, 0, 0, 2, T0, check_sequence=False) is not None
-    assert continuing(manager, 2, 2, 3) == ContinuingBatch(manager.producers[PID], 0, 4, 4, 2,
-                                                           T0)
+    assert continuing(manager, 2, 2, 3) == ContinuingBatch(manager.producers[PID], 4, 4, 2, T0)
 
 
 def test_continuing_batches_change_the_state_as_the_full_check(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import struct
 import threading
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 from kazoo.client import KazooClient
@@ -23,6 +24,8 @@ from kafkaclone.zk.multi_read import (
 )
 from kafkaclone.zk.zookeeper_client import ZooKeeperClient
 from tests.zk.conftest import MAIN_THREAD, ZooKeeperClientFactory, run
+
+T = TypeVar("T")
 
 STAT = (1, 2, 3, 4, 5, 6, 7, 0, 3, 0, 8)
 
@@ -78,33 +81,24 @@ def test_batches_bounded_by_ops_request_and_reply_bytes() -> None:
                               expected_data_bytes=1) == []
 
 
-def record_requests(client: ZooKeeperClient) -> list[tuple[int, str | None]]:
-    """The type and path (None for a request without one) of every request the client
-    queues on its kazoo session."""
-    requests: list[tuple[int, str | None]] = []
+def record_requests(client: ZooKeeperClient, what: Callable[[Any], T]) -> list[T]:
+    """``what(request)`` of every request the client queues on its kazoo session, in a
+    list that grows as it does."""
+    seen: list[T] = []
     kazoo = client.kazoo_client
     queue = kazoo._call
 
     def call(request: Any, async_object: Any) -> Any:
-        requests.append((request.type, getattr(request, "path", None)))
+        seen.append(what(request))
         return queue(request, async_object)
 
     kazoo._call = call  # type: ignore[method-assign]
-    return requests
+    return seen
 
 
 def record_request_types(client: ZooKeeperClient) -> list[int]:
     """The type of every request the client queues on its kazoo session."""
-    types: list[int] = []
-    kazoo = client.kazoo_client
-    queue = kazoo._call
-
-    def call(request: Any, async_object: Any) -> Any:
-        types.append(request.type)
-        return queue(request, async_object)
-
-    kazoo._call = call  # type: ignore[method-assign]
-    return types
+    return record_requests(client, lambda request: int(request.type))
 
 
 def create_many(zk: KazooClient, paths: list[str], data: list[bytes]) -> None:
@@ -186,7 +180,8 @@ def test_a_server_answering_multi_read_with_an_error_is_read_one_znode_a_request
     for i in range(0, 30, 3):
         zk.create(f"/old/{i}", str(i).encode(), makepath=True)
     monkeypatch.setattr("kafkaclone.zk.zookeeper_client.MultiRead", UnknownRequest)
-    requests = record_requests(client)
+    requests = record_requests(client, lambda request: (int(request.type),
+                                                        getattr(request, "path", None)))
     paths = [f"/old/{i}" for i in range(30)]
     expected = [str(i).encode() if i % 3 == 0 else None for i in range(30)]
     found = run(client.get_data_many(paths, multi_read_ops=10, window=4))
