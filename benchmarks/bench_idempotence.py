@@ -79,7 +79,7 @@ from proc_stat import cpu_seconds
 
 from kafkaclone.testing.cluster import LocalCluster
 
-NO_FLUSH = {"log.flush.interval.messages": "9223372036854775807",
+BROKER_OVERRIDES = {"log.flush.interval.messages": "9223372036854775807",
             # Old segments go within a second of leaving the retention (below): the page
             # cache drops their pages unwritten.
             "log.retention.check.interval.ms": "1000", "log.segment.delete.delay.ms": "0"}
@@ -317,13 +317,13 @@ def main() -> None:
     if args.pin:
         pin(os.getpid(), CLIENT_CPUS)
     if "1" in only:
-        with LocalCluster(1, overrides=NO_FLUSH) as cluster:
+        with LocalCluster(1, overrides=BROKER_OVERRIDES) as cluster:
             if args.pin:
                 pin_cluster(cluster)
             create_topic(cluster, "idem1", 1, RETENTION)
             compare(cluster, "idem1", args, "1 broker, acks=all", 1)
     if "3" in only:
-        with LocalCluster(3, overrides=NO_FLUSH) as cluster:
+        with LocalCluster(3, overrides=BROKER_OVERRIDES) as cluster:
             if args.pin:
                 pin_cluster(cluster)
             create_topic(cluster, "idem3", 3, {"min.insync.replicas": "2", **RETENTION})
