@@ -80,9 +80,10 @@ from proc_stat import cpu_seconds
 from kafkaclone.testing.cluster import LocalCluster
 
 BROKER_OVERRIDES = {"log.flush.interval.messages": "9223372036854775807",
-            # Old segments go within a second of leaving the retention (below): the page
-            # cache drops their pages unwritten.
-            "log.retention.check.interval.ms": "1000", "log.segment.delete.delay.ms": "0"}
+                    # Old segments go within a second of leaving the retention (below):
+                    # the page cache drops their pages unwritten.
+                    "log.retention.check.interval.ms": "1000",
+                    "log.segment.delete.delay.ms": "0"}
 RETENTION = {"segment.bytes": str(32 << 20), "retention.bytes": str(64 << 20)}
 """Each partition keeps 64-96 MiB: the brokers' logs stay under the kernel's dirty page
 limit (10 % of memory starts the writeback), so the disk's writeback does not set the
